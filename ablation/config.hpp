@@ -1,0 +1,54 @@
+// Loading and validating cases.json and techniques.json. Every problem is one line naming
+// the file, the JSON path and what is wrong (ConfigError::what()); the CLI prints it and
+// exits 2 before anything is written.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/types.hpp"
+
+namespace tlb {
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Technique {
+  std::string name;         // one of the stage names: qkv, attn, ffn, norm, graph
+  std::string description;  // one line
+  Stage stage = Stage::qkv;
+};
+
+// The factors of the grid, in bit order (bit 1 = leftmost character of a config string).
+struct TechniqueSet {
+  std::string source;
+  std::vector<Technique> items;
+  int size() const { return static_cast<int>(items.size()); }
+  uint32_t num_configs() const { return 1u << items.size(); }
+  // Config index -> bit string, e.g. 0b11000 with 5 techniques -> "11000" (bit 1 is the MSB).
+  std::string bits(uint32_t config) const;
+  StageSwitch stages(uint32_t config) const;
+  // "qkv+attn", or "reference" for 0.
+  std::string names(uint32_t config) const;
+};
+
+struct CaseSet {
+  std::string source;
+  std::vector<CaseSpec> cases;
+};
+
+// Throw ConfigError("<source>: <json path>: <problem>").
+CaseSet parse_cases(std::string_view text, const std::string& source);
+TechniqueSet parse_techniques(std::string_view text, const std::string& source);
+CaseSet load_cases(const std::string& path);
+TechniqueSet load_techniques(const std::string& path);
+
+// The default techniques file's content (five techniques of SPEC §2 in bit order), used when
+// --techniques is not given and configs/techniques.json is not found.
+TechniqueSet default_techniques();
+
+}  // namespace tlb

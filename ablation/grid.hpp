@@ -1,0 +1,41 @@
+// The full-factorial grid: 2^N technique configurations x cases x dtypes, narrowed by the
+// CLI's selection (--cases 1-5,9  --configs 11000,1xxxx  --dtypes fp16,bf16). Within each
+// (case, dtype) the configurations come in a seeded shuffled order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+
+namespace tlb {
+
+struct Selection {
+  std::vector<int> case_ids;                 // empty: every case
+  std::vector<std::string> config_patterns;  // '0', '1', 'x' per technique; empty: all
+  std::vector<DType> dtypes;                 // empty: each case's own dtypes
+};
+
+// Parses the three selection strings (empty string = no restriction). Throws ConfigError with
+// a one-line message naming the option on a malformed value, an unknown case id, a pattern of
+// the wrong length or letters, or an unknown dtype.
+Selection parse_selection(const std::string& cases, const std::string& configs,
+                          const std::string& dtypes, const CaseSet& case_set,
+                          const TechniqueSet& techniques);
+
+// True when config index `config` matches a pattern like "1x0xx" (bit 1 = leftmost).
+bool config_matches(const std::string& pattern, uint32_t config, int num_techniques);
+
+struct GridPoint {
+  size_t case_index = 0;  // into CaseSet::cases
+  int case_id = 0;
+  DType dtype = DType::fp16;
+  uint32_t config = 0;    // bit pattern over TechniqueSet (MSB = technique 1)
+};
+
+// Points grouped by case, then dtype; configurations shuffled within each group by `seed`.
+std::vector<GridPoint> build_grid(const CaseSet& cases, const TechniqueSet& techniques,
+                                  const Selection& sel, uint64_t seed);
+
+}  // namespace tlb

@@ -1,0 +1,20 @@
+// Each subcommand lives in its own cmd_<name>.cpp and registers itself here; main() builds the
+// CLI from the registry. Subcommands only parse arguments and call into the libraries.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace tlb::cli {
+
+// Exit codes (SPEC §7).
+enum ExitCode : int { kOk = 0, kGateOrAccuracyFailure = 1, kUsageOrConfig = 2, kDevice = 3 };
+
+// Adds a subcommand to `root` and arranges for its callback to store its exit code in `rc`.
+using CommandSetup = std::function<void(CLI::App& root, int& rc)>;
+
+// `order` fixes the order of subcommands in --help.
+bool register_command(int order, CommandSetup setup);
+
+}  // namespace tlb::cli

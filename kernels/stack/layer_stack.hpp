@@ -1,0 +1,109 @@
+// The layer stack on the GPU: weights and input of one case generated on the device once
+// (CaseData), and runnable paths over them (StackPath): the cuBLAS reference, any of the 32
+// technique configurations with a per-layer E/F policy, and the fp32 golden. Host API only;
+// no CUDA kernel is declared here.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/device_buffer.hpp"
+#include "common/types.hpp"
+#include "stack/memory_plan.hpp"
+
+namespace tlb {
+
+// Device pointers of one layer's parameters inside CaseData's allocation.
+struct LayerWeights {
+  const void* ln1_gamma;
+  const void* ln1_beta;
+  const void* w_qkv;
+  const void* b_qkv;
+  const void* w_out;
+  const void* b_out;
+  const void* ln2_gamma;
+  const void* ln2_beta;
+  const void* w_ff1;
+  const void* b_ff1;
+  const void* w_ff2;
+  const void* b_ff2;
+};
+
+// Weights and input of one case stored in `storage`, every value rounded to `rounding`
+// (the golden stores fp32 copies of the working dtype's values).
+class CaseData {
+ public:
+  CaseData(const CaseSpec& c, DType storage, DType rounding, cudaStream_t stream);
+  const CaseSpec& spec() const { return spec_; }
+  const LayerShape& shape() const { return spec_.shape; }
+  DType storage() const { return storage_; }
+  DType rounding() const { return rounding_; }
+  const LayerWeights& layer(int64_t l) const { return layers_[static_cast<size_t>(l)]; }
+  const void* input() const { return input_; }
+  const int* valid_lens() const { return valid_lens_; }  // device; null unless padding
+  uint64_t bytes() const { return buffer_.bytes(); }
+
+ private:
+  CaseSpec spec_;
+  DType storage_, rounding_;
+  DeviceBuffer buffer_;
+  std::vector<LayerWeights> layers_;
+  const void* input_ = nullptr;
+  const int* valid_lens_ = nullptr;
+};
+
+// How one stage of one configuration ran: the hand-written variant, the reference, or a
+// fallback with its reason. Recorded in each result row.
+struct StageDispatch {
+  Stage stage;
+  bool wanted = false;   // the configuration asked for the hand-written kernel
+  bool fused = false;    // and it ran
+  std::string variant;   // kernel variant name(s) or "reference"
+  std::string reason;    // why it fell back, when wanted && !fused
+};
+
+struct PathOptions {
+  StageSwitch stages;                    // all off = the reference
+  std::string policy;                    // 'E'/'F' per layer; empty = all 'F'
+  Fp32Math fp32_math = Fp32Math::tf32;   // fused path's fp32 mode (the reference is ieee)
+  bool golden = false;                   // fp32 IEEE end to end, streamed attention
+  bool keep_layer_outputs = false;       // per-layer error trace
+};
+
+// One runnable configuration. Owns its workspace (allocated at construction, from
+// workspace_layout()) and, with `graph`, its captured CUDA graph.
+class StackPath {
+ public:
+  StackPath(const CaseData& data, const PathOptions& opt, cudaStream_t stream);
+  ~StackPath();
+  StackPath(const StackPath&) = delete;
+  StackPath& operator=(const StackPath&) = delete;
+
+  // One forward of every layer, enqueued on the stream given at construction.
+  void run();
+  // The final output [batch, seq, d_model] in the path's dtype (device).
+  const void* output() const;
+  DType dtype() const;
+  // Output converted to float on the host (synchronises).
+  std::vector<float> output_host() const;
+  // Outputs of each layer from the last run (keep_layer_outputs only), as float.
+  std::vector<std::vector<float>> layer_outputs_host() const;
+  // Fills every output buffer with NaN so an unwritten element cannot pass a check.
+  void poison();
+
+  const std::vector<StageDispatch>& dispatch() const;
+  uint64_t workspace_bytes() const;
+  cudaStream_t stream() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Maps a technique bit string's stages to a switch, e.g. {qkv, attn} -> 11000.
+std::string stage_bits(const StageSwitch& s);
+
+}  // namespace tlb

@@ -1,0 +1,126 @@
+#include "stack/memory_plan.hpp"
+
+#include <string>
+
+#include "attention/attention.hpp"
+
+namespace tlb {
+
+std::vector<bool> fused_layers(const std::string& policy, int64_t layers) {
+  std::vector<bool> f(static_cast<size_t>(layers), true);
+  if (policy.size() == static_cast<size_t>(layers))
+    for (int64_t l = 0; l < layers; ++l) f[static_cast<size_t>(l)] = policy[static_cast<size_t>(l)] != 'E';
+  return f;
+}
+
+StageSwitch effective_stages(const LayerShape& s, DType dtype, const StageSwitch& wanted,
+                             std::vector<std::string>* notes) {
+  StageSwitch eff = wanted;
+  if (wanted[Stage::attn]) {
+    std::string why;
+    if (!flash_attention_supported(s, dtype, &why)) {
+      eff[Stage::attn] = false;
+      if (notes) notes->push_back("attn: " + why);
+    }
+  }
+  return eff;
+}
+
+std::vector<BufferSpec> data_layout(const LayerShape& s, DType storage) {
+  const uint64_t e = static_cast<uint64_t>(dtype_bytes(storage));
+  const uint64_t d = static_cast<uint64_t>(s.d_model), f = static_cast<uint64_t>(s.d_ff);
+  const uint64_t L = static_cast<uint64_t>(s.layers), T = static_cast<uint64_t>(s.tokens());
+  const uint64_t per_layer = (3 * d * d + 3 * d) + (d * d + d) + (f * d + f) + (d * f + d) + 4 * d;
+  return {
+      {"weights", per_layer * L * e},
+      {"input", T * d * e},
+      {"valid_lens", static_cast<uint64_t>(s.batch) * sizeof(int)},
+  };
+}
+
+std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
+                                         const StageSwitch& stages, const std::string& policy,
+                                         bool golden) {
+  const DType work = golden ? DType::fp32 : dtype;
+  const uint64_t e = static_cast<uint64_t>(dtype_bytes(work));
+  const uint64_t d = static_cast<uint64_t>(s.d_model), f = static_cast<uint64_t>(s.d_ff);
+  const uint64_t T = static_cast<uint64_t>(s.tokens());
+  const uint64_t B = static_cast<uint64_t>(s.batch), H = static_cast<uint64_t>(s.heads);
+  const uint64_t S = static_cast<uint64_t>(s.seq);
+
+  const std::vector<bool> fused = fused_layers(policy, s.layers);
+  const StageSwitch eff = golden ? StageSwitch{} : effective_stages(s, dtype, stages);
+  bool any_reference_attn = false, any_flash_attn = false, any_reference_qkv = false;
+  for (bool fl : fused) {
+    const bool flash = fl && eff[Stage::attn];
+    any_flash_attn |= flash;
+    any_reference_attn |= !flash;
+    any_reference_qkv |= !(fl && eff[Stage::qkv]);
+  }
+
+  std::vector<BufferSpec> b = {
+      {"stream_a", T * d * e},   // layer outputs ping-pong between stream_a and stream_b
+      {"stream_b", T * d * e},
+      {"normed", T * d * e},     // LN1 / LN2 output
+      {"q", T * d * e},          // [batch, heads, seq, head_dim]
+      {"k", T * d * e},
+      {"v", T * d * e},
+      {"attn_out", T * d * e},   // [batch, seq, d], heads concatenated
+      {"h1", T * d * e},         // residual stream after attention
+      {"proj", T * d * e},       // out- and down-projection products before bias/residual
+      {"ffn_hidden", T * f * e},
+  };
+  if (any_reference_qkv && !golden) b.push_back({"qkv_packed", T * 3 * d * e});
+  if (golden) {
+    // Streamed attention keeps running max/sum per (batch, head, query) in fp32.
+    b.push_back({"golden_row_stats", 2 * B * H * S * 4});
+  } else {
+    if (any_reference_attn) b.push_back({"scores", B * H * S * S * e});
+    if (any_flash_attn) b.push_back({"flash_workspace", flash_attention_workspace_bytes(s, dtype)});
+  }
+  return b;
+}
+
+uint64_t total_bytes(const std::vector<BufferSpec>& b) {
+  uint64_t t = 0;
+  for (const auto& x : b) t += x.bytes;
+  return t;
+}
+
+uint64_t aligned_total_bytes(const std::vector<BufferSpec>& b) {
+  uint64_t t = 0;
+  for (const auto& x : b) t += (x.bytes + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
+  return t;
+}
+
+CaseMemory case_memory(const LayerShape& s, DType dtype) {
+  CaseMemory m;
+  m.data = aligned_total_bytes(data_layout(s, dtype));
+  const uint64_t e = static_cast<uint64_t>(dtype_bytes(dtype));
+  m.scores = static_cast<uint64_t>(s.batch * s.heads) * static_cast<uint64_t>(s.seq) *
+             static_cast<uint64_t>(s.seq) * e;
+  m.reference_path = aligned_total_bytes(workspace_layout(s, dtype, StageSwitch{}, ""));
+  m.golden_peak = aligned_total_bytes(data_layout(s, DType::fp32)) +
+                  aligned_total_bytes(workspace_layout(s, dtype, StageSwitch{}, "", true));
+  return m;
+}
+
+uint64_t point_peak_bytes(const LayerShape& s, DType dtype, const StageSwitch& baseline,
+                          const StageSwitch& candidate, const std::string& policy) {
+  return aligned_total_bytes(data_layout(s, dtype)) +
+         aligned_total_bytes(workspace_layout(s, dtype, baseline, "")) +
+         aligned_total_bytes(workspace_layout(s, dtype, candidate, policy)) +
+         2 * kCublasWorkspaceBytes;
+}
+
+double forward_flops(const LayerShape& s) {
+  const double T = static_cast<double>(s.tokens()), d = static_cast<double>(s.d_model);
+  const double f = static_cast<double>(s.d_ff), S = static_cast<double>(s.seq);
+  const double B = static_cast<double>(s.batch);
+  const double gemms = 2.0 * T * (3 * d * d + d * d + 2 * d * f);
+  double attn = 4.0 * B * S * S * d;  // q k^T and p v over all heads
+  if (s.mask == MaskKind::causal) attn *= 0.5;
+  return static_cast<double>(s.layers) * (gemms + attn);
+}
+
+}  // namespace tlb

@@ -1,0 +1,59 @@
+// What every path of the layer stack allocates, as named buffers. The stack carves its
+// workspace from exactly this layout, and `tlbench plan` and the runner's viability check
+// use the same functions, so a prediction is the allocation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/types.hpp"
+
+namespace tlb {
+
+struct BufferSpec {
+  std::string name;
+  uint64_t bytes = 0;
+};
+
+// Per-layer policy: true where layer l runs the configuration ('F'), false for the reference.
+std::vector<bool> fused_layers(const std::string& policy, int64_t layers);
+
+// The stages that actually run the hand-written kernel for this shape after fallbacks.
+StageSwitch effective_stages(const LayerShape& s, DType dtype, const StageSwitch& wanted,
+                             std::vector<std::string>* fallback_notes = nullptr);
+
+// Weights of all layers plus the input, stored in `storage`.
+std::vector<BufferSpec> data_layout(const LayerShape& s, DType storage);
+// Activations and scratch of one configured path (its own output buffers included).
+// `golden` is the fp32 IEEE path with streamed attention (no scores buffer).
+std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
+                                         const StageSwitch& stages, const std::string& policy,
+                                         bool golden = false);
+
+uint64_t total_bytes(const std::vector<BufferSpec>& b);
+// Each sub-buffer is aligned to this many bytes inside the one allocation.
+constexpr uint64_t kBufferAlign = 256;
+uint64_t aligned_total_bytes(const std::vector<BufferSpec>& b);
+
+// Fixed costs outside the layouts: cuBLAS/cuBLASLt workspace per handle.
+constexpr uint64_t kCublasWorkspaceBytes = 32ull << 20;
+
+struct CaseMemory {
+  uint64_t data = 0;            // weights + input in the dtype
+  uint64_t scores = 0;          // one dense [batch, heads, seq, seq] scores buffer
+  uint64_t reference_path = 0;  // reference workspace (scores included)
+  uint64_t golden_peak = 0;     // fp32 data + golden workspace, alone on the device
+};
+CaseMemory case_memory(const LayerShape& s, DType dtype);
+
+// Peak device bytes of one measured point: the data, the baseline's workspace and the
+// candidate's, both alive for the paired (ABBA) timing, plus fixed costs.
+uint64_t point_peak_bytes(const LayerShape& s, DType dtype, const StageSwitch& baseline,
+                          const StageSwitch& candidate, const std::string& policy);
+
+// FLOPs of one forward of the whole stack (GEMMs and attention's two products; a causal mask
+// counts the full square, as PyTorch's and FlashAttention's reports do).
+double forward_flops(const LayerShape& s);
+
+}  // namespace tlb
