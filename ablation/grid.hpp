@@ -11,6 +11,10 @@
 
 namespace tlb {
 
+// The run's seed when --seed is not given: it orders the grid and seeds every case whose own
+// `seed` is 0.
+constexpr uint64_t kDefaultRunSeed = 1;
+
 struct Selection {
   std::vector<int> case_ids;                 // empty: every case
   std::vector<std::string> config_patterns;  // '0', '1', 'x' per technique; empty: all
