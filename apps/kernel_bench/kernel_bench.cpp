@@ -1,0 +1,199 @@
+// tlbench_kernel_bench: the kernel-level speed floors of the hand-written kernels on the
+// current GPU, each beside the ceiling it is judged against:
+//   - fused-epilogue GEMMs on the FFN shapes of cases 10 and 13 vs cuBLAS on the same GEMM
+//     without epilogue;
+//   - fused attention alone (batch 1, 16 heads, head_dim 128, seq 16384) in TFLOP/s;
+//   - fused add+LayerNorm on case 13's rows vs the measured device copy bandwidth, for both
+//     inverse-square-root variants.
+// Medians of event-timed runs after warm-up, on random (never zero) data.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attention/attention.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "common/rounding.hpp"
+#include "gemm/gemm.hpp"
+#include "layernorm/add_layernorm.hpp"
+
+namespace {
+
+using tlb::DeviceBuffer;
+using tlb::DType;
+
+// Random values in [-scale, scale), rounded to the dtype, uploaded once.
+DeviceBuffer random_buffer(size_t elems, DType dt, float scale, uint64_t seed) {
+  const size_t esz = static_cast<size_t>(tlb::dtype_bytes(dt));
+  std::vector<uint8_t> host(elems * esz);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < elems; ++i) {
+    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+    const float v = scale * (static_cast<float>(s >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f);
+    if (dt == DType::fp32) {
+      std::memcpy(&host[i * 4], &v, 4);
+    } else {
+      const uint16_t b = dt == DType::fp16 ? tlb::f32_to_f16_bits(v) : tlb::f32_to_bf16_bits(v);
+      std::memcpy(&host[i * 2], &b, 2);
+    }
+  }
+  DeviceBuffer d(host.size());
+  TLB_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+  return d;
+}
+
+double median_ms(const std::function<void(cudaStream_t)>& fn, cudaStream_t st, int reps = 20) {
+  for (int i = 0; i < 3; ++i) fn(st);
+  TLB_CUDA_CHECK(cudaStreamSynchronize(st));
+  cudaEvent_t a, b;
+  TLB_CUDA_CHECK(cudaEventCreate(&a));
+  TLB_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    TLB_CUDA_CHECK(cudaEventRecord(a, st));
+    fn(st);
+    TLB_CUDA_CHECK(cudaEventRecord(b, st));
+    TLB_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  TLB_CUDA_CHECK(cudaEventDestroy(a));
+  TLB_CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+cudaDataType_t cuda_type(DType d) {
+  return d == DType::fp16 ? CUDA_R_16F : d == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+void bench_gemm(cublasHandle_t h, cudaStream_t st, const char* label, int64_t M, int64_t N,
+                int64_t K, DType dt, tlb::GemmEpilogue epi) {
+  DeviceBuffer A = random_buffer(static_cast<size_t>(M * K), dt, 1.0f, 1);
+  DeviceBuffer W = random_buffer(static_cast<size_t>(N * K), dt, 0.02f, 2);
+  DeviceBuffer bias = random_buffer(static_cast<size_t>(N), dt, 0.1f, 3);
+  DeviceBuffer res = random_buffer(static_cast<size_t>(M * N), dt, 1.0f, 4);
+  DeviceBuffer C(static_cast<size_t>(M * N) * tlb::dtype_bytes(dt));
+  const float one = 1.0f, zero = 0.0f;
+  const double flops = 2.0 * M * N * K;
+  const double cublas_ms = median_ms([&](cudaStream_t s) {
+    TLB_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                                  static_cast<int>(K), &one, W.get(), cuda_type(dt), static_cast<int>(K),
+                                  A.get(), cuda_type(dt), static_cast<int>(K), &zero, C.get(),
+                                  cuda_type(dt), static_cast<int>(N),
+                                  dt == DType::fp32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+  }, st);
+  tlb::GemmArgs g;
+  g.dtype = dt;
+  g.epilogue = epi;
+  g.M = M; g.N = N; g.K = K;
+  g.A = A.get(); g.W = W.get(); g.bias = bias.get(); g.residual = res.get(); g.out = C.get();
+  std::string variant;
+  const double ours_ms = median_ms([&](cudaStream_t s) { variant = tlb::gemm_fused(g, s); }, st);
+  const double ours = flops / ours_ms / 1e9, ref = flops / cublas_ms / 1e9;
+  fmt::print("gemm  {:<28} {:>5} M={:<6} N={:<6} K={:<6} ours {:7.1f} TFLOP/s ({:.3f} ms, {})  "
+             "cuBLAS {:7.1f} TFLOP/s  ratio {:5.1f}%\n",
+             label, tlb::to_string(dt), M, N, K, ours, ours_ms, variant, ref, 100.0 * ours / ref);
+}
+
+void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, int64_t h,
+                     int64_t s, int64_t dh) {
+  const size_t n = static_cast<size_t>(b * h * s * dh);
+  DeviceBuffer q = random_buffer(n, dt, 1.0f, 5), k = random_buffer(n, dt, 1.0f, 6),
+               v = random_buffer(n, dt, 1.0f, 7);
+  DeviceBuffer o(n * tlb::dtype_bytes(dt));
+  tlb::LayerShape shape;
+  shape.batch = b; shape.seq = s; shape.heads = h; shape.d_model = h * dh; shape.mask = mask;
+  DeviceBuffer ws(std::max<uint64_t>(1, tlb::flash_attention_workspace_bytes(shape, dt)));
+  tlb::AttentionArgs a;
+  a.dtype = dt; a.batch = b; a.heads = h; a.seq = s; a.head_dim = dh; a.mask = mask;
+  a.q = q.get(); a.k = k.get(); a.v = v.get(); a.o = o.get();
+  a.scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  a.workspace = ws.get();
+  std::string variant;
+  const double ms = median_ms([&](cudaStream_t st2) { variant = tlb::flash_attention(a, st2); }, st, 10);
+  double flops = 4.0 * b * h * s * s * dh;
+  if (mask == tlb::MaskKind::causal) flops *= 0.5;
+  fmt::print("attn  {:>5} b={} h={} s={} dh={} {:<7} {:7.1f} TFLOP/s ({:.3f} ms, {})\n", tlb::to_string(dt),
+             b, h, s, dh, tlb::to_string(mask), flops / ms / 1e9, ms, variant);
+}
+
+void bench_layernorm(cudaStream_t st, int64_t rows, int64_t cols, DType dt) {
+  const size_t n = static_cast<size_t>(rows * cols), bytes = n * tlb::dtype_bytes(dt);
+  DeviceBuffer x = random_buffer(n, dt, 1.0f, 8), delta = random_buffer(n, dt, 1.0f, 9);
+  DeviceBuffer gamma = random_buffer(static_cast<size_t>(cols), dt, 1.0f, 10);
+  DeviceBuffer beta = random_buffer(static_cast<size_t>(cols), dt, 0.1f, 11);
+  DeviceBuffer bias = random_buffer(static_cast<size_t>(cols), dt, 0.1f, 12);
+  DeviceBuffer resid(bytes), norm(bytes), copy_dst(bytes);
+  const double copy_ms = median_ms([&](cudaStream_t s) {
+    TLB_CUDA_CHECK(cudaMemcpyAsync(copy_dst.get(), x.get(), bytes, cudaMemcpyDeviceToDevice, s));
+  }, st);
+  const double copy_bw = 2.0 * bytes / copy_ms / 1e6;  // GB/s, read + write
+  for (tlb::RsqrtKind kind : {tlb::RsqrtKind::hardware, tlb::RsqrtKind::bit_trick}) {
+    tlb::AddNormArgs a;
+    a.dtype = dt; a.rows = rows; a.cols = cols;
+    a.x = x.get(); a.delta = delta.get(); a.bias = bias.get();
+    a.resid_out = resid.get(); a.norm_out = norm.get();
+    a.gamma = gamma.get(); a.beta = beta.get(); a.rsqrt = kind;
+    std::string variant;
+    const double ms = median_ms([&](cudaStream_t s) { variant = tlb::add_layernorm(a, s); }, st);
+    const double bw = 4.0 * bytes / ms / 1e6;  // x, delta read; resid, norm written
+    fmt::print("norm  {:>5} rows={} cols={} rsqrt={:<9} {:7.1f} GB/s ({:.4f} ms, {})  copy {:7.1f} GB/s  "
+               "ratio {:5.1f}%\n",
+               tlb::to_string(dt), rows, cols, kind == tlb::RsqrtKind::hardware ? "hardware" : "bit_trick",
+               bw, ms, variant, copy_bw, 100.0 * bw / copy_bw);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string only = argc > 1 ? argv[1] : "all";
+    cudaStream_t st;
+    TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cublasHandle_t h;
+    TLB_CUBLAS_CHECK(cublasCreate(&h));
+    TLB_CUBLAS_CHECK(cublasSetStream(h, st));
+    cudaDeviceProp p{};
+    TLB_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+    fmt::print("device {} ({} SMs)\n", p.name, p.multiProcessorCount);
+    if (only == "all" || only == "gemm") {
+      for (DType dt : {DType::fp16, DType::bf16}) {
+        bench_gemm(h, st, "case10 up bias+gelu", 4096, 16384, 4096, dt, tlb::GemmEpilogue::bias_activation);
+        bench_gemm(h, st, "case10 down bias+residual", 4096, 4096, 16384, dt, tlb::GemmEpilogue::bias_residual);
+        bench_gemm(h, st, "case13 up bias+gelu", 32768, 8192, 2048, dt, tlb::GemmEpilogue::bias_activation);
+        bench_gemm(h, st, "case13 down bias+residual", 32768, 2048, 8192, dt, tlb::GemmEpilogue::bias_residual);
+      }
+      bench_gemm(h, st, "case13 up bias+gelu", 32768, 8192, 2048, DType::fp32, tlb::GemmEpilogue::bias_activation);
+    }
+    if (only == "all" || only == "attn") {
+      bench_attention(st, DType::fp16, tlb::MaskKind::none, 1, 16, 16384, 128);
+      bench_attention(st, DType::fp16, tlb::MaskKind::causal, 1, 16, 16384, 128);
+      bench_attention(st, DType::bf16, tlb::MaskKind::causal, 1, 16, 16384, 128);
+      bench_attention(st, DType::fp16, tlb::MaskKind::causal, 1, 16, 100000, 64);
+      bench_attention(st, DType::fp16, tlb::MaskKind::causal, 8, 16, 4096, 128);
+    }
+    if (only == "all" || only == "norm") {
+      bench_layernorm(st, 32768, 2048, DType::fp16);
+      bench_layernorm(st, 32768, 2048, DType::bf16);
+    }
+    TLB_CUBLAS_CHECK(cublasDestroy(h));
+    TLB_CUDA_CHECK(cudaStreamDestroy(st));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "kernel_bench: {}\n", e.what());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# One call on a GPU host: configure, build with all cores, then the steps asked for, logging
+# under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
+# unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
+#   scripts/gpu-check.sh build test bench aa sweep sanitize pytorch
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export PATH="/usr/local/cuda/bin:$PATH"
+[[ -f .deps/git-commit ]] && export TLBENCH_GIT_COMMIT=$(cat .deps/git-commit)
+BUILD=build/gpu
+BIN=$BUILD/tlbench
+steps=("$@")
+[[ ${#steps[@]} -eq 0 ]] && steps=(build test)
+
+log() { echo "== $(date +%T) $*" | tee -a "$OUT/summary.txt"; }
+
+for step in "${steps[@]}"; do
+  case $step in
+    build)
+      log "configure + build"
+      cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
+        -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTLBENCH_PTXAS_VERBOSE=ON >"$OUT/configure.log" 2>&1 \
+        || { tail -30 "$OUT/configure.log"; exit 1; }
+      if ! cmake --build $BUILD -j "$(nproc)" >"$OUT/build.log" 2>&1; then
+        grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1
+      fi
+      $BIN --version | tee -a "$OUT/summary.txt"
+      $BIN info | tee -a "$OUT/summary.txt"
+      nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee -a "$OUT/summary.txt"
+      ;;
+    test)
+      log "GPU + CPU tests"
+      (cd $BUILD && ctest -j1 --output-on-failure --timeout 900) >"$OUT/tests.log" 2>&1
+      grep -E "tests passed|tests failed|Failed|\*\*\*|Skipped" "$OUT/tests.log" | tail -40 | tee -a "$OUT/summary.txt"
+      ;;
+    sanitize)
+      log "compute-sanitizer memcheck + racecheck over the kernel tests"
+      for tool in memcheck racecheck; do
+        TLBENCH_SYNC_LAUNCHES=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+          $BUILD/tests/tlbench_gpu_tests "[kernels]" >"$OUT/sanitize-$tool.log" 2>&1
+        echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)" | tee -a "$OUT/summary.txt"
+      done
+      ;;
+    bench)
+      log "kernel benchmarks"
+      $BUILD/tlbench_kernel_bench 2>&1 | tee "$OUT/bench.log" | tail -40 >>"$OUT/summary.txt"
+      ;;
+    aa)
+      log "A/A run of the official set"
+      /usr/bin/time -f "aa wall %e s" $BIN run --config configs/cases.json --aa --out "$OUT/aa" --json \
+        >"$OUT/aa.json" 2>"$OUT/aa.stderr"; echo "rc=$?" >>"$OUT/summary.txt"
+      tail -5 "$OUT/aa.stderr" >>"$OUT/summary.txt"
+      ;;
+    sweep)
+      log "full official sweep"
+      /usr/bin/time -f "sweep wall %e s" $BIN run --config configs/cases.json --out "$OUT/sweep" --json \
+        >"$OUT/sweep.json" 2>"$OUT/sweep.stderr"; echo "rc=$?" >>"$OUT/summary.txt"
+      tail -5 "$OUT/sweep.stderr" >>"$OUT/summary.txt"
+      ;;
+    quick)
+      log "quick sweep"
+      $BIN run --config configs/cases.json --quick --out "$OUT/quick" --json >"$OUT/quick.json" 2>"$OUT/quick.stderr"
+      echo "rc=$?" >>"$OUT/summary.txt"; tail -5 "$OUT/quick.stderr" >>"$OUT/summary.txt"
+      ;;
+    pytorch)
+      log "PyTorch agreement on exported cases"
+      for c in 1 6 9; do for d in fp32 fp16; do
+        $BIN export --config configs/cases.json --case $c --dtype $d -o /tmp/case$c-$d.safetensors >/dev/null &&
+          python3 scripts/check_pytorch.py /tmp/case$c-$d.safetensors 2>&1 | tail -4 | sed "s/^/case $c $d: /" | tee -a "$OUT/summary.txt"
+      done; done
+      ;;
+    *) echo "unknown step $step" >&2; exit 2 ;;
+  esac
+done
+# Bundle run folders so they come back as one file each.
+for d in aa sweep quick; do
+  [[ -d $OUT/$d ]] && tar -C "$OUT" -czf "$OUT/$d.tar.gz" "$d" && rm -rf "${OUT:?}/$d"
+done
+log "done"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything (all CUDA sources for sm_90a and sm_80) and runs
+# the test suites. GPU tests are reported as skipped where no CUDA device is usable.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="/usr/local/cuda/bin:$PATH"
+cmake --preset release
+cmake --build --preset release
+ctest --preset release
