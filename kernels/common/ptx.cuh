@@ -1,0 +1,115 @@
+// Inline-PTX primitives shared by the tensor-core kernels (GEMM, attention): ldmatrix,
+// mma.sync (fp16/bf16 m16n8k16, tf32 m16n8k8, fp32 accumulate) and cp.async with zero-fill.
+// Every operand fragment layout here is the one the PTX ISA documents for that instruction.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace tlb::ptx {
+
+// Shared-state-space address of a generic pointer into shared memory (what ldmatrix,
+// cp.async and friends take).
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---- ldmatrix: four 8x8 b16 matrices; lanes 8j..8j+7 give the row addresses of matrix j,
+// and register j of lane l receives row l/4, 32-bit word l%4 of matrix j (for 32-bit data the
+// same call hands each lane one element, which is what the tf32 fragments need).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// Transposed: register j of lane l receives column l/4 (as two b16 halves at rows 2(l%4),
+// 2(l%4)+1) of matrix j; used for operands stored k-outer (e.g. V in attention).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+}
+
+// ---- mma.sync m16n8k16, row.col, fp32 accumulate in place: d += a * b.
+// a: 4 regs (two b16 each) = rows g/g+8, k 2t..2t+1 and 2t+8..2t+9 (g = lane/4, t = lane%4);
+// b: 2 regs = k 2t..2t+1 / 2t+8..2t+9 at column g; d: rows g/g+8, columns 2t, 2t+1.
+__device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const uint32_t (&a)[4],
+                                                 const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4],
+                                                  const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// Picks the instruction from the storage type (__half or __nv_bfloat16).
+template <typename T>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[2]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    mma_m16n8k16_bf16(d, a, b);
+  } else {
+    mma_m16n8k16_f16(d, a, b);
+  }
+}
+
+// ---- mma.sync m16n8k8 tf32, fp32 accumulate: a = rows g/g+8 at k t and t+4 (a0: g,t;
+// a1: g+8,t; a2: g,t+4; a3: g+8,t+4); b = k t / t+4 at column g. Operands must already be
+// tf32 (see to_tf32).
+__device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4],
+                                                 const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// fp32 bits -> tf32 bits, round to nearest (ties away), so the tensor cores see a rounded
+// operand rather than a truncated one.
+__device__ __forceinline__ uint32_t to_tf32(uint32_t fp32_bits) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(__uint_as_float(fp32_bits)));
+  return r;
+}
+
+// ---- cp.async: 16-byte global -> shared copies that bypass L1 (.cg), grouped by commit.
+__device__ __forceinline__ void cp_async_16(uint32_t smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem));
+}
+// When `valid` is false nothing is read (src-size 0) and the 16 shared bytes become zero:
+// tails of a tile are padded without touching memory past the tensor. `gmem` must still be
+// a valid address (callers pass the tensor base).
+__device__ __forceinline__ void cp_async_16_zfill(uint32_t smem, const void* gmem, bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most `kPending` of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+
+}  // namespace tlb::ptx
