@@ -112,4 +112,12 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
 
+// ---- 2^x on the special-function unit (ex2.approx.ftz, about 2 ulp; -inf gives +0): what the
+// softmax kernels use, with log2(e) folded into their scale.
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace tlb::ptx
