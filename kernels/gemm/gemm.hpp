@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/types.hpp"
 
@@ -31,6 +32,7 @@ struct GemmArgs {
   const void* bias = nullptr;      // [N]
   const void* residual = nullptr;  // [M, N], bias_residual only (may not alias out)
   void* out = nullptr;             // [M, N]; unused by bias_qkv_split
+  // bias may be null (no bias). Every pointer must be 16-byte aligned.
   // bias_qkv_split: N == 3 * heads * head_dim, M == batch * seq.
   void* q = nullptr;
   void* k = nullptr;
@@ -40,6 +42,17 @@ struct GemmArgs {
 
 bool gemm_fused_supported(const GemmArgs& a, std::string* why);
 // Launches the variant the dispatcher picks; returns its name (e.g. "sm90_wgmma_128x128x64_s4").
+// Throws std::invalid_argument (with the reason) when gemm_fused_supported is false.
+// TLBENCH_GEMM_VARIANT=portable|sm90 in the environment restricts the choice to the mma.sync
+// kernels or to the sm_90a kernels (where those can run; otherwise the portable ones run and
+// the returned name says so), for A/B measurements.
 std::string gemm_fused(const GemmArgs& a, cudaStream_t stream);
+
+// Every variant that can run `a` on the current device, the dispatcher's choice first
+// (ignores TLBENCH_GEMM_VARIANT). Empty when gemm_fused_supported is false.
+std::vector<std::string> gemm_fused_variants(const GemmArgs& a);
+// Launches the named variant (one of gemm_fused_variants(a)): tests cover every tile this
+// way, benchmarks compare them. Throws std::invalid_argument for a name that cannot run `a`.
+void gemm_fused_variant(const GemmArgs& a, const std::string& variant, cudaStream_t stream);
 
 }  // namespace tlb

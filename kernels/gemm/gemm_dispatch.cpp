@@ -1,0 +1,219 @@
+// GEMM dispatch: which shapes the hand-written GEMM covers (and why not, when it does not),
+// and which kernel variant and tile a shape gets on the current device.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/cuda_check.hpp"
+#include "gemm/gemm.hpp"
+#include "gemm/gemm_internal.hpp"
+
+namespace tlb {
+namespace {
+
+using gemm_detail::FmaTile;
+using gemm_detail::MmaTile;
+
+struct DeviceInfo {
+  int sms = 0;
+  int major = 0, minor = 0;
+};
+
+const DeviceInfo& device_info() {
+  constexpr int kMaxDevices = 64;
+  static std::array<DeviceInfo, kMaxDevices> cache{};
+  static std::mutex mu;
+  int dev = 0;
+  TLB_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  DeviceInfo& d = cache[static_cast<size_t>(dev % kMaxDevices)];
+  if (d.sms == 0) {
+    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev));
+    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, dev));
+    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
+  }
+  return d;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+bool fail(std::string* why, std::string msg) {
+  if (why) *why = std::move(msg);
+  return false;
+}
+
+// Throughput model of one tile: `speed` is the tile's relative per-SM rate when the SM is
+// full (bigger tiles reuse each shared-memory byte more: a 64x64-per-warp tile issues 8
+// ldmatrix per 32 mma, a 32x32 one 4 per 8), `ctas_per_sm` how many CTAs fit at once
+// (registers and shared memory, see gemm_mma.cu / gemm_fp32_fma.cu).
+struct TileModel {
+  int bm, bn, warps, ctas_per_sm;
+  double speed;
+};
+
+// Relative time of a launch: rounds of resident CTAs times the work of one round, over the
+// rate an SM reaches with that many warps (a lone 4-warp CTA cannot hide latency as well as
+// 8 warps do, hence the warp factor). The tile with the smallest time wins; ties keep the
+// earlier (bigger) tile.
+double model_time(const TileModel& t, int64_t M, int64_t N, int sms) {
+  const int64_t ctas = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
+  const int64_t per_sm = (ctas + sms - 1) / sms;
+  const int64_t resident = std::min<int64_t>(t.ctas_per_sm, per_sm);
+  const int64_t rounds = (ctas + sms * resident - 1) / (sms * resident);
+  const double warp_factor = std::min(1.0, static_cast<double>(resident * t.warps) / 8.0);
+  return static_cast<double>(rounds * resident) * t.bm * t.bn / (t.speed * warp_factor);
+}
+
+TileModel mma_model(MmaTile t) {
+  const auto s = gemm_detail::mma_tile_shape(t);
+  switch (t) {
+    case MmaTile::m128n256_w8: return {s.bm, s.bn, s.warps, 1, 1.0};
+    case MmaTile::m128n128_w4: return {s.bm, s.bn, s.warps, 2, 0.9};
+    case MmaTile::m128n64_w4: return {s.bm, s.bn, s.warps, 3, 0.75};
+    default: return {s.bm, s.bn, s.warps, 4, 0.6};
+  }
+}
+
+TileModel fma_model(FmaTile t) {
+  return t == FmaTile::m128n128 ? TileModel{128, 128, 8, 1, 1.0} : TileModel{64, 64, 8, 4, 0.6};
+}
+
+// The variants in the order the dispatcher would rank them for this shape.
+struct Candidate {
+  std::string name;
+  enum Kind { mma, fma } kind;
+  int tile;
+  double time;
+};
+
+std::vector<Candidate> ranked_candidates(const GemmArgs& a) {
+  const DeviceInfo& dev = device_info();
+  std::vector<Candidate> c;
+  if (a.dtype == DType::fp32 && a.fp32_math == Fp32Math::ieee) {
+    for (int i = 0; i < gemm_detail::kNumFmaTiles; ++i) {
+      const auto t = static_cast<FmaTile>(i);
+      c.push_back({gemm_detail::fma_tile_name(t), Candidate::fma, i,
+                   model_time(fma_model(t), a.M, a.N, dev.sms)});
+    }
+  } else {
+    for (int i = 0; i < gemm_detail::kNumMmaTiles; ++i) {
+      const auto t = static_cast<MmaTile>(i);
+      c.push_back({gemm_detail::mma_tile_name(t, a.dtype), Candidate::mma, i,
+                   model_time(mma_model(t), a.M, a.N, dev.sms)});
+    }
+  }
+  std::stable_sort(c.begin(), c.end(),
+                   [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
+  return c;
+}
+
+void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
+  if (c.kind == Candidate::fma) {
+    gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
+  } else {
+    gemm_detail::launch_gemm_mma(a, static_cast<MmaTile>(c.tile), stream);
+  }
+}
+
+void require_supported(const GemmArgs& a) {
+  std::string why;
+  if (!gemm_fused_supported(a, &why)) throw std::invalid_argument("gemm_fused: " + why);
+}
+
+}  // namespace
+
+bool gemm_fused_supported(const GemmArgs& a, std::string* why) {
+  if (a.M <= 0 || a.N <= 0 || a.K <= 0) {
+    return fail(why, "M, N and K must be positive (got M=" + std::to_string(a.M) +
+                         ", N=" + std::to_string(a.N) + ", K=" + std::to_string(a.K) + ")");
+  }
+  if (a.N % 8 != 0) return fail(why, "N % 8 != 0 (N=" + std::to_string(a.N) + ")");
+  if (a.K % 8 != 0) return fail(why, "K % 8 != 0 (K=" + std::to_string(a.K) + ")");
+  // Tile indices are 32-bit and one launch covers the whole output.
+  if (a.M > (int64_t{1} << 31) / 2 || a.N > (int64_t{1} << 31) / 2) {
+    return fail(why, "M or N beyond 2^30");
+  }
+  if (!a.A || !a.W) return fail(why, "A or W is null");
+  if (!aligned16(a.A) || !aligned16(a.W) || !aligned16(a.bias)) {
+    return fail(why, "A, W and bias must be 16-byte aligned");
+  }
+  switch (a.epilogue) {
+    case GemmEpilogue::bias:
+    case GemmEpilogue::bias_activation:
+    case GemmEpilogue::bias_residual:
+      if (!a.out) return fail(why, "out is null");
+      if (!aligned16(a.out)) return fail(why, "out must be 16-byte aligned");
+      if (a.epilogue == GemmEpilogue::bias_residual) {
+        if (!a.residual) return fail(why, "bias_residual needs a residual");
+        if (!aligned16(a.residual)) return fail(why, "residual must be 16-byte aligned");
+        const auto bytes = static_cast<uintptr_t>(a.M * a.N * dtype_bytes(a.dtype));
+        const auto r = reinterpret_cast<uintptr_t>(a.residual), o = reinterpret_cast<uintptr_t>(a.out);
+        if (r < o + bytes && o < r + bytes) return fail(why, "residual overlaps out");
+      }
+      if (a.epilogue == GemmEpilogue::bias_activation && a.activation != Activation::gelu &&
+          a.activation != Activation::gelu_tanh && a.activation != Activation::relu) {
+        return fail(why, "unknown activation");
+      }
+      break;
+    case GemmEpilogue::bias_qkv_split:
+      if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.head_dim <= 0) {
+        return fail(why, "qkv split needs positive batch, seq, heads and head_dim");
+      }
+      if (a.N != 3 * a.heads * a.head_dim) {
+        return fail(why, "qkv split needs N == 3 * heads * head_dim (N=" + std::to_string(a.N) +
+                             ", heads=" + std::to_string(a.heads) +
+                             ", head_dim=" + std::to_string(a.head_dim) + ")");
+      }
+      if (a.M != a.batch * a.seq) return fail(why, "qkv split needs M == batch * seq");
+      if (a.head_dim % 8 != 0) {
+        return fail(why, "qkv split needs head_dim % 8 == 0 (head_dim=" + std::to_string(a.head_dim) + ")");
+      }
+      if (!a.q || !a.k || !a.v) return fail(why, "q, k or v is null");
+      if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v)) {
+        return fail(why, "q, k and v must be 16-byte aligned");
+      }
+      break;
+    default: return fail(why, "unknown epilogue");
+  }
+  if (a.dtype != DType::fp16 && a.dtype != DType::bf16 && a.dtype != DType::fp32) {
+    return fail(why, "unknown dtype");
+  }
+  const DeviceInfo& dev = device_info();
+  if (dev.major < 8) {
+    return fail(why, "needs compute capability 8.0 or later (device is " +
+                         std::to_string(dev.major) + "." + std::to_string(dev.minor) + ")");
+  }
+  return true;
+}
+
+std::vector<std::string> gemm_fused_variants(const GemmArgs& a) {
+  std::vector<std::string> names;
+  if (!gemm_fused_supported(a, nullptr)) return names;
+  for (const Candidate& c : ranked_candidates(a)) names.push_back(c.name);
+  return names;
+}
+
+void gemm_fused_variant(const GemmArgs& a, const std::string& variant, cudaStream_t stream) {
+  require_supported(a);
+  for (const Candidate& c : ranked_candidates(a)) {
+    if (c.name == variant) return launch(a, c, stream);
+  }
+  throw std::invalid_argument("gemm_fused: variant '" + variant + "' cannot run this GEMM");
+}
+
+std::string gemm_fused(const GemmArgs& a, cudaStream_t stream) {
+  require_supported(a);
+  const std::vector<Candidate> c = ranked_candidates(a);
+  launch(a, c.front(), stream);
+  return c.front().name;
+}
+
+}  // namespace tlb

@@ -1,0 +1,61 @@
+// The fused GEMM epilogue, shared by every GEMM kernel: bias, bias + activation, bias +
+// residual, or bias + QKV head split, applied in fp32 to one 16-byte run of output columns
+// and rounded once to the output dtype.
+#pragma once
+
+#include <cstdint>
+
+#include "common/dtype_traits.cuh"
+#include "gemm/gemm.hpp"
+
+namespace tlb::gemm_detail {
+
+__device__ __forceinline__ float activate(float x, Activation act) {
+  switch (act) {
+    case Activation::gelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case Activation::gelu_tanh: {
+      const float inner = 0.79788456080286536f * fmaf(0.044715f * x, x * x, x);
+      return 0.5f * x * (1.0f + tanhf(inner));
+    }
+    default: return fmaxf(x, 0.0f);
+  }
+}
+
+// Applies the epilogue to acc[0..kCount) = columns n..n+kCount-1 of row m and stores them.
+// Callers guarantee m < M, n < N and n % kCount == 0; since N % 8 == 0 the whole run is in
+// bounds, and (qkv split, head_dim % 8 == 0) it never straddles a head.
+template <typename T>
+__device__ __forceinline__ void epilogue_store(const GemmArgs& p, int64_t m, int64_t n,
+                                               float (&acc)[Pack16<T>::kCount]) {
+  constexpr int kCount = Pack16<T>::kCount;
+  if (p.bias != nullptr) {
+    float b[kCount];
+    Pack16<T>::load_nc(static_cast<const T*>(p.bias) + n).to_floats(b);
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) acc[i] += b[i];
+  }
+  if (p.epilogue == GemmEpilogue::bias_activation) {
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) acc[i] = activate(acc[i], p.activation);
+  } else if (p.epilogue == GemmEpilogue::bias_residual) {
+    float r[kCount];
+    Pack16<T>::load_nc(static_cast<const T*>(p.residual) + m * p.N + n).to_floats(r);
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) acc[i] += r[i];
+  }
+  T* dst;
+  if (p.epilogue == GemmEpilogue::bias_qkv_split) {
+    // Column n of the packed [q | k | v] product; row m = b * seq + s.
+    const int64_t d = p.heads * p.head_dim;
+    const int64_t which = n / d, within = n - which * d;
+    const int64_t head = within / p.head_dim, dim = within - head * p.head_dim;
+    const int64_t b = m / p.seq, s = m - b * p.seq;
+    T* base = static_cast<T*>(which == 0 ? p.q : which == 1 ? p.k : p.v);
+    dst = base + ((b * p.heads + head) * p.seq + s) * p.head_dim + dim;
+  } else {
+    dst = static_cast<T*>(p.out) + m * p.N + n;
+  }
+  Pack16<T>::from_floats(acc).store(dst);
+}
+
+}  // namespace tlb::gemm_detail

@@ -1,0 +1,39 @@
+// Internal interface between the GEMM dispatcher (gemm_dispatch.cpp, host logic) and the
+// kernel launchers (.cu files). Not part of the public GEMM API.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "gemm/gemm.hpp"
+
+namespace tlb::gemm_detail {
+
+// Tile shapes of the portable tensor-core kernel (mma.sync + cp.async, sm_80 and later).
+// Each is one template instantiation per dtype in gemm_mma.cu; the dispatcher picks by shape.
+enum class MmaTile : int {
+  m128n256_w8 = 0,  // 8 warps of 64x64: the big-GEMM tile
+  m128n128_w4,      // 4 warps of 64x64: big GEMMs whose 128x256 grid would not fill the chip
+  m128n64_w4,       // 4 warps of 64x32
+  m64n64_w4,        // 4 warps of 32x32: small M or N
+};
+constexpr int kNumMmaTiles = 4;
+
+struct MmaTileShape {
+  int bm, bn, warps;
+};
+MmaTileShape mma_tile_shape(MmaTile t);
+
+// Variant names as they appear in result rows: "mma_128x256x32_w8_s4" (fp16/bf16: BM x BN x BK,
+// warps, stages) or "mma_128x256x16_w8_s4_tf32".
+std::string mma_tile_name(MmaTile t, DType d);
+void launch_gemm_mma(const GemmArgs& a, MmaTile t, cudaStream_t stream);
+
+// fp32 `ieee`: plain FMA, no tensor cores.
+enum class FmaTile : int { m128n128 = 0, m64n64 };
+constexpr int kNumFmaTiles = 2;
+std::string fma_tile_name(FmaTile t);
+void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream);
+
+}  // namespace tlb::gemm_detail

@@ -1,0 +1,415 @@
+// The hand-written GEMM with fused epilogues against an fp64 host GEMM: every dtype and fp32
+// math mode, every epilogue and activation, odd M, N and K that are multiples of 8 but not of
+// the tile sizes, every tile variant the dispatcher can pick. Outputs are NaN-poisoned before
+// each run (an element left unwritten shows up) and fenced by guard bytes (a write past the
+// output shows up); inputs are allocated to their exact size so that compute-sanitizer flags
+// any read past them.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "common/rng.hpp"
+#include "common/rounding.hpp"
+#include "gemm/gemm.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using tlb::DeviceBuffer;
+using tlb::DType;
+using tlb::GemmArgs;
+using tlb::GemmEpilogue;
+
+struct Mode {
+  DType dtype;
+  tlb::Fp32Math math;
+  const char* name;
+  double tolerance;  // relative L2 error against fp64
+};
+const Mode kModes[] = {
+    {DType::fp16, tlb::Fp32Math::tf32, "fp16", 2e-3},
+    {DType::bf16, tlb::Fp32Math::tf32, "bf16", 1e-2},
+    {DType::fp32, tlb::Fp32Math::tf32, "fp32-tf32", 5e-3},
+    {DType::fp32, tlb::Fp32Math::ieee, "fp32-ieee", 1e-5},
+};
+
+struct Shape {
+  int64_t M, N, K;
+};
+// M odd or 1; N and K multiples of 8 but (mostly) not of 32 or 64, so both the K tail of the
+// last tile and partial N tiles are exercised; 1500 x 264 spans more tile-rows than one
+// rasterisation group.
+const Shape kShapes[] = {
+    {1, 8, 8}, {7, 24, 520}, {63, 520, 24}, {257, 136, 1600}, {1500, 264, 40}, {129, 1600, 72},
+};
+
+uint64_t key_for(uint64_t a, uint64_t b, uint64_t c) {
+  return tlb::mix64(tlb::mix64(a * 0x9e3779b97f4a7c15ull + b) ^ (c + 0x5851f42d4c957f2dull));
+}
+
+void encode(float v, DType dt, uint8_t* dst) {
+  if (dt == DType::fp32) {
+    std::memcpy(dst, &v, 4);
+  } else {
+    const uint16_t b = dt == DType::fp16 ? tlb::f32_to_f16_bits(v) : tlb::f32_to_bf16_bits(v);
+    std::memcpy(dst, &b, 2);
+  }
+}
+
+float decode(const uint8_t* src, DType dt) {
+  if (dt == DType::fp32) {
+    float v;
+    std::memcpy(&v, src, 4);
+    return v;
+  }
+  uint16_t b;
+  std::memcpy(&b, src, 2);
+  return dt == DType::fp16 ? tlb::f16_bits_to_f32(b) : tlb::bf16_bits_to_f32(b);
+}
+
+// An input tensor: its values (already rounded to the dtype) on the host and its bits in an
+// allocation of exactly its size on the device.
+struct Input {
+  std::vector<float> host;
+  DeviceBuffer dev;
+};
+
+Input make_input(size_t n, DType dt, tlb::DistKind kind, double bound, uint64_t key) {
+  tlb::TensorDist dist;
+  dist.key = key;
+  dist.kind = kind;
+  dist.bound = bound;
+  const size_t esz = static_cast<size_t>(tlb::dtype_bytes(dt));
+  Input t;
+  t.host.resize(n);
+  std::vector<uint8_t> bytes(n * esz);
+  for (size_t i = 0; i < n; ++i) {
+    t.host[i] = tlb::sample_rounded(dist, i, dt);
+    encode(t.host[i], dt, &bytes[i * esz]);
+  }
+  t.dev = DeviceBuffer(bytes.size());
+  TLB_CUDA_CHECK(cudaMemcpy(t.dev.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  return t;
+}
+
+// An output with guard regions on both sides: guards hold a byte pattern, the output itself
+// is NaN (0xff bytes are NaN in fp16, bf16 and fp32) until the kernel writes it.
+class GuardedOutput {
+ public:
+  static constexpr size_t kGuardBytes = 4096;
+  static constexpr uint8_t kSentinel = 0xa5;
+
+  GuardedOutput(size_t n, DType dt)
+      : n_(n), dt_(dt), esz_(static_cast<size_t>(tlb::dtype_bytes(dt))),
+        buf_(2 * kGuardBytes + n * esz_) {}
+
+  void* ptr() const { return buf_.as<uint8_t>() + kGuardBytes; }
+
+  void poison() {
+    TLB_CUDA_CHECK(cudaMemset(buf_.get(), kSentinel, buf_.bytes()));
+    TLB_CUDA_CHECK(cudaMemset(ptr(), 0xff, n_ * esz_));
+  }
+
+  // The output values; `guards_intact` says whether every guard byte kept its pattern.
+  std::vector<float> read(bool* guards_intact) const {
+    std::vector<uint8_t> bytes(buf_.bytes());
+    TLB_CUDA_CHECK(cudaMemcpy(bytes.data(), buf_.get(), bytes.size(), cudaMemcpyDeviceToHost));
+    *guards_intact = true;
+    for (size_t i = 0; i < kGuardBytes; ++i) {
+      if (bytes[i] != kSentinel || bytes[bytes.size() - 1 - i] != kSentinel) *guards_intact = false;
+    }
+    std::vector<float> out(n_);
+    for (size_t i = 0; i < n_; ++i) out[i] = decode(&bytes[kGuardBytes + i * esz_], dt_);
+    return out;
+  }
+
+ private:
+  size_t n_;
+  DType dt_;
+  size_t esz_;
+  DeviceBuffer buf_;
+};
+
+struct Errors {
+  double rel_l2 = 0.0;
+  size_t nans = 0;  // NaN or Inf: never written, or computed wrong
+};
+
+Errors compare(const std::vector<float>& got, const std::vector<double>& ref) {
+  double num = 0.0, den = 0.0;
+  Errors e;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) {
+      ++e.nans;
+      continue;
+    }
+    const double d = static_cast<double>(got[i]) - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  e.rel_l2 = den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+  return e;
+}
+
+// The GEMM's inputs and its fp64 product acc[m][n] = sum_k A[m][k] W[n][k] (no bias yet).
+struct Problem {
+  Input A, W, bias, residual;
+  std::vector<double> acc;
+};
+
+Problem make_problem(const Mode& mode, const Shape& s, bool with_residual, uint64_t salt) {
+  const uint64_t k0 = key_for(static_cast<uint64_t>(s.M), static_cast<uint64_t>(s.N * 131 + s.K),
+                              salt * 16 + static_cast<uint64_t>(mode.dtype));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(s.K));
+  Problem p;
+  p.A = make_input(static_cast<size_t>(s.M * s.K), mode.dtype, tlb::DistKind::normal, 0.0, k0 + 1);
+  p.W = make_input(static_cast<size_t>(s.N * s.K), mode.dtype, tlb::DistKind::uniform, bound, k0 + 2);
+  p.bias = make_input(static_cast<size_t>(s.N), mode.dtype, tlb::DistKind::uniform, bound, k0 + 3);
+  if (with_residual) {
+    p.residual = make_input(static_cast<size_t>(s.M * s.N), mode.dtype, tlb::DistKind::normal, 0.0, k0 + 4);
+  }
+  p.acc.assign(static_cast<size_t>(s.M * s.N), 0.0);
+  for (int64_t m = 0; m < s.M; ++m) {
+    const float* a = &p.A.host[static_cast<size_t>(m * s.K)];
+    for (int64_t n = 0; n < s.N; ++n) {
+      const float* w = &p.W.host[static_cast<size_t>(n * s.K)];
+      double sum = 0.0;
+      for (int64_t k = 0; k < s.K; ++k) sum += static_cast<double>(a[k]) * static_cast<double>(w[k]);
+      p.acc[static_cast<size_t>(m * s.N + n)] = sum;
+    }
+  }
+  return p;
+}
+
+double activate(double x, tlb::Activation act) {
+  switch (act) {
+    case tlb::Activation::gelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case tlb::Activation::gelu_tanh:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    default: return x > 0.0 ? x : 0.0;
+  }
+}
+
+// The fp64 result of the epilogue over the problem's product, [M, N].
+std::vector<double> reference(const Problem& p, const Shape& s, GemmEpilogue epi, tlb::Activation act) {
+  std::vector<double> ref(p.acc.size());
+  for (int64_t m = 0; m < s.M; ++m) {
+    for (int64_t n = 0; n < s.N; ++n) {
+      const size_t i = static_cast<size_t>(m * s.N + n);
+      double v = p.acc[i] + p.bias.host[static_cast<size_t>(n)];
+      if (epi == GemmEpilogue::bias_activation) v = activate(v, act);
+      if (epi == GemmEpilogue::bias_residual) v += p.residual.host[i];
+      ref[i] = v;
+    }
+  }
+  return ref;
+}
+
+GemmArgs gemm_args(const Mode& mode, const Shape& s, const Problem& p, GemmEpilogue epi, tlb::Activation act) {
+  GemmArgs a;
+  a.dtype = mode.dtype;
+  a.fp32_math = mode.math;
+  a.epilogue = epi;
+  a.activation = act;
+  a.M = s.M;
+  a.N = s.N;
+  a.K = s.K;
+  a.A = p.A.dev.get();
+  a.W = p.W.dev.get();
+  a.bias = p.bias.dev.get();
+  a.residual = p.residual.dev.get();
+  return a;
+}
+
+// Runs every variant that can run `a`, then the dispatcher's own choice, each on freshly
+// poisoned outputs, and checks each against the reference. `outputs` and `refs` pair up
+// (one [M, N] output, or q/k/v for the head split).
+void check_every_variant(const Mode& mode, GemmArgs a, std::vector<GuardedOutput*> outputs,
+                         const std::vector<std::vector<double>>& refs) {
+  const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
+  REQUIRE_FALSE(variants.empty());
+  for (size_t vi = 0; vi <= variants.size(); ++vi) {
+    const bool dispatcher = vi == variants.size();
+    for (GuardedOutput* o : outputs) o->poison();
+    std::string ran;
+    if (dispatcher) {
+      ran = tlb::gemm_fused(a, nullptr);
+      CHECK(std::find(variants.begin(), variants.end(), ran) != variants.end());
+    } else {
+      ran = variants[vi];
+      tlb::gemm_fused_variant(a, ran, nullptr);
+    }
+    TLB_CUDA_CHECK(cudaDeviceSynchronize());
+    INFO(mode.name << " M=" << a.M << " N=" << a.N << " K=" << a.K << " variant " << ran
+                   << (dispatcher ? " (dispatcher)" : ""));
+    for (size_t oi = 0; oi < outputs.size(); ++oi) {
+      INFO("output " << oi);
+      bool guards_intact = false;
+      const std::vector<float> got = outputs[oi]->read(&guards_intact);
+      const Errors e = compare(got, refs[oi]);
+      CHECK(guards_intact);
+      CHECK(e.nans == 0);
+      CHECK(e.rel_l2 <= mode.tolerance);
+    }
+  }
+}
+
+void check_epilogue(GemmEpilogue epi, tlb::Activation act, const std::vector<Shape>& shapes, uint64_t salt) {
+  for (const Mode& mode : kModes) {
+    for (const Shape& s : shapes) {
+      const Problem p = make_problem(mode, s, epi == GemmEpilogue::bias_residual, salt);
+      const std::vector<double> ref = reference(p, s, epi, act);
+      GuardedOutput out(static_cast<size_t>(s.M * s.N), mode.dtype);
+      GemmArgs a = gemm_args(mode, s, p, epi, act);
+      a.out = out.ptr();
+      check_every_variant(mode, a, {&out}, {ref});
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gemm bias epilogue matches fp64 on odd shapes in every dtype and tile", "[gpu][kernels][gemm]") {
+  TLB_REQUIRE_GPU();
+  check_epilogue(GemmEpilogue::bias, tlb::Activation::gelu,
+                 std::vector<Shape>(std::begin(kShapes), std::end(kShapes)), 1);
+}
+
+TEST_CASE("gemm bias+activation epilogue matches fp64 for gelu, gelu_tanh and relu", "[gpu][kernels][gemm]") {
+  TLB_REQUIRE_GPU();
+  const std::vector<Shape> shapes = {{7, 24, 520}, {257, 136, 1600}, {1500, 264, 40}};
+  for (tlb::Activation act : {tlb::Activation::gelu, tlb::Activation::gelu_tanh, tlb::Activation::relu}) {
+    INFO("activation " << tlb::to_string(act));
+    check_epilogue(GemmEpilogue::bias_activation, act, shapes, 2 + static_cast<uint64_t>(act));
+  }
+}
+
+TEST_CASE("gemm bias+residual epilogue matches fp64", "[gpu][kernels][gemm]") {
+  TLB_REQUIRE_GPU();
+  check_epilogue(GemmEpilogue::bias_residual, tlb::Activation::gelu,
+                 {{1, 8, 8}, {63, 520, 24}, {257, 136, 1600}, {1500, 264, 40}}, 6);
+}
+
+TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]", "[gpu][kernels][gemm]") {
+  TLB_REQUIRE_GPU();
+  struct Split {
+    int64_t batch, seq, heads, head_dim, K;
+  };
+  const Split splits[] = {
+      {3, 7, 2, 64, 136}, {1, 257, 1, 128, 72}, {3, 63, 3, 80, 520}, {2, 1, 4, 80, 24}, {1, 1500, 2, 64, 40},
+  };
+  for (const Mode& mode : kModes) {
+    for (const Split& sp : splits) {
+      const int64_t d = sp.heads * sp.head_dim;
+      const Shape s{sp.batch * sp.seq, 3 * d, sp.K};
+      const Problem p = make_problem(mode, s, false, 7);
+      const std::vector<double> flat = reference(p, s, GemmEpilogue::bias, tlb::Activation::gelu);
+      const size_t per = static_cast<size_t>(s.M * d);
+      std::vector<std::vector<double>> refs(3, std::vector<double>(per));
+      for (int64_t m = 0; m < s.M; ++m) {
+        const int64_t b = m / sp.seq, t = m % sp.seq;
+        for (int64_t n = 0; n < s.N; ++n) {
+          const int64_t which = n / d, head = (n % d) / sp.head_dim, dim = n % sp.head_dim;
+          refs[static_cast<size_t>(which)][static_cast<size_t>(((b * sp.heads + head) * sp.seq + t) * sp.head_dim + dim)] =
+              flat[static_cast<size_t>(m * s.N + n)];
+        }
+      }
+      GuardedOutput q(per, mode.dtype), k(per, mode.dtype), v(per, mode.dtype);
+      GemmArgs a = gemm_args(mode, s, p, GemmEpilogue::bias_qkv_split, tlb::Activation::gelu);
+      a.q = q.ptr();
+      a.k = k.ptr();
+      a.v = v.ptr();
+      a.batch = sp.batch;
+      a.seq = sp.seq;
+      a.heads = sp.heads;
+      a.head_dim = sp.head_dim;
+      INFO("batch " << sp.batch << " seq " << sp.seq << " heads " << sp.heads << " head_dim " << sp.head_dim);
+      check_every_variant(mode, a, {&q, &k, &v}, refs);
+    }
+  }
+}
+
+TEST_CASE("gemm without bias computes the plain product", "[gpu][kernels][gemm]") {
+  TLB_REQUIRE_GPU();
+  for (const Mode& mode : kModes) {
+    const Shape s{63, 520, 24};
+    const Problem p = make_problem(mode, s, false, 8);
+    GuardedOutput out(static_cast<size_t>(s.M * s.N), mode.dtype);
+    GemmArgs a = gemm_args(mode, s, p, GemmEpilogue::bias, tlb::Activation::gelu);
+    a.bias = nullptr;
+    a.out = out.ptr();
+    check_every_variant(mode, a, {&out}, {p.acc});
+  }
+}
+
+// Shape checks come before any device query, so these run without a GPU.
+TEST_CASE("gemm_fused_supported rejects unsupported shapes with a reason", "[kernels][gemm]") {
+  alignas(16) static uint8_t fake[64];  // never dereferenced: only shapes are judged here
+  GemmArgs a;
+  a.dtype = DType::fp16;
+  a.M = 7;
+  a.N = 24;
+  a.K = 64;
+  a.A = fake;
+  a.W = fake;
+  a.out = fake;
+  std::string why;
+
+  a.N = 20;
+  CHECK_FALSE(tlb::gemm_fused_supported(a, &why));
+  CHECK(why.find("N % 8 != 0") != std::string::npos);
+  a.N = 24;
+
+  a.K = 36;
+  CHECK_FALSE(tlb::gemm_fused_supported(a, &why));
+  CHECK(why.find("K % 8 != 0") != std::string::npos);
+  a.K = 64;
+
+  a.M = 0;
+  CHECK_FALSE(tlb::gemm_fused_supported(a, &why));
+  CHECK(why.find("positive") != std::string::npos);
+  a.M = 7;
+
+  a.A = fake + 8;
+  CHECK_FALSE(tlb::gemm_fused_supported(a, &why));
+  CHECK(why.find("aligned") != std::string::npos);
+  a.A = fake;
+
+  a.epilogue = GemmEpilogue::bias_residual;
+  a.residual = nullptr;
+  CHECK_FALSE(tlb::gemm_fused_supported(a, &why));
+  CHECK(why.find("residual") != std::string::npos);
+  a.residual = fake;  // the same bytes as out
+  CHECK_FALSE(tlb::gemm_fused_supported(a, &why));
+  CHECK(why.find("overlaps") != std::string::npos);
+
+  a.epilogue = GemmEpilogue::bias_qkv_split;
+  a.q = a.k = a.v = fake;
+  a.batch = 1;
+  a.seq = 7;
+  a.heads = 1;
+  a.head_dim = 8;
+  a.N = 3 * 8 + 8;
+  CHECK_FALSE(tlb::gemm_fused_supported(a, &why));
+  CHECK(why.find("3 * heads * head_dim") != std::string::npos);
+  a.heads = 2;
+  a.head_dim = 4;
+  a.N = 24;
+  CHECK_FALSE(tlb::gemm_fused_supported(a, &why));
+  CHECK(why.find("head_dim % 8") != std::string::npos);
+  a.heads = 1;
+  a.head_dim = 8;
+  a.seq = 6;
+  CHECK_FALSE(tlb::gemm_fused_supported(a, &why));
+  CHECK(why.find("batch * seq") != std::string::npos);
+
+  CHECK_THROWS_AS(tlb::gemm_fused(a, nullptr), std::invalid_argument);
+}
