@@ -1,0 +1,42 @@
+// The reference attention (SPEC §2, "E"): materialised. scores = q · k^T for every
+// (batch, head) by one strided-batched cuBLAS GEMM into a dense [batch, heads, seq, seq]
+// buffer, the masked softmax in place, then P · V by one batched cuBLAS GEMM that writes each
+// head's slice of o [batch, seq, heads*head_dim] directly (no transpose pass).
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "common/types.hpp"
+#include "reference/linear_cublas.hpp"
+
+namespace tlb::reference {
+
+struct DenseAttentionArgs {
+  DType dtype = DType::fp16;
+  GemmPrecision precision = GemmPrecision::standard;
+  int64_t batch = 1, heads = 1, seq = 1, head_dim = 64;
+  MaskKind mask = MaskKind::none;
+  const int* valid_lens = nullptr;  // device, [batch], padding only
+  const void* q = nullptr;          // [batch, heads, seq, head_dim]
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;                // [batch, seq, heads*head_dim]
+  void* scores = nullptr;           // [batch, heads, seq, seq] in dtype
+  float scale = 1.0f;
+  // Device array of dense_attention_pointer_count() pointers, filled once from
+  // dense_attention_pointer_table() (the P·V GEMM's per-head operands).
+  void* const* pv_pointers = nullptr;
+};
+
+// The P·V GEMM's operand table: for each (batch, head), in order, the V pointers, then the P
+// (scores) pointers, then the output pointers. Depends only on the buffers, never on data.
+int64_t dense_attention_pointer_count(int64_t batch, int64_t heads);
+std::vector<void*> dense_attention_pointer_table(const DenseAttentionArgs& a);
+
+// Runs on the handle's stream (configure_handle).
+void attention_dense(cublasHandle_t handle, const DenseAttentionArgs& a);
+
+}  // namespace tlb::reference

@@ -1,0 +1,34 @@
+// The reference path's GEMMs on cuBLAS: PyTorch's Linear (y = x · W^T) for row-major tensors,
+// always with fp32 accumulation and, for fp32 data, never TF32.
+#pragma once
+
+#include <cublas_v2.h>
+#include <library_types.h>
+
+#include <cstdint>
+
+#include "common/types.hpp"
+
+namespace tlb::reference {
+
+// How an fp32 GEMM may run. `standard` is cuBLAS's CUBLAS_COMPUTE_32F, which its header
+// defines as keeping at least fp32 precision and range internally (TF32 needs the _FAST_TF32
+// type or the TF32 math mode, neither of which we set): what a careful engineer's fp32 reference
+// uses. `pedantic` (CUBLAS_COMPUTE_32F_PEDANTIC) also rules out emulation and any other
+// algorithmic shortcut: the golden. fp16/bf16 always use CUBLAS_COMPUTE_32F.
+enum class GemmPrecision : int { standard = 0, pedantic = 1 };
+
+cudaDataType cuda_data_type(DType d);
+cublasComputeType_t compute_type(DType d, GemmPrecision p);
+
+// Configures a handle the way every reference GEMM expects: bound to `stream`, using the
+// caller's workspace (so CUDA-graph capture never allocates), split-K reductions kept in fp32.
+void configure_handle(cublasHandle_t handle, cudaStream_t stream, void* workspace,
+                      uint64_t workspace_bytes);
+
+// C[M, N] = A[M, K] · W[N, K]^T, all row-major with leading dimensions lda, ldw, ldc (in
+// elements), in dtype `d`, on the handle's stream.
+void linear(cublasHandle_t handle, DType d, GemmPrecision p, int64_t M, int64_t N, int64_t K,
+            const void* A, int64_t lda, const void* W, int64_t ldw, void* C, int64_t ldc);
+
+}  // namespace tlb::reference

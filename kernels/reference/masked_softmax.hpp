@@ -1,0 +1,20 @@
+// The reference attention's softmax (SPEC §2, "E"): in place over a dense
+// [batch, heads, seq, seq] scores buffer, scaled, masked, fp32 math.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/types.hpp"
+
+namespace tlb::reference {
+
+// Row (b, h, i) becomes softmax_j(scale * scores[b, h, i, j]) over the keys it may see
+// (causal: j <= i; padding: j < valid_lens[b]; none: all) and exactly 0 elsewhere, so the
+// dense P·V that follows ignores masked keys. A row with no visible key (valid_len 0) is all
+// zeros, never NaN. valid_lens is a device pointer, read only for the padding mask.
+void masked_softmax(DType dtype, void* scores, int64_t batch, int64_t heads, int64_t seq,
+                    MaskKind mask, const int* valid_lens, float scale, cudaStream_t stream);
+
+}  // namespace tlb::reference
