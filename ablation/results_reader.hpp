@@ -1,0 +1,108 @@
+// Reading a results folder back: `points.jsonl` (one JSON object per measured point, appended
+// as the runner goes) and `run.json` (provenance and the technique order). Analysis, reports
+// and the gate work from this alone, so any old run can be re-analysed without a GPU.
+//
+// The contract: every line of points.jsonl is an object with these keys (extra keys are
+// ignored; numeric fields may be absent or null where nothing was measured, e.g. nonviable):
+//   "case_id"            int      case id from cases.json
+//   "case_name"          string
+//   "dtype"              string   "fp16" | "bf16" | "fp32"
+//   "math"               string   "tf32" | "ieee" (fp32 math mode of the candidate)
+//   "config"             string   bit string over the techniques, leftmost = technique 1
+//                                 ("11000"); "auto" for the dispatcher's own choice
+//   "config_names"       string   "qkv+attn", or "reference" for all zeros
+//   "policy"             string   per-layer E/F string, or "auto"
+//   "status"             string   "ok" | "nonviable" | "oom" | "fallback:<stage>" | "error" |
+//                                 "aa" (A/A noise-floor row: reference against itself)
+//   "baseline"           string   what the speedup is against: "00000" (the reference) or
+//                                 "01000" (attn only, where the dense reference cannot fit)
+//   "ref_ms", "cand_ms"                     median forward time of baseline and candidate
+//   "ref_spread_ms", "cand_spread_ms"       their spreads
+//   "speedup"                               median of paired ratios t_ref / t_cand
+//   "speedup_ci_low", "speedup_ci_high"     its interval
+//   "speedup_ci_level"   number   optional: the interval's confidence (0.95)
+//   "reps"               int      timed pairs
+//   "tflops"             number   achieved by the candidate
+//   "peak_bytes"         int      device memory peak of the point
+//   "strict_pass", "golden_pass"            bool accuracy verdicts (SPEC §3)
+//   "golden_rel_l2", "golden_rel_l2_ref"    relative L2 error vs golden: candidate, reference
+//   "max_abs_err", "max_rel_err"            vs the same-dtype reference output
+//   "nan_count", "inf_count"                int, in the candidate output
+// run.json must hold "techniques": the technique names in bit order (strings, or objects with
+// a "name"). Without run.json they are recovered from single-technique rows' config_names.
+// A point measured twice (a resumed run) counts once: the later line wins.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tlb::results {
+
+struct Point {
+  int line = 0;  // 1-based line in points.jsonl
+  int case_id = 0;
+  std::string case_name;
+  std::string dtype;
+  std::string math;
+  std::string config;
+  std::string config_names;
+  std::string policy;
+  std::string status;
+  std::string baseline;
+  std::optional<double> ref_ms, cand_ms, ref_spread_ms, cand_spread_ms;
+  std::optional<double> speedup, speedup_ci_low, speedup_ci_high, speedup_ci_level;
+  std::optional<int64_t> reps;
+  std::optional<double> tflops;
+  std::optional<int64_t> peak_bytes;
+  std::optional<bool> strict_pass, golden_pass;
+  std::optional<double> golden_rel_l2, golden_rel_l2_ref, max_abs_err, max_rel_err;
+  std::optional<int64_t> nan_count, inf_count;
+
+  // Set by the reader: the dtype group the point is analysed in. "fp16", "bf16", "fp32";
+  // "fp32-tf32"/"fp32-ieee" only when one folder holds fp32 points of both math modes.
+  std::string group;
+
+  bool is_aa() const { return status == "aa"; }
+  bool is_fallback() const { return status.rfind("fallback", 0) == 0; }
+  // A dispatcher-chosen row: its own row in the matrices, outside the factorial design.
+  bool is_auto() const { return policy == "auto" || config == "auto"; }
+  // The row a point belongs to in a matrix: the bit string, or "auto".
+  const std::string& row_label() const;
+  // Timed, with a usable speedup (ok or fallback; a fallback ran and was measured).
+  bool measured() const;
+  // Half-width of the speedup interval in log space; from the interval when present, else
+  // from the two relative spreads; 0 when neither is known.
+  double log_halfwidth() const;
+  // Half-width of the speedup interval in speedup units (same sources).
+  double halfwidth() const;
+};
+
+struct Results {
+  std::string dir;
+  std::vector<std::string> techniques;  // bit order
+  std::string techniques_source;        // "run.json", or how they were recovered
+  nlohmann::json run = nlohmann::json::object();  // run.json as read; {} when absent
+  std::vector<Point> points;            // file order, duplicates resolved
+  std::vector<std::string> warnings;    // e.g. a torn last line, replaced duplicates
+  int num_techniques() const { return static_cast<int>(techniques.size()); }
+  // The device the run measured on, when run.json says (best effort; "" otherwise).
+  std::string device_name() const;
+};
+
+// Reads DIR/points.jsonl and DIR/run.json (optional). Throws tlb::ConfigError with one line
+// naming the file, line and field on anything malformed. A last line without its newline that
+// does not parse is a write torn by a crash: it is dropped with a warning.
+Results read_results(const std::string& dir);
+
+// The same from text (tests). `run_json` empty = no run.json.
+Results parse_results(std::string_view points_jsonl, std::string_view run_json,
+                      const std::string& dir);
+
+// True when a bit string like "11000" matches a pattern like "x1xxx" ('x' matches either).
+bool bits_match(std::string_view pattern, std::string_view bits);
+
+}  // namespace tlb::results

@@ -1,0 +1,49 @@
+// `tlbench report DIR`: re-analyses a results folder from its points.jsonl (no GPU needed):
+// matrices, heatmap and bar-chart data, effects and best configurations per dtype, written to
+// DIR/analysis (or --out) with a short summary table on stdout.
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "analysis.hpp"
+#include "commands.hpp"
+#include "results_reader.hpp"
+
+namespace {
+
+struct ReportArgs {
+  std::string dir;
+  std::string out;
+  bool json = false;
+  bool quiet = false;
+};
+
+const bool kRegistered = tlb::cli::register_command(60, [](CLI::App& root, int& rc) {
+  auto args = std::make_shared<ReportArgs>();
+  CLI::App* cmd = root.add_subcommand(
+      "report", "Re-analyse a results folder: matrices, heatmap and effects data per dtype");
+  cmd->add_option("dir", args->dir, "results folder (holds points.jsonl and run.json)")
+      ->required();
+  cmd->add_option("--out", args->out, "where the analysis goes (default: DIR/analysis)");
+  cmd->add_flag("--json", args->json, "print the summary as JSON instead of tables");
+  cmd->add_flag("--quiet", args->quiet, "write the files, print nothing");
+  cmd->callback([args, &rc]() {
+    const tlb::results::Results results = tlb::results::read_results(args->dir);
+    const tlb::analysis::Analysis analysis = tlb::analysis::analyze(results);
+    const std::string out =
+        args->out.empty() ? (std::filesystem::path(args->dir) / "analysis").string() : args->out;
+    const auto files = tlb::analysis::write_analysis(analysis, out);
+    if (args->json) {
+      fmt::print("{}\n", tlb::analysis::summary_json(analysis));
+    } else if (!args->quiet) {
+      tlb::analysis::print_summary(analysis, stdout);
+      fmt::print("\n{} files written to {}; charts: python3 scripts/plot_results.py {}\n",
+                 files.size(), out, out);
+    }
+    rc = tlb::cli::kOk;
+  });
+});
+
+}  // namespace
