@@ -36,10 +36,19 @@ struct TechniqueSet {
   std::string names(uint32_t config) const;
 };
 
+// cases.json: {"cases": [{id, name, batch, seq, d_model, heads, d_ff, layers, mask,
+// valid_lens?, activation?, eps?, policy?, dtypes?, seed?}, ...]}. Optional fields default to:
+// activation "gelu", eps 1e-5, policy all 'F' (one letter per layer), dtypes [fp16, bf16,
+// fp32], seed 0, which means "use the run's seed" (see data_seed). Unknown keys are errors.
 struct CaseSet {
   std::string source;
   std::vector<CaseSpec> cases;
 };
+
+// The seed a case's data is generated from: its own, or the run's when it sets none (0).
+inline uint64_t data_seed(const CaseSpec& c, uint64_t run_seed) {
+  return c.seed != 0 ? c.seed : run_seed;
+}
 
 // Throw ConfigError("<source>: <json path>: <problem>").
 CaseSet parse_cases(std::string_view text, const std::string& source);

@@ -38,6 +38,10 @@ struct GridPoint {
   uint32_t config = 0;    // bit pattern over TechniqueSet (MSB = technique 1)
 };
 
+// Puts `configs` into the seeded order of one (case, dtype) group: Fisher-Yates over a
+// splitmix64 stream keyed by (seed, case id, dtype), identical on every platform.
+void shuffle_configs(std::vector<uint32_t>& configs, uint64_t seed, int case_id, DType dtype);
+
 // Points grouped by case, then dtype; configurations shuffled within each group by `seed`.
 std::vector<GridPoint> build_grid(const CaseSet& cases, const TechniqueSet& techniques,
                                   const Selection& sel, uint64_t seed);

@@ -31,9 +31,16 @@ MemoryBudget resolve_memory_budget(std::optional<double> mem_gib);
 // Budget of exactly `mem_gib` GiB, no device query (tests, --mem-gib).
 MemoryBudget fixed_memory_budget(double mem_gib, const std::string& source);
 
+// The run options that change what a path allocates. Defaults match `tlbench run`'s.
+struct PathMemoryOptions {
+  Fp32Math fp32_math = Fp32Math::tf32;  // the fused path's fp32 mode (the reference is ieee)
+  bool keep_layer_outputs = false;      // per-layer error trace: the candidate keeps every
+                                        // layer's output (the baseline does not)
+};
+
 // Bytes one path needs when it runs alone: data + its workspace + one cuBLAS workspace.
 uint64_t path_peak_bytes(const LayerShape& s, DType dtype, const StageSwitch& stages,
-                         const std::string& policy);
+                         const std::string& policy, const PathMemoryOptions& opt = {});
 
 // What a point is timed against. The reference (all stages off) when data + reference fit
 // the budget; else the attn-only configuration (no dense scores buffer), and `reason` says so.
@@ -43,37 +50,43 @@ struct BaselineChoice {
   uint64_t reference_peak = 0;    // path_peak_bytes of the reference
   std::string reason;             // empty for the reference
 };
-BaselineChoice choose_baseline(const CaseSpec& c, DType dtype, uint64_t budget_bytes);
+BaselineChoice choose_baseline(const CaseSpec& c, DType dtype, uint64_t budget_bytes,
+                               const PathMemoryOptions& opt = {});
 
 struct PointViability {
   bool viable = false;
   BaselineChoice baseline;
-  uint64_t peak_bytes = 0;        // point_peak_bytes(shape, dtype, baseline, candidate, policy)
+  uint64_t peak_bytes = 0;        // data + baseline and candidate workspaces + two cuBLAS
+                                  // workspaces (point_peak_bytes with default options)
   uint64_t budget_bytes = 0;
   std::string reason;             // why not viable; empty when viable
 };
-// The runner's and the plan's viability decision for one (case, dtype, configuration).
+// The runner's and the plan's viability decision for one (case, dtype, configuration). The
+// candidate runs under the case's policy ("auto" is planned as all 'F').
 PointViability assess_point(const CaseSpec& c, DType dtype, const StageSwitch& candidate,
-                            uint64_t budget_bytes);
+                            uint64_t budget_bytes, const PathMemoryOptions& opt = {});
 
 // Assumptions of the time estimate (a model, not a measurement; printed with the estimate).
 struct TimeModel {
   double fused_tflops[kNumDTypes] = {400.0, 400.0, 150.0};      // fp32: tf32 tensor cores
+  double fused_fp32_ieee_tflops = 40.0;                         // fp32 with --fp32-math ieee
   double reference_tflops[kNumDTypes] = {250.0, 250.0, 40.0};   // fp32: IEEE FMA
   double golden_tflops = 40.0;                                  // fp32 IEEE
-  double memory_tb_per_s = 3.0;          // dense scores traffic of the reference attention
-  double launch_us = 4.0;                // per kernel launch without a graph
+  double memory_tb_per_s = 3.0;          // scores and elementwise traffic
+  double launch_us = 4.0;                // per kernel launch on a stream
+  double graph_launch_us = 1.0;          // per kernel inside a replayed graph
   int reference_launches_per_layer = 16;
   int fused_launches_per_layer = 6;
-  double warmup_s = 0.025;               // per side, at least 3 runs
-  int timed_runs_per_side = 30;
+  double warmup_s = 0.025;               // per side, and at least 3 runs
+  double point_time_budget_s = 0.2;      // timed runs stop here ...
+  int min_timed_runs_per_side = 5;       // ... but never below this
+  int max_timed_runs_per_side = 50;      // and never above this
   double point_setup_s = 0.010;          // building a configuration, capturing a graph
   double case_setup_s = 0.050;           // generating data on the device
 };
-
 // Model seconds of one forward of `stages` (all off = reference).
 double estimated_forward_seconds(const LayerShape& s, DType dtype, const StageSwitch& stages,
-                                 const TimeModel& m = {});
+                                 const TimeModel& m = {}, Fp32Math fp32_math = Fp32Math::tf32);
 
 struct DTypePlan {
   DType dtype = DType::fp16;
@@ -92,6 +105,8 @@ struct DTypePlan {
   int viable_points = 0;
   int nonviable_points = 0;
   int nonviable_with_attn = 0;    // nonviable points whose configuration has attn on
+  std::vector<uint32_t> order;    // the configurations in their seeded order
+  std::vector<uint32_t> nonviable_configs;
   double estimated_seconds = 0;
 };
 
@@ -107,6 +122,7 @@ struct Plan {
   uint32_t configs_selected = 0;  // configurations per (case, dtype) after --configs
   uint64_t seed = 0;
   MemoryBudget budget;
+  PathMemoryOptions paths;
   TimeModel model;
   std::vector<CasePlan> cases;
   size_t total_points = 0;
@@ -117,7 +133,8 @@ struct Plan {
 };
 
 Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selection& sel,
-               uint64_t seed, const MemoryBudget& budget, const TimeModel& model = {});
+               uint64_t seed, const MemoryBudget& budget, const PathMemoryOptions& paths = {},
+               const TimeModel& model = {});
 
 // Human tables (fmt) and the --json document.
 void print_plan(const Plan& plan, std::FILE* out);

@@ -1,0 +1,448 @@
+// The plan: memory per path from the stack's own layouts (memory_plan), viability of every
+// selected point under the budget, and a modelled time estimate. Printing is kept apart from
+// the computation so the runner can reuse assess_point() without the tables.
+#include "plan_report.hpp"
+
+#include <cuda_runtime.h>
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace tlb {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string human_bytes(uint64_t b) {
+  const double x = static_cast<double>(b);
+  if (x >= 1024.0 * kGiB) return fmt::format("{:.1f} TiB", x / (1024.0 * kGiB));
+  if (x >= kGiB) return fmt::format("{:.2f} GiB", x / kGiB);
+  if (x >= 1024.0 * 1024.0) return fmt::format("{:.1f} MiB", x / (1024.0 * 1024.0));
+  if (x >= 1024.0) return fmt::format("{:.1f} KiB", x / 1024.0);
+  return fmt::format("{} B", b);
+}
+
+std::string human_seconds(double s) {
+  if (s >= 3600) return fmt::format("{:.1f} h", s / 3600);
+  if (s >= 60) return fmt::format("{:.1f} min", s / 60);
+  if (s >= 1) return fmt::format("{:.1f} s", s);
+  return fmt::format("{:.0f} ms", s * 1e3);
+}
+
+uint64_t buffer_bytes(const std::vector<BufferSpec>& layout, const std::string& name) {
+  for (const auto& b : layout)
+    if (b.name == name) return b.bytes;
+  return 0;
+}
+
+StageSwitch attn_only() {
+  StageSwitch s;
+  s[Stage::attn] = true;
+  return s;
+}
+
+// "auto" is the dispatcher's choice at run time; memory is planned for its widest form, all F.
+std::string memory_policy(const std::string& policy) { return policy == "auto" ? "" : policy; }
+
+std::string switch_name(const StageSwitch& sw) {
+  std::string s;
+  for (int i = 0; i < kNumStages; ++i)
+    if (sw.on[i]) {
+      if (!s.empty()) s += '+';
+      s += to_string(static_cast<Stage>(i));
+    }
+  return s.empty() ? "reference" : s;
+}
+
+}  // namespace
+
+MemoryBudget fixed_memory_budget(double mem_gib, const std::string& source) {
+  if (!(mem_gib > 0) || !std::isfinite(mem_gib) || mem_gib > 1e9)
+    throw ConfigError(fmt::format("--mem-gib: expected a positive number of GiB, got {}", mem_gib));
+  MemoryBudget b;
+  b.bytes = static_cast<uint64_t>(mem_gib * kGiB);
+  b.source = source;
+  return b;
+}
+
+MemoryBudget resolve_memory_budget(std::optional<double> mem_gib) {
+  if (mem_gib) return fixed_memory_budget(*mem_gib, fmt::format("--mem-gib {}", *mem_gib));
+  int count = 0;
+  // Without a driver or device these calls fail quickly; that is the no-GPU case, not an error.
+  if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaDeviceProp prop{};
+    if (cudaSetDevice(0) == cudaSuccess && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess &&
+        cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+      MemoryBudget b;
+      b.bytes = free_bytes;
+      b.from_device = true;
+      b.source = fmt::format("free memory of CUDA device 0 ({}, {:.1f} GiB total)", prop.name,
+                             static_cast<double>(total_bytes) / kGiB);
+      return b;
+    }
+  }
+  cudaGetLastError();
+  return fixed_memory_budget(
+      kDefaultMemGiB,
+      fmt::format("assumed: no CUDA device found; default --mem-gib {}", kDefaultMemGiB));
+}
+
+uint64_t path_peak_bytes(const LayerShape& s, DType dtype, const StageSwitch& stages,
+                         const std::string& policy, const PathMemoryOptions& opt) {
+  return aligned_total_bytes(data_layout(s, dtype)) +
+         aligned_total_bytes(workspace_layout(s, dtype, stages, memory_policy(policy), false,
+                                              opt.keep_layer_outputs, opt.fp32_math)) +
+         kCublasWorkspaceBytes;
+}
+
+BaselineChoice choose_baseline(const CaseSpec& c, DType dtype, uint64_t budget_bytes,
+                               const PathMemoryOptions& opt) {
+  BaselineChoice b;
+  // The baseline never keeps layer outputs; only the candidate's trace is compared.
+  const PathMemoryOptions baseline_opt{opt.fp32_math, false};
+  b.reference_peak = path_peak_bytes(c.shape, dtype, StageSwitch{}, "", baseline_opt);
+  if (b.reference_peak <= budget_bytes) return b;
+  b.is_reference = false;
+  b.stages = attn_only();
+  b.reason = fmt::format(
+      "reference needs {} (dense scores {}) > budget {}; points are timed against attn-only",
+      human_bytes(b.reference_peak), human_bytes(case_memory(c.shape, dtype).scores),
+      human_bytes(budget_bytes));
+  std::vector<std::string> notes;
+  if (!effective_stages(c.shape, dtype, b.stages, &notes, opt.fp32_math)[Stage::attn])
+    b.reason += fmt::format(", but {} (falls back to the dense reference)",
+                            notes.empty() ? std::string("attn is unsupported") : notes.front());
+  return b;
+}
+
+PointViability assess_point(const CaseSpec& c, DType dtype, const StageSwitch& candidate,
+                            uint64_t budget_bytes, const PathMemoryOptions& opt) {
+  PointViability v;
+  v.budget_bytes = budget_bytes;
+  v.baseline = choose_baseline(c, dtype, budget_bytes, opt);
+  // point_peak_bytes' sum, with the run options that change the workspaces.
+  v.peak_bytes =
+      aligned_total_bytes(data_layout(c.shape, dtype)) +
+      aligned_total_bytes(workspace_layout(c.shape, dtype, v.baseline.stages, "", false, false,
+                                           opt.fp32_math)) +
+      aligned_total_bytes(workspace_layout(c.shape, dtype, candidate, memory_policy(c.policy),
+                                           false, opt.keep_layer_outputs, opt.fp32_math)) +
+      2 * kCublasWorkspaceBytes;
+  v.viable = v.peak_bytes <= budget_bytes;
+  if (!v.viable) {
+    v.reason = fmt::format("needs {} (data, {} baseline and candidate workspaces, cuBLAS) > budget {}",
+                           human_bytes(v.peak_bytes), switch_name(v.baseline.stages),
+                           human_bytes(budget_bytes));
+    if (!candidate[Stage::attn] && case_memory(c.shape, dtype).scores > budget_bytes)
+      v.reason += fmt::format("; the dense scores buffer alone is {}",
+                              human_bytes(case_memory(c.shape, dtype).scores));
+  }
+  return v;
+}
+
+double estimated_forward_seconds(const LayerShape& s, DType dtype, const StageSwitch& stages,
+                                 const TimeModel& m, Fp32Math fp32_math) {
+  const int di = static_cast<int>(dtype);
+  const double T = static_cast<double>(s.tokens()), d = static_cast<double>(s.d_model);
+  const double f = static_cast<double>(s.d_ff), S = static_cast<double>(s.seq);
+  const double B = static_cast<double>(s.batch), H = static_cast<double>(s.heads);
+  const double e = dtype_bytes(dtype);
+  const double bw = m.memory_tb_per_s * 1e12;
+  const StageSwitch eff = effective_stages(s, dtype, stages, nullptr, fp32_math);
+  const double fused_rate = dtype == DType::fp32 && fp32_math == Fp32Math::ieee
+                                ? m.fused_fp32_ieee_tflops
+                                : m.fused_tflops[di];
+  auto rate = [&](bool fused) { return (fused ? fused_rate : m.reference_tflops[di]) * 1e12; };
+
+  const double qkv = 2 * T * 3 * d * d, out_proj = 2 * T * d * d, ffn = 4 * T * d * f;
+  double attn = 4 * B * S * S * d;
+  if (s.mask == MaskKind::causal) attn *= 0.5;
+  // The reference writes the scores, the softmax reads and writes them, P.V reads them.
+  const double scores_traffic = 4 * B * H * S * S * e;
+  // Bias, residual, LayerNorm and GELU passes over [tokens, d] (d_ff for GELU) rows.
+  const double elementwise_ref = (10 * T * d + 2 * T * f) * e, elementwise_fused = 4 * T * d * e;
+
+  double layer = qkv / rate(eff[Stage::qkv]) + out_proj / rate(false) + ffn / rate(eff[Stage::ffn]);
+  layer += eff[Stage::attn] ? attn / rate(true) : attn / rate(false) + scores_traffic / bw;
+  layer += (eff[Stage::norm] ? elementwise_fused : elementwise_ref) / bw;
+  const int launches = eff.any_kernel() ? m.fused_launches_per_layer : m.reference_launches_per_layer;
+  layer += launches * (eff[Stage::graph] ? m.graph_launch_us : m.launch_us) * 1e-6;
+  return static_cast<double>(s.layers) * layer;
+}
+
+Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selection& sel,
+               uint64_t seed, const MemoryBudget& budget, const PathMemoryOptions& paths,
+               const TimeModel& model) {
+  Plan plan;
+  plan.cases_source = cases.source;
+  plan.techniques_source = techniques.source;
+  for (const auto& t : techniques.items) plan.technique_names.push_back(t.name);
+  plan.seed = seed;
+  plan.budget = budget;
+  plan.paths = paths;
+  plan.model = model;
+  for (uint32_t c = 0; c < techniques.num_configs(); ++c) {
+    bool keep = sel.config_patterns.empty();
+    for (const auto& p : sel.config_patterns) keep = keep || config_matches(p, c, techniques.size());
+    plan.configs_selected += keep;
+  }
+
+  const std::vector<GridPoint> grid = build_grid(cases, techniques, sel, seed);
+  plan.total_points = grid.size();
+  const StageSwitch all_on = techniques.stages(techniques.num_configs() - 1);
+
+  for (size_t i = 0; i < grid.size();) {
+    const GridPoint& first = grid[i];
+    const CaseSpec& cs = cases.cases[first.case_index];
+    const LayerShape& s = cs.shape;
+    if (plan.cases.empty() || plan.cases.back().spec != &cs) {
+      CasePlan cp;
+      cp.spec = &cs;
+      cp.forward_flops = forward_flops(s);
+      plan.cases.push_back(cp);
+    }
+    DTypePlan dp;
+    dp.dtype = first.dtype;
+    const std::vector<BufferSpec> data = data_layout(s, dp.dtype);
+    const std::vector<BufferSpec> ref_ws =
+        workspace_layout(s, dp.dtype, StageSwitch{}, "", false, false, paths.fp32_math);
+    dp.weights_bytes = buffer_bytes(data, "weights");
+    dp.input_bytes = buffer_bytes(data, "input");
+    dp.memory = case_memory(s, dp.dtype);
+    dp.activation_bytes = total_bytes(ref_ws) - buffer_bytes(ref_ws, "scores");
+    dp.reference_peak = path_peak_bytes(s, dp.dtype, StageSwitch{}, "", {paths.fp32_math, false});
+    dp.fused_peak = path_peak_bytes(s, dp.dtype, all_on, cs.policy, paths);
+    dp.golden_peak = dp.memory.golden_peak;
+    dp.reference_viable = dp.reference_peak <= budget.bytes;
+    dp.fused_viable = dp.fused_peak <= budget.bytes;
+    dp.golden_viable = dp.golden_peak <= budget.bytes;
+    dp.baseline = choose_baseline(cs, dp.dtype, budget.bytes, paths);
+
+    const double t_base =
+        estimated_forward_seconds(s, dp.dtype, dp.baseline.stages, model, paths.fp32_math);
+    dp.estimated_seconds = model.case_setup_s;
+    if (dp.golden_viable) dp.estimated_seconds += forward_flops(s) / (model.golden_tflops * 1e12);
+
+    const int di = static_cast<int>(dp.dtype);
+    for (; i < grid.size() && grid[i].case_index == first.case_index && grid[i].dtype == first.dtype; ++i) {
+      const uint32_t config = grid[i].config;
+      const StageSwitch cand = techniques.stages(config);
+      dp.order.push_back(config);
+      ++dp.selected_points;
+      const PointViability v = assess_point(cs, dp.dtype, cand, budget.bytes, paths);
+      if (!v.viable) {
+        ++dp.nonviable_points;
+        dp.nonviable_configs.push_back(config);
+        if (cand[Stage::attn]) ++dp.nonviable_with_attn;
+        continue;
+      }
+      ++dp.viable_points;
+      const double t_cand = estimated_forward_seconds(s, dp.dtype, cand, model, paths.fp32_math);
+      const double warmup = std::max(model.warmup_s, 3 * t_base) + std::max(model.warmup_s, 3 * t_cand);
+      const double runs = std::clamp(model.point_time_budget_s / (t_base + t_cand),
+                                     static_cast<double>(model.min_timed_runs_per_side),
+                                     static_cast<double>(model.max_timed_runs_per_side));
+      dp.estimated_seconds += model.point_setup_s + warmup + std::ceil(runs) * (t_base + t_cand);
+    }
+    std::sort(dp.nonviable_configs.begin(), dp.nonviable_configs.end());
+    plan.points_per_dtype[di] += dp.selected_points;
+    plan.viable_per_dtype[di] += dp.viable_points;
+    plan.nonviable_per_dtype[di] += dp.nonviable_points;
+    plan.estimated_seconds += dp.estimated_seconds;
+    plan.cases.back().dtypes.push_back(std::move(dp));
+  }
+  return plan;
+}
+
+namespace {
+
+std::string baseline_label(const BaselineChoice& b) { return b.is_reference ? "reference" : "attn-only"; }
+
+std::string bits_of(const Plan& plan, uint32_t config) {
+  const int n = static_cast<int>(plan.technique_names.size());
+  std::string s(static_cast<size_t>(n), '0');
+  for (int i = 0; i < n; ++i)
+    if (config & (1u << (n - 1 - i))) s[static_cast<size_t>(i)] = '1';
+  return s;
+}
+
+int dtypes_in_grid(const Plan& plan) {
+  int n = 0;
+  for (int d = 0; d < kNumDTypes; ++d) n += plan.points_per_dtype[d] > 0;
+  return n;
+}
+
+}  // namespace
+
+void print_plan(const Plan& plan, std::FILE* out) {
+  std::string techs;
+  for (const auto& t : plan.technique_names) {
+    if (!techs.empty()) techs += ' ';
+    techs += t;
+  }
+  std::string per_dtype;
+  for (int d = 0; d < kNumDTypes; ++d)
+    if (plan.points_per_dtype[d] > 0)
+      per_dtype += fmt::format("{}{} {}", per_dtype.empty() ? "" : ", ",
+                               to_string(static_cast<DType>(d)), plan.points_per_dtype[d]);
+  fmt::print(out, "tlbench plan: {} with techniques from {}\n", plan.cases_source, plan.techniques_source);
+  fmt::print(out, "grid:          {} cases x {} configurations x {} dtypes = {} points ({})\n",
+             plan.cases.size(), plan.configs_selected, dtypes_in_grid(plan), plan.total_points,
+             per_dtype.empty() ? "none selected" : per_dtype + " per dtype");
+  fmt::print(out, "techniques:    {} (bit order of a configuration string)\n", techs);
+  fmt::print(out, "shuffle seed:  {} (configurations run in a seeded order within each case and dtype)\n",
+             plan.seed);
+  fmt::print(out, "memory budget: {} ({})\n", human_bytes(plan.budget.bytes), plan.budget.source);
+  fmt::print(out, "fp32 math:     {} on the fused path (the reference and the golden run ieee){}\n\n",
+             to_string(plan.paths.fp32_math),
+             plan.paths.keep_layer_outputs ? "; per-layer outputs kept (layer trace)" : "");
+
+  fmt::print(out, "{:>3}  {:<18} {:>21}  {:>5} {:>4} {:>6} {:>6}  {:<7} {:<6} {:>11}\n", "id", "name",
+             "batch x seq x d_model", "heads", "hd", "d_ff", "layers", "mask", "policy", "GFLOP/fwd");
+  for (const auto& cp : plan.cases) {
+    const CaseSpec& c = *cp.spec;
+    const LayerShape& s = c.shape;
+    std::string policy = c.policy.size() > 6 ? c.policy.substr(0, 5) + "~" : c.policy;
+    fmt::print(out, "{:>3}  {:<18} {:>21}  {:>5} {:>4} {:>6} {:>6}  {:<7} {:<6} {:>11.1f}\n", c.id,
+               c.name.size() > 18 ? c.name.substr(0, 17) + "~" : c.name,
+               fmt::format("{} x {} x {}", s.batch, s.seq, s.d_model), s.heads, s.head_dim(), s.d_ff,
+               s.layers, to_string(s.mask), policy, cp.forward_flops / 1e9);
+  }
+
+  fmt::print(out, "\nmemory per path (peak = data + workspace + cuBLAS workspace; a measured point "
+                  "holds baseline and candidate together)\n");
+  fmt::print(out, "{:>3}  {:<5} {:>10} {:>10} {:>11} {:>10}  {:>10} {:>10} {:>10}  {:<4} {:<5}  {:<9} {:>6} {:>9}\n",
+             "id", "dtype", "weights", "input", "activations", "scores", "ref peak", "fused peak",
+             "golden", "ref", "fused", "baseline", "viable", "nonviable");
+  std::vector<std::string> notes;
+  for (const auto& cp : plan.cases) {
+    for (const auto& dp : cp.dtypes) {
+      fmt::print(out, "{:>3}  {:<5} {:>10} {:>10} {:>11} {:>10}  {:>10} {:>10} {:>10}  {:<4} {:<5}  {:<9} {:>6} {:>9}\n",
+                 cp.spec->id, to_string(dp.dtype), human_bytes(dp.weights_bytes),
+                 human_bytes(dp.input_bytes), human_bytes(dp.activation_bytes),
+                 human_bytes(dp.memory.scores), human_bytes(dp.reference_peak),
+                 human_bytes(dp.fused_peak), human_bytes(dp.golden_peak),
+                 dp.reference_viable ? "yes" : "no", dp.fused_viable ? "yes" : "no",
+                 baseline_label(dp.baseline), dp.viable_points, dp.nonviable_points);
+      if (!dp.baseline.is_reference)
+        notes.push_back(fmt::format("case {} {}: {}", cp.spec->id, to_string(dp.dtype), dp.baseline.reason));
+      if (dp.nonviable_points > 0) {
+        const int without_attn = dp.nonviable_points - dp.nonviable_with_attn;
+        notes.push_back(fmt::format(
+            "case {} {}: {} nonviable point(s) ({} without attn, {} with attn), never attempted",
+            cp.spec->id, to_string(dp.dtype), dp.nonviable_points, without_attn, dp.nonviable_with_attn));
+      }
+      if (!dp.golden_viable)
+        notes.push_back(fmt::format("case {} {}: the fp32 golden ({}) does not fit; accuracy falls "
+                                    "back to the per-dtype floor",
+                                    cp.spec->id, to_string(dp.dtype), human_bytes(dp.golden_peak)));
+    }
+  }
+  if (!notes.empty()) {
+    fmt::print(out, "\nnotes:\n");
+    for (const auto& n : notes) fmt::print(out, "  {}\n", n);
+  }
+
+  fmt::print(out, "\ntotals:\n");
+  for (int d = 0; d < kNumDTypes; ++d)
+    if (plan.points_per_dtype[d] > 0)
+      fmt::print(out, "  {}: {} points, {} viable, {} nonviable\n", to_string(static_cast<DType>(d)),
+                 plan.points_per_dtype[d], plan.viable_per_dtype[d], plan.nonviable_per_dtype[d]);
+  fmt::print(out, "  all: {} points\n", plan.total_points);
+  const TimeModel& m = plan.model;
+  fmt::print(out,
+             "\ntime estimate: about {} (a model, not a measurement: fused {:.0f}/{:.0f}/{:.0f} and "
+             "reference {:.0f}/{:.0f}/{:.0f} TFLOP/s for fp16/bf16/fp32, {:.1f} TB/s for scores and "
+             "elementwise traffic, {:.0f} us per launch, warm-up {:.0f} ms per side, {}-{} timed runs "
+             "per side within {:.1f} s per point)\n",
+             human_seconds(plan.estimated_seconds), m.fused_tflops[0], m.fused_tflops[1],
+             m.fused_tflops[2], m.reference_tflops[0], m.reference_tflops[1], m.reference_tflops[2],
+             m.memory_tb_per_s, m.launch_us, m.warmup_s * 1e3, m.min_timed_runs_per_side,
+             m.max_timed_runs_per_side, m.point_time_budget_s);
+}
+
+std::string plan_json(const Plan& plan) {
+  using json = nlohmann::ordered_json;
+  json doc;
+  doc["cases_file"] = plan.cases_source;
+  doc["techniques_file"] = plan.techniques_source;
+  doc["techniques"] = plan.technique_names;
+  doc["seed"] = plan.seed;
+  doc["memory_budget"] = {{"bytes", plan.budget.bytes},
+                          {"from_device", plan.budget.from_device},
+                          {"source", plan.budget.source}};
+  doc["fp32_math"] = to_string(plan.paths.fp32_math);
+  doc["layer_trace"] = plan.paths.keep_layer_outputs;
+  doc["configs_per_case_and_dtype"] = plan.configs_selected;
+  doc["total_points"] = plan.total_points;
+  json per = json::object();
+  for (int d = 0; d < kNumDTypes; ++d)
+    if (plan.points_per_dtype[d] > 0)
+      per[std::string(to_string(static_cast<DType>(d)))] = {{"points", plan.points_per_dtype[d]},
+                                                            {"viable", plan.viable_per_dtype[d]},
+                                                            {"nonviable", plan.nonviable_per_dtype[d]}};
+  doc["per_dtype"] = per;
+  const TimeModel& m = plan.model;
+  doc["time_estimate"] = {
+      {"seconds", plan.estimated_seconds},
+      {"is_estimate", true},
+      {"model",
+       {{"fused_tflops", std::vector<double>(std::begin(m.fused_tflops), std::end(m.fused_tflops))},
+        {"reference_tflops",
+         std::vector<double>(std::begin(m.reference_tflops), std::end(m.reference_tflops))},
+        {"golden_tflops", m.golden_tflops},
+        {"memory_tb_per_s", m.memory_tb_per_s},
+        {"launch_us", m.launch_us},
+        {"warmup_s", m.warmup_s},
+        {"point_time_budget_s", m.point_time_budget_s},
+        {"min_timed_runs_per_side", m.min_timed_runs_per_side},
+        {"max_timed_runs_per_side", m.max_timed_runs_per_side}}}};
+  json cases = json::array();
+  for (const auto& cp : plan.cases) {
+    const CaseSpec& c = *cp.spec;
+    const LayerShape& s = c.shape;
+    json jc = {{"id", c.id},          {"name", c.name},           {"batch", s.batch},
+               {"seq", s.seq},        {"d_model", s.d_model},     {"heads", s.heads},
+               {"head_dim", s.head_dim()}, {"d_ff", s.d_ff},      {"layers", s.layers},
+               {"mask", to_string(s.mask)}, {"activation", to_string(s.activation)},
+               {"eps", s.eps},        {"policy", c.policy},       {"seed", c.seed},
+               {"forward_flops", cp.forward_flops}};
+    if (s.mask == MaskKind::padding) jc["valid_lens"] = s.valid_lens;
+    json dts = json::array();
+    for (const auto& dp : cp.dtypes) {
+      json order = json::array(), nonviable = json::array();
+      for (uint32_t k : dp.order) order.push_back(bits_of(plan, k));
+      for (uint32_t k : dp.nonviable_configs) nonviable.push_back(bits_of(plan, k));
+      json baseline = {{"kind", baseline_label(dp.baseline)},
+                       {"stages", switch_name(dp.baseline.stages)}};
+      if (!dp.baseline.reason.empty()) baseline["reason"] = dp.baseline.reason;
+      dts.push_back({{"dtype", to_string(dp.dtype)},
+                     {"weights_bytes", dp.weights_bytes},
+                     {"input_bytes", dp.input_bytes},
+                     {"activation_bytes", dp.activation_bytes},
+                     {"scores_bytes", dp.memory.scores},
+                     {"reference_peak_bytes", dp.reference_peak},
+                     {"fused_peak_bytes", dp.fused_peak},
+                     {"golden_peak_bytes", dp.golden_peak},
+                     {"reference_viable", dp.reference_viable},
+                     {"fused_viable", dp.fused_viable},
+                     {"golden_viable", dp.golden_viable},
+                     {"baseline", baseline},
+                     {"points", dp.selected_points},
+                     {"viable", dp.viable_points},
+                     {"nonviable", dp.nonviable_points},
+                     {"nonviable_configs", nonviable},
+                     {"order", order},
+                     {"estimated_seconds", dp.estimated_seconds}});
+    }
+    jc["dtypes"] = dts;
+    cases.push_back(jc);
+  }
+  doc["cases"] = cases;
+  return doc.dump(2) + "\n";
+}
+
+}  // namespace tlb

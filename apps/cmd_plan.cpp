@@ -1,0 +1,80 @@
+// `tlbench plan`: the grid a run would measure, memory per path and point, viability under the
+// memory budget, and a time estimate. Needs no GPU; everything is loaded and validated before
+// the first line is printed.
+#include <fmt/core.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "commands.hpp"
+#include "config.hpp"
+#include "grid.hpp"
+#include "plan_report.hpp"
+
+namespace {
+
+struct PlanArgs {
+  std::string config;
+  std::string techniques;
+  std::string cases, configs, dtypes;
+  uint64_t seed = tlb::kDefaultRunSeed;
+  double mem_gib = tlb::kDefaultMemGiB;
+  std::string fp32_math = "tf32";
+  bool layer_trace = false;
+  bool json = false;
+};
+
+// --techniques if given; else techniques.json beside the cases file; else the built-in five.
+tlb::TechniqueSet load_techniques_for(const PlanArgs& a) {
+  if (!a.techniques.empty()) return tlb::load_techniques(a.techniques);
+  const std::filesystem::path beside = std::filesystem::path(a.config).parent_path() / "techniques.json";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(beside, ec)) return tlb::load_techniques(beside.string());
+  return tlb::default_techniques();
+}
+
+const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& rc) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* cmd = root.add_subcommand(
+      "plan", "Show the grid, memory per path and point, viability and a time estimate (no GPU needed)");
+  cmd->add_option("--config", args->config, "cases file (cases.json)")->required();
+  cmd->add_option("--techniques", args->techniques,
+                  "techniques file (default: techniques.json beside --config, else the built-in five)");
+  cmd->add_option("--cases", args->cases, "case ids and ranges, e.g. 1-5,9 (default: all)");
+  cmd->add_option("--configs", args->configs,
+                  "configuration patterns over 0/1/x, one character per technique, e.g. 11000,1xxxx");
+  cmd->add_option("--dtypes", args->dtypes, "fp16,bf16,fp32 (default: each case's own)");
+  cmd->add_option("--seed", args->seed, "seed of the configuration order (and of data)")
+      ->capture_default_str();
+  CLI::Option* mem = cmd->add_option(
+      "--mem-gib", args->mem_gib,
+      "memory budget in GiB (default: free memory of CUDA device 0, else 80)");
+  cmd->add_option("--fp32-math", args->fp32_math, "the fused path's fp32 mode, as for run: tf32 or ieee")
+      ->capture_default_str();
+  cmd->add_flag("--layer-trace", args->layer_trace, "plan for run's per-layer error trace");
+  cmd->add_flag("--json", args->json, "print a JSON document instead of tables");
+  cmd->callback([args, mem, &rc]() {
+    const tlb::CaseSet cases = tlb::load_cases(args->config);
+    const tlb::TechniqueSet techniques = load_techniques_for(*args);
+    const tlb::Selection sel =
+        tlb::parse_selection(args->cases, args->configs, args->dtypes, cases, techniques);
+    const tlb::MemoryBudget budget = tlb::resolve_memory_budget(
+        mem->count() > 0 ? std::optional<double>(args->mem_gib) : std::nullopt);
+    tlb::PathMemoryOptions paths;
+    if (!tlb::parse_fp32_math(args->fp32_math, paths.fp32_math))
+      throw tlb::ConfigError("--fp32-math: unknown mode '" + args->fp32_math + "' (expected tf32 or ieee)");
+    paths.keep_layer_outputs = args->layer_trace;
+    const tlb::Plan plan = tlb::make_plan(cases, techniques, sel, args->seed, budget, paths);
+    if (args->json)
+      fmt::print("{}", tlb::plan_json(plan));
+    else
+      tlb::print_plan(plan, stdout);
+    rc = tlb::cli::kOk;
+  });
+});
+
+}  // namespace

@@ -1,0 +1,226 @@
+// The tlbench binary on bad input: exit code 2, exactly one line on stderr naming the file and
+// the JSON path (or the option), nothing on stdout and nothing written to disk.
+#include <catch2/catch.hpp>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+  double seconds = 0;      // wall clock
+  double cpu_seconds = 0;  // user + system of the child processes (robust to a loaded machine)
+};
+
+double children_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_CHILDREN, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// A scratch folder per test, removed afterwards.
+struct Scratch {
+  fs::path dir;
+  explicit Scratch(const std::string& name) {
+    dir = fs::temp_directory_path() / ("tlbench-cli-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  }
+};
+
+Result run_tlbench(const std::string& args, const Scratch& s) {
+  const fs::path out = s.dir / "stdout.txt", err = s.dir / "stderr.txt";
+  const std::string cmd = shell_quote(TLBENCH_BINARY) + " " + args + " >" + shell_quote(out.string()) +
+                          " 2>" + shell_quote(err.string());
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = children_cpu_seconds();
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.cpu_seconds = children_cpu_seconds() - cpu_start;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  fs::remove(out);
+  fs::remove(err);
+  return r;
+}
+
+// Exit 2, one stderr line "tlbench: <prefix>..." containing `phrase`, empty stdout.
+void check_config_failure(const Result& r, const std::string& prefix, const std::string& phrase) {
+  INFO("stderr: " << r.err);
+  INFO("stdout: " << r.out);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  REQUIRE(!r.err.empty());
+  CHECK(r.err.back() == '\n');
+  CHECK(r.err.find('\n') == r.err.size() - 1);
+  CHECK(r.err.rfind("tlbench: " + prefix, 0) == 0);
+  CHECK(r.err.find(phrase) != std::string::npos);
+}
+
+const char* kGoodCase =
+    R"({"id": 1, "name": "a", "batch": 2, "seq": 16, "d_model": 64, "heads": 4, "d_ff": 128, "layers": 2, "mask": "none"})";
+
+std::string cases_with(const std::string& second_case) {
+  return std::string("{\"cases\": [") + kGoodCase + ",\n  " + second_case + "]}";
+}
+
+bool has_subcommand(const std::string& name) {
+  Scratch s("help");
+  const Result r = run_tlbench("--help", s);
+  return r.out.find("\n  " + name + " ") != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("tlbench plan on bad cases files: exit 2, one line with file and JSON path", "[cli]") {
+  Scratch s("plan-cases");
+  struct Bad {
+    const char* name;
+    std::string text;
+    const char* path;
+    const char* phrase;
+  };
+  const Bad bad[] = {
+      {"heads.json",
+       cases_with(R"({"id": 2, "name": "b", "batch": 1, "seq": 8, "d_model": 768, "heads": 7, "d_ff": 64, "layers": 1, "mask": "none"})"),
+       "$.cases[1].heads", "7 does not divide d_model 768"},
+      {"unknown.json",
+       cases_with(R"({"id": 2, "name": "b", "batch": 1, "seq": 8, "d_model": 64, "heads": 4, "d_ff": 64, "layers": 1, "mask": "none", "dropout": 0})"),
+       "$.cases[1].dropout", "unknown key"},
+      {"lens.json",
+       cases_with(R"({"id": 2, "name": "b", "batch": 2, "seq": 8, "d_model": 64, "heads": 4, "d_ff": 64, "layers": 1, "mask": "padding", "valid_lens": [8, 9]})"),
+       "$.cases[1].valid_lens[1]", "9 is outside 1..8"},
+      {"seq.json",
+       cases_with(R"({"id": 2, "name": "b", "batch": 1, "seq": 0, "d_model": 64, "heads": 4, "d_ff": 64, "layers": 1, "mask": "none"})"),
+       "$.cases[1].seq", "positive integer, got 0"},
+      {"type.json",
+       cases_with(R"({"id": 2, "name": "b", "batch": "1", "seq": 8, "d_model": 64, "heads": 4, "d_ff": 64, "layers": 1, "mask": "none"})"),
+       "$.cases[1].batch", "got string \"1\""},
+  };
+  for (const auto& b : bad) {
+    INFO(b.name);
+    const std::string file = s.write(b.name, b.text);
+    check_config_failure(run_tlbench("plan --mem-gib 80 --config " + shell_quote(file), s),
+                         file + ": " + b.path + ": ", b.phrase);
+  }
+
+  const std::string broken = s.write("broken.json", "{\"cases\": [\n  {\"id\": 1\n  \"name\": \"x\"}]}");
+  check_config_failure(run_tlbench("plan --config " + shell_quote(broken), s),
+                       broken + ": line 3, column 8: malformed JSON",
+                       "unexpected string literal");
+
+  const std::string missing = (s.dir / "missing.json").string();
+  check_config_failure(run_tlbench("plan --config " + shell_quote(missing), s),
+                       missing + ": cannot read", "No such file");
+}
+
+TEST_CASE("tlbench plan on a bad techniques file or selection: exit 2, one line", "[cli]") {
+  Scratch s("plan-tech");
+  const std::string cases = s.write("cases.json", cases_with(
+      R"({"id": 2, "name": "b", "batch": 1, "seq": 8, "d_model": 64, "heads": 4, "d_ff": 64, "layers": 1, "mask": "none"})"));
+  const std::string tech = s.write(
+      "t.json", R"({"techniques": [{"name": "qkv", "description": "x"}, {"name": "flash", "description": "y"}]})");
+  check_config_failure(
+      run_tlbench("plan --config " + shell_quote(cases) + " --techniques " + shell_quote(tech), s),
+      tech + ": $.techniques[1].name: ", "unknown technique \"flash\"");
+
+  // techniques.json beside the cases file is picked up when --techniques is not given.
+  s.write("techniques.json", R"({"techniques": [{"name": "attn", "description": ""}]})");
+  check_config_failure(run_tlbench("plan --config " + shell_quote(cases), s),
+                       (s.dir / "techniques.json").string() + ": $.techniques[0].description: ",
+                       "is empty");
+  fs::remove(s.dir / "techniques.json");
+
+  check_config_failure(run_tlbench("plan --config " + shell_quote(cases) + " --cases 3-1", s),
+                       "--cases: '3-1' is not a valid range", "range");
+  check_config_failure(run_tlbench("plan --config " + shell_quote(cases) + " --cases 7", s),
+                       "--cases: no case with id 7", "ids: 1-2");
+  check_config_failure(run_tlbench("plan --config " + shell_quote(cases) + " --configs 1x0", s),
+                       "--configs: '1x0' has 3 characters", "needs 5");
+  check_config_failure(run_tlbench("plan --config " + shell_quote(cases) + " --dtypes fp8", s),
+                       "--dtypes: unknown dtype 'fp8'", "fp16");
+  check_config_failure(run_tlbench("plan --config " + shell_quote(cases) + " --mem-gib -3", s),
+                       "--mem-gib", "positive");
+  check_config_failure(run_tlbench("plan --config " + shell_quote(cases) + " --fp32-math fast", s),
+                       "--fp32-math: unknown mode 'fast'", "tf32 or ieee");
+  check_config_failure(run_tlbench("plan", s), "", "--config");
+}
+
+TEST_CASE("tlbench plan on the official configs: 448 points per dtype in well under a second", "[cli]") {
+  Scratch s("plan-official");
+  const std::string cfg = std::string(TLBENCH_SOURCE_DIR) + "/configs/cases.json";
+  const Result r = run_tlbench("plan --mem-gib 80 --config " + shell_quote(cfg), s);
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+  // CPU time, not wall time: CI machines run tests side by side.
+  CHECK(r.cpu_seconds < 1.0);
+  CHECK(r.seconds < 10.0);
+  CHECK(r.out.find("= 1344 points (fp16 448, bf16 448, fp32 448 per dtype)") != std::string::npos);
+  CHECK(r.out.find("case 14 fp16: 16 nonviable point(s) (16 without attn, 0 with attn)") !=
+        std::string::npos);
+  CHECK(r.out.find(cfg.substr(0, cfg.size() - 10) + "techniques.json") != std::string::npos);
+
+  const Result j = run_tlbench("plan --json --mem-gib 80 --seed 5 --dtypes fp32 --config " + shell_quote(cfg), s);
+  CHECK(j.exit_code == 0);
+  CHECK(j.out.rfind("{", 0) == 0);
+  CHECK(j.out.find("\"total_points\": 448") != std::string::npos);
+  CHECK(j.out.find("\"seed\": 5") != std::string::npos);
+}
+
+TEST_CASE("tlbench run on a bad config: exit 2, one line, output folder not created", "[cli]") {
+  if (!has_subcommand("run")) {
+    WARN("tlbench has no run subcommand in this build; only plan is checked");
+    return;
+  }
+  Scratch s("run");
+  const std::string file = s.write("heads.json", cases_with(
+      R"({"id": 2, "name": "b", "batch": 1, "seq": 8, "d_model": 768, "heads": 7, "d_ff": 64, "layers": 1, "mask": "none"})"));
+  const fs::path out = s.dir / "results";
+  check_config_failure(
+      run_tlbench("run --config " + shell_quote(file) + " --out " + shell_quote(out.string()), s),
+      file + ": $.cases[1].heads: ", "does not divide");
+  CHECK_FALSE(fs::exists(out));
+
+  const std::string good = s.write("good.json", cases_with(
+      R"({"id": 2, "name": "b", "batch": 1, "seq": 8, "d_model": 64, "heads": 4, "d_ff": 64, "layers": 1, "mask": "none"})"));
+  check_config_failure(run_tlbench("run --config " + shell_quote(good) + " --cases 3-1 --out " +
+                                       shell_quote(out.string()), s),
+                       "--cases: '3-1' is not a valid range", "range");
+  CHECK_FALSE(fs::exists(out));
+}

@@ -1,0 +1,283 @@
+// The plan: viability from the stack's own memory layouts, the attn-only baseline where the
+// dense reference cannot fit, the official 448-point plan, its printing and JSON.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "config.hpp"
+#include "grid.hpp"
+#include "plan_report.hpp"
+#include "stack/memory_plan.hpp"
+
+using tlb::DType;
+using tlb::Stage;
+using tlb::StageSwitch;
+
+namespace {
+
+const tlb::CaseSet& official_cases() {
+  static const tlb::CaseSet set =
+      tlb::load_cases(std::string(TLBENCH_SOURCE_DIR) + "/configs/cases.json");
+  return set;
+}
+
+const tlb::CaseSpec& official(int id) { return official_cases().cases[static_cast<size_t>(id - 1)]; }
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+StageSwitch only(Stage s) {
+  StageSwitch sw;
+  sw[s] = true;
+  return sw;
+}
+
+std::string capture(const tlb::Plan& plan) {
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f != nullptr);
+  tlb::print_plan(plan, f);
+  std::rewind(f);
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  std::fclose(f);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("a point is viable exactly when its predicted peak fits the budget", "[plan]") {
+  const tlb::CaseSpec& c = official(6);
+  const StageSwitch cand = only(Stage::ffn);
+  const uint64_t peak = tlb::point_peak_bytes(c.shape, DType::fp16, StageSwitch{}, cand, c.policy);
+  const tlb::PointViability fits = tlb::assess_point(c, DType::fp16, cand, peak);
+  CHECK(fits.viable);
+  CHECK(fits.peak_bytes == peak);
+  CHECK(fits.baseline.is_reference);
+  CHECK(fits.reason.empty());
+  const tlb::PointViability tight = tlb::assess_point(c, DType::fp16, cand, peak - 1);
+  CHECK_FALSE(tight.viable);
+  CHECK(tight.reason.find("> budget") != std::string::npos);
+}
+
+TEST_CASE("assess_point's peak is point_peak_bytes; a layer trace adds the candidate's outputs", "[plan]") {
+  const tlb::TechniqueSet techniques = tlb::default_techniques();
+  for (int id : {1, 3, 9}) {
+    const tlb::CaseSpec& c = official(id);
+    for (uint32_t config : {0u, 0b01000u, 0b10110u, 31u}) {
+      INFO("case " << id << " config " << techniques.bits(config));
+      const StageSwitch cand = techniques.stages(config);
+      const tlb::PointViability v = tlb::assess_point(c, DType::bf16, cand, 80 * kGiB);
+      CHECK(v.peak_bytes == tlb::point_peak_bytes(c.shape, DType::bf16, StageSwitch{}, cand, c.policy));
+      tlb::PathMemoryOptions trace;
+      trace.keep_layer_outputs = true;
+      const tlb::PointViability t = tlb::assess_point(c, DType::bf16, cand, 80 * kGiB, trace);
+      const uint64_t outputs = static_cast<uint64_t>(c.shape.layers * c.shape.tokens() * c.shape.d_model) * 2;
+      CHECK(t.peak_bytes >= v.peak_bytes + outputs);
+      CHECK(t.peak_bytes < v.peak_bytes + outputs + tlb::kBufferAlign);
+    }
+  }
+  // The plan carries the options into its per-point decisions.
+  tlb::PathMemoryOptions ieee;
+  ieee.fp32_math = tlb::Fp32Math::ieee;
+  ieee.keep_layer_outputs = true;
+  const auto sel = tlb::parse_selection("2", "", "fp32", official_cases(), techniques);
+  const tlb::Plan plan = tlb::make_plan(official_cases(), techniques, sel, 1,
+                                        tlb::fixed_memory_budget(80, "test"), ieee);
+  CHECK(plan.paths.fp32_math == tlb::Fp32Math::ieee);
+  REQUIRE(plan.cases.size() == 1);
+  CHECK(plan.cases[0].dtypes[0].fused_peak ==
+        tlb::path_peak_bytes(official(2).shape, DType::fp32, techniques.stages(31), official(2).policy, ieee));
+  CHECK(capture(plan).find("fp32 math:     ieee") != std::string::npos);
+}
+
+TEST_CASE("path peaks add data, workspace and one cuBLAS workspace", "[plan]") {
+  const tlb::LayerShape& s = official(2).shape;
+  const uint64_t ref = tlb::path_peak_bytes(s, DType::bf16, StageSwitch{}, "");
+  CHECK(ref == tlb::aligned_total_bytes(tlb::data_layout(s, DType::bf16)) +
+                   tlb::aligned_total_bytes(tlb::workspace_layout(s, DType::bf16, StageSwitch{}, "")) +
+                   tlb::kCublasWorkspaceBytes);
+  // The reference holds the dense scores buffer; the attn path does not.
+  const uint64_t scores = tlb::case_memory(s, DType::bf16).scores;
+  CHECK(scores == 8ull * 12 * 128 * 128 * 2);
+  CHECK(ref > tlb::path_peak_bytes(s, DType::bf16, only(Stage::attn), ""));
+}
+
+TEST_CASE("where the reference cannot fit, points are timed against attn-only and say so", "[plan]") {
+  const tlb::CaseSpec& c = official(14);
+  for (DType d : {DType::fp16, DType::bf16, DType::fp32}) {
+    INFO(tlb::to_string(d));
+    const tlb::BaselineChoice b = tlb::choose_baseline(c, d, 80 * kGiB);
+    CHECK_FALSE(b.is_reference);
+    CHECK(b.stages == only(Stage::attn));
+    CHECK(b.reason.find("attn-only") != std::string::npos);
+    CHECK(b.reason.find("dense scores") != std::string::npos);
+    CHECK(b.reference_peak > 80 * kGiB);
+    // Without attn the candidate itself needs the dense scores: nonviable and the reason says why.
+    const tlb::PointViability ref = tlb::assess_point(c, d, StageSwitch{}, 80 * kGiB);
+    CHECK_FALSE(ref.viable);
+    CHECK(ref.reason.find("dense scores buffer alone") != std::string::npos);
+    const tlb::PointViability attn = tlb::assess_point(c, d, only(Stage::attn), 80 * kGiB);
+    CHECK(attn.viable);
+    CHECK_FALSE(attn.baseline.is_reference);
+  }
+  // A small case keeps the reference baseline even on a small budget.
+  const tlb::BaselineChoice small = tlb::choose_baseline(official(1), DType::fp32, 2 * kGiB);
+  CHECK(small.is_reference);
+  CHECK(small.reason.empty());
+}
+
+TEST_CASE("the official plan: 448 points per dtype, case 14 viable exactly with attn", "[plan]") {
+  const auto techniques = tlb::default_techniques();
+  const auto budget = tlb::fixed_memory_budget(80, "test");
+  const auto start = std::chrono::steady_clock::now();
+  const tlb::Plan plan = tlb::make_plan(official_cases(), techniques, {}, 1, budget);
+  const std::string text = capture(plan);
+  const std::string js = tlb::plan_json(plan);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(seconds < 0.5);
+
+  CHECK(plan.total_points == 1344);
+  CHECK(plan.configs_selected == 32);
+  REQUIRE(plan.cases.size() == 14);
+  for (int d = 0; d < 3; ++d) {
+    CHECK(plan.points_per_dtype[d] == 448);
+    CHECK(plan.viable_per_dtype[d] + plan.nonviable_per_dtype[d] == 448);
+    CHECK(plan.nonviable_per_dtype[d] == 16);  // case 14 without attn, nothing else
+  }
+  for (const auto& cp : plan.cases) {
+    INFO("case " << cp.spec->id);
+    REQUIRE(cp.dtypes.size() == 3);
+    CHECK(cp.forward_flops == tlb::forward_flops(cp.spec->shape));
+    for (const auto& dp : cp.dtypes) {
+      CHECK(dp.selected_points == 32);
+      CHECK(dp.order.size() == 32);
+      CHECK(dp.memory.scores == tlb::case_memory(cp.spec->shape, dp.dtype).scores);
+      CHECK(dp.golden_viable);
+      CHECK(dp.fused_viable);
+      if (cp.spec->id != 14) {
+        CHECK(dp.reference_viable);
+        CHECK(dp.baseline.is_reference);
+        CHECK(dp.viable_points == 32);
+        continue;
+      }
+      CHECK_FALSE(dp.reference_viable);
+      CHECK_FALSE(dp.baseline.is_reference);
+      CHECK(dp.viable_points == 16);
+      CHECK(dp.nonviable_with_attn == 0);
+      REQUIRE(dp.nonviable_configs.size() == 16);
+      for (uint32_t c : dp.nonviable_configs) CHECK((c & 0b01000) == 0);
+    }
+  }
+  CHECK(plan.estimated_seconds > 0);
+  CHECK(std::isfinite(plan.estimated_seconds));
+
+  CHECK(text.find("1344 points (fp16 448, bf16 448, fp32 448 per dtype)") != std::string::npos);
+  CHECK(text.find("shuffle seed:  1") != std::string::npos);
+  CHECK(text.find("memory budget: 80.00 GiB (test)") != std::string::npos);
+  CHECK(text.find("case 14 fp16: reference needs") != std::string::npos);
+  CHECK(text.find("case 14 fp32: 16 nonviable point(s) (16 without attn, 0 with attn)") !=
+        std::string::npos);
+  CHECK(text.find("time estimate: about") != std::string::npos);
+  CHECK(text.find("a model, not a measurement") != std::string::npos);
+
+  const auto doc = nlohmann::json::parse(js);
+  CHECK(doc["total_points"] == 1344);
+  CHECK(doc["seed"] == 1);
+  CHECK(doc["per_dtype"]["bf16"]["points"] == 448);
+  CHECK(doc["per_dtype"]["bf16"]["nonviable"] == 16);
+  CHECK(doc["time_estimate"]["is_estimate"] == true);
+  REQUIRE(doc["cases"].size() == 14);
+  const auto& c14 = doc["cases"][13];
+  CHECK(c14["id"] == 14);
+  CHECK(c14["seq"] == 100000);
+  CHECK(c14["dtypes"][0]["baseline"]["kind"] == "attn-only");
+  CHECK(c14["dtypes"][0]["reference_viable"] == false);
+  for (const auto& bits : c14["dtypes"][0]["nonviable_configs"])
+    CHECK(bits.get<std::string>()[1] == '0');
+  CHECK(doc["cases"][1]["valid_lens"].size() == 8);
+  CHECK(doc["cases"][0]["dtypes"][0]["order"].size() == 32);
+}
+
+TEST_CASE("the plan follows the selection and the seed", "[plan]") {
+  const auto techniques = tlb::default_techniques();
+  const auto sel = tlb::parse_selection("13-14", "x1xxx,00000", "fp16", official_cases(), techniques);
+  const tlb::Plan plan =
+      tlb::make_plan(official_cases(), techniques, sel, 99, tlb::fixed_memory_budget(80, "test"));
+  CHECK(plan.total_points == 2 * 17);
+  CHECK(plan.configs_selected == 17);
+  CHECK(plan.points_per_dtype[0] == 34);
+  CHECK(plan.points_per_dtype[1] == 0);
+  REQUIRE(plan.cases.size() == 2);
+  // Case 14: the 16 attn configurations are viable, the reference (00000) is not.
+  CHECK(plan.cases[1].dtypes[0].viable_points == 16);
+  CHECK(plan.cases[1].dtypes[0].nonviable_configs == std::vector<uint32_t>{0});
+  // Order = build_grid's order for this seed.
+  const auto grid = tlb::build_grid(official_cases(), techniques, sel, 99);
+  for (size_t i = 0; i < 17; ++i) CHECK(plan.cases[0].dtypes[0].order[i] == grid[i].config);
+  const std::string text = capture(plan);
+  CHECK(text.find("2 cases x 17 configurations x 1 dtypes = 34 points") != std::string::npos);
+  CHECK(text.find("shuffle seed:  99") != std::string::npos);
+}
+
+TEST_CASE("a smaller memory budget makes large points nonviable, never small ones", "[plan]") {
+  const auto techniques = tlb::default_techniques();
+  const tlb::Plan plan = tlb::make_plan(official_cases(), techniques, {}, 1,
+                                        tlb::fixed_memory_budget(16, "16 GiB card"));
+  CHECK(plan.cases[0].dtypes[0].viable_points == 32);  // tiny-4l fits anywhere
+  // Case 13 fp32: the dense scores alone are 8*16*4096^2*4 bytes = 8 GiB; with two workspaces
+  // and data the reference baseline does not fit 16 GiB with every candidate.
+  int nonviable = 0;
+  for (int d = 0; d < 3; ++d) nonviable += plan.nonviable_per_dtype[d];
+  CHECK(nonviable > 3 * 16);
+  for (const auto& cp : plan.cases)
+    for (const auto& dp : cp.dtypes)
+      CHECK(dp.viable_points + dp.nonviable_points == dp.selected_points);
+}
+
+TEST_CASE("--mem-gib: an explicit budget wins and a bad one is a config error", "[plan]") {
+  const tlb::MemoryBudget b = tlb::resolve_memory_budget(24.5);
+  CHECK(b.bytes == static_cast<uint64_t>(24.5 * kGiB));
+  CHECK_FALSE(b.from_device);
+  CHECK(b.source.find("--mem-gib 24.5") != std::string::npos);
+  for (double bad : {0.0, -1.0, std::nan("")}) {
+    try {
+      tlb::resolve_memory_budget(bad);
+      FAIL("accepted --mem-gib " << bad);
+    } catch (const tlb::ConfigError& e) {
+      CHECK(std::string(e.what()).rfind("--mem-gib: expected a positive number of GiB", 0) == 0);
+    }
+  }
+  // Without an explicit value: the device's free memory, or the stated 80 GiB assumption.
+  const tlb::MemoryBudget auto_budget = tlb::resolve_memory_budget(std::nullopt);
+  if (auto_budget.from_device) {
+    CHECK(auto_budget.source.find("free memory of CUDA device 0") != std::string::npos);
+    CHECK(auto_budget.bytes > 0);
+  } else {
+    CHECK(auto_budget.bytes == 80 * kGiB);
+    CHECK(auto_budget.source.find("assumed") != std::string::npos);
+  }
+}
+
+TEST_CASE("the time model prices the dense reference above the fused path on long sequences", "[plan]") {
+  const tlb::LayerShape& s = official(11).shape;
+  StageSwitch all;
+  for (bool& b : all.on) b = true;
+  for (DType d : {DType::fp16, DType::fp32}) {
+    const double ref = tlb::estimated_forward_seconds(s, d, StageSwitch{});
+    const double fused = tlb::estimated_forward_seconds(s, d, all);
+    CHECK(ref > 0);
+    CHECK(fused > 0);
+    CHECK(fused < ref);
+  }
+  // The model's forward time follows the FLOP count: twice the layers, twice the time.
+  tlb::LayerShape two = s;
+  two.layers = 2 * s.layers;
+  CHECK(tlb::estimated_forward_seconds(two, DType::bf16, all) ==
+        Approx(2 * tlb::estimated_forward_seconds(s, DType::bf16, all)));
+}
