@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PATH="/usr/local/cuda/bin:$PATH"
-[[ -f .deps/git-commit ]] && export TLBENCH_GIT_COMMIT=$(cat .deps/git-commit)
+[[ -f .git-commit ]] && export TLBENCH_GIT_COMMIT=$(cat .git-commit)
 BUILD=build/gpu
 BIN=$BUILD/tlbench
 steps=("$@")
