@@ -45,11 +45,12 @@ bool gemm_fused_supported(const GemmArgs& a, std::string* why);
 // Throws std::invalid_argument (with the reason) when gemm_fused_supported is false.
 // TLBENCH_GEMM_VARIANT=portable|sm90 in the environment restricts the choice to the mma.sync
 // kernels or to the sm_90a kernels (where those can run; otherwise the portable ones run and
-// the returned name says so), for A/B measurements.
+// the returned name says so), for A/B measurements; unset or "auto" lets the dispatcher pick.
 std::string gemm_fused(const GemmArgs& a, cudaStream_t stream);
 
-// Every variant that can run `a` on the current device, the dispatcher's choice first
-// (ignores TLBENCH_GEMM_VARIANT). Empty when gemm_fused_supported is false.
+// Every variant that can run `a` on the current device (the sm_90a ones included on an sm_90
+// GPU), the dispatcher's automatic choice first; ignores TLBENCH_GEMM_VARIANT. Empty when
+// gemm_fused_supported is false.
 std::vector<std::string> gemm_fused_variants(const GemmArgs& a);
 // Launches the named variant (one of gemm_fused_variants(a)): tests cover every tile this
 // way, benchmarks compare them. Throws std::invalid_argument for a name that cannot run `a`.

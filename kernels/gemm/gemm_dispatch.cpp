@@ -21,10 +21,16 @@ namespace {
 
 using gemm_detail::FmaTile;
 using gemm_detail::MmaTile;
+using gemm_detail::WgmmaTile;
+
+// The sm_90a kernels join the automatic choice once the GEMM tests have passed with them on
+// an sm_90 GPU (they always run in the tests, and TLBENCH_GEMM_VARIANT=sm90 forces them).
+constexpr bool kSm90ProvenOnDevice = false;
 
 struct DeviceInfo {
   int sms = 0;
   int major = 0, minor = 0;
+  bool sm90_image = false;  // the build carries sm_90a code for the wgmma kernels
 };
 
 const DeviceInfo& device_info() {
@@ -39,6 +45,7 @@ const DeviceInfo& device_info() {
     TLB_CUDA_CHECK(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev));
     TLB_CUDA_CHECK(cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, dev));
     TLB_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
+    d.sm90_image = d.major == 9 && d.minor == 0 && gemm_detail::wgmma_sm90_image_present();
   }
   return d;
 }
@@ -82,6 +89,13 @@ TileModel mma_model(MmaTile t) {
   }
 }
 
+// One 8-warp consumer pair per SM (193 KiB of shared memory); wgmma's per-SM rate is about
+// twice what mma.sync reaches, the 128x256 tile a bit more for its operand reuse.
+TileModel wgmma_model(WgmmaTile t) {
+  const auto s = gemm_detail::wgmma_tile_shape(t);
+  return t == WgmmaTile::m128n256 ? TileModel{s.bm, s.bn, 8, 1, 1.8} : TileModel{s.bm, s.bn, 8, 1, 1.5};
+}
+
 TileModel fma_model(FmaTile t) {
   return t == FmaTile::m128n128 ? TileModel{128, 128, 8, 1, 1.0} : TileModel{64, 64, 8, 4, 0.6};
 }
@@ -89,10 +103,23 @@ TileModel fma_model(FmaTile t) {
 // The variants in the order the dispatcher would rank them for this shape.
 struct Candidate {
   std::string name;
-  enum Kind { mma, fma } kind;
+  enum Kind { mma, fma, wgmma } kind;
   int tile;
   double time;
 };
+
+enum class VariantPolicy { automatic, portable, sm90 };
+
+// TLBENCH_GEMM_VARIANT: unset/"auto" (the dispatcher decides), "portable" (mma.sync / FMA
+// only) or "sm90" (the wgmma kernels wherever they can run).
+VariantPolicy variant_policy() {
+  const char* env = std::getenv("TLBENCH_GEMM_VARIANT");
+  const std::string v = env ? env : "";
+  if (v.empty() || v == "auto") return VariantPolicy::automatic;
+  if (v == "portable") return VariantPolicy::portable;
+  if (v == "sm90") return VariantPolicy::sm90;
+  throw std::invalid_argument("TLBENCH_GEMM_VARIANT must be auto, portable or sm90 (got '" + v + "')");
+}
 
 std::vector<Candidate> ranked_candidates(const GemmArgs& a) {
   const DeviceInfo& dev = device_info();
@@ -109,15 +136,38 @@ std::vector<Candidate> ranked_candidates(const GemmArgs& a) {
       c.push_back({gemm_detail::mma_tile_name(t, a.dtype), Candidate::mma, i,
                    model_time(mma_model(t), a.M, a.N, dev.sms)});
     }
+    if (dev.sm90_image) {
+      for (int i = 0; i < gemm_detail::kNumWgmmaTiles; ++i) {
+        const auto t = static_cast<WgmmaTile>(i);
+        c.push_back({gemm_detail::wgmma_tile_name(t, a.dtype), Candidate::wgmma, i,
+                     model_time(wgmma_model(t), a.M, a.N, dev.sms)});
+      }
+    }
   }
   std::stable_sort(c.begin(), c.end(),
                    [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
+  // Until proven on the device, the wgmma kernels rank after every portable one.
+  if (!kSm90ProvenOnDevice) {
+    std::stable_partition(c.begin(), c.end(), [](const Candidate& x) { return x.kind != Candidate::wgmma; });
+  }
   return c;
+}
+
+// The candidate the policy picks from the ranked list (never empty).
+const Candidate& choose(const std::vector<Candidate>& ranked, VariantPolicy policy) {
+  for (const Candidate& c : ranked) {
+    const bool is_sm90 = c.kind == Candidate::wgmma;
+    if (policy == VariantPolicy::sm90 && is_sm90) return c;
+    if (policy == VariantPolicy::portable && !is_sm90) return c;
+  }
+  return ranked.front();
 }
 
 void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
   if (c.kind == Candidate::fma) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
+  } else if (c.kind == Candidate::wgmma) {
+    gemm_detail::launch_gemm_wgmma_sm90(a, static_cast<WgmmaTile>(c.tile), stream);
   } else {
     gemm_detail::launch_gemm_mma(a, static_cast<MmaTile>(c.tile), stream);
   }
@@ -211,9 +261,11 @@ void gemm_fused_variant(const GemmArgs& a, const std::string& variant, cudaStrea
 
 std::string gemm_fused(const GemmArgs& a, cudaStream_t stream) {
   require_supported(a);
-  const std::vector<Candidate> c = ranked_candidates(a);
-  launch(a, c.front(), stream);
-  return c.front().name;
+  const VariantPolicy policy = variant_policy();
+  const std::vector<Candidate> ranked = ranked_candidates(a);
+  const Candidate& c = choose(ranked, policy);
+  launch(a, c, stream);
+  return c.name;
 }
 
 }  // namespace tlb

@@ -36,4 +36,17 @@ constexpr int kNumFmaTiles = 2;
 std::string fma_tile_name(FmaTile t);
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream);
 
+// Hopper: TMA + wgmma, producer/consumer warpgroups (sm_90a images only).
+enum class WgmmaTile : int { m128n256 = 0, m128n128 };
+constexpr int kNumWgmmaTiles = 2;
+struct WgmmaTileShape {
+  int bm, bn;
+};
+WgmmaTileShape wgmma_tile_shape(WgmmaTile t);
+std::string wgmma_tile_name(WgmmaTile t, DType d);
+// Whether this build carries sm_90a machine code for the wgmma kernels (the caller checks
+// that the device is compute capability 9.0).
+bool wgmma_sm90_image_present();
+void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile t, cudaStream_t stream);
+
 }  // namespace tlb::gemm_detail

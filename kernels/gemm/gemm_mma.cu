@@ -65,6 +65,9 @@ constexpr int kRasterRows = 8;
 
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1) gemm_mma_kernel(const GemmArgs p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // cp.async and bf16/tf32 mma need sm_80; the host never launches this there
+#else
   using T = typename C::Elem;
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -249,6 +252,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_mma_kernel(const GemmArgs
     }
     __syncthreads();
   }
+#endif
 }
 
 template <class C>
