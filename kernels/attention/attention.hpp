@@ -13,6 +13,15 @@
 
 namespace tlb {
 
+// Variants are chosen by shape: the short-sequence kernel (seq <= 128: every key in one tile,
+// no rescaling loop), the standard kernel (one block per query tile and batch*head, online
+// softmax over key tiles), and split-KV (few blocks, long sequences: key ranges in parallel,
+// fp32 partials in the workspace, then a combine step). A variant spec forces a choice; it is a
+// comma-separated list of "auto", "standard", "short", "splitkv", "splitkv:N" (N key ranges)
+// and, for fp16/bf16, a tile shape "q128w8", "q128w4" or "q64w4" (query rows x warps per
+// block). The environment variable TLBENCH_ATTN_VARIANT applies a spec to every call of the
+// process (A/B runs); there, parts that cannot run a shape (short on a long sequence) are
+// ignored for it. The returned variant name always says what ran.
 struct AttentionArgs {
   DType dtype = DType::fp16;
   Fp32Math fp32_math = Fp32Math::tf32;
@@ -25,13 +34,23 @@ struct AttentionArgs {
   void* o = nullptr;
   float scale = 1.0f;               // 1/sqrt(head_dim)
   void* workspace = nullptr;        // flash_attention_workspace_bytes() bytes (split-KV partials)
+  // A variant spec that overrides the dispatcher for this call (tests). Unlike the environment
+  // variable it is strict: a spec that cannot run the shape throws std::invalid_argument. Size
+  // the workspace with flash_attention_workspace_bytes(args).
+  const char* force = nullptr;
 };
 
 // Whether the hand-written kernel covers this shape; `why` says why not (a visible fallback).
 bool flash_attention_supported(const LayerShape& s, DType dtype, std::string* why);
-// Scratch the chosen variant needs (0 when it needs none). Host-only, no device needed.
+// Scratch the chosen variant needs (0 when it needs none). Host-only, no device needed: a pure
+// function of the shape (and of TLBENCH_ATTN_VARIANT), linear in seq.
 uint64_t flash_attention_workspace_bytes(const LayerShape& s, DType dtype);
+// The same for the variant `a` asks for (a forced variant included).
+uint64_t flash_attention_workspace_bytes(const AttentionArgs& a);
+// The name of the variant flash_attention(a) would launch, without launching it.
+std::string flash_attention_variant(const AttentionArgs& a);
 // Launches the variant the dispatcher picks for the shape; returns its name for the results.
+// Throws std::invalid_argument for a shape flash_attention_supported() rejects.
 std::string flash_attention(const AttentionArgs& a, cudaStream_t stream);
 
 }  // namespace tlb

@@ -1,0 +1,302 @@
+// Host side of the fused attention: which shapes the kernels cover, which variant runs a shape
+// (kernel family, tile shape, short-sequence single tile, split-KV and its number of key
+// ranges), the workspace that variant needs, and the launch. Everything but the launch is a pure
+// function of the shape, so memory planning can call it without a device.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "attention/attention.hpp"
+#include "attention/attention_kernels.hpp"
+
+namespace tlb {
+namespace {
+
+using attn::Family;
+using attn::TileShape;
+
+// The split-KV decision needs the machine's size, but workspace planning must not touch the
+// device: plan for the H100/H200 SXM part (132 SMs). On a smaller GPU the same split only
+// over-subscribes a little.
+constexpr int64_t kPlanningSms = 132;
+// Warps per SM the kernels are sized for (one 8-warp block, or two 4-warp blocks).
+constexpr int64_t kWarpsPerSm = 8;
+constexpr int kMaxSplits = 16;
+// A split below this many key tiles spends more on its partial write and the combine than it
+// gains in parallelism.
+constexpr int64_t kMinTilesPerSplit = 4;
+// Sequences up to this length fit one key tile of the short-sequence kernel.
+constexpr int64_t kShortSeqMax = 128;
+
+std::string_view tile_name(TileShape t) {
+  switch (t) {
+    case TileShape::q128w8: return "q128w8";
+    case TileShape::q128w4: return "q128w4";
+    case TileShape::q64w4: return "q64w4";
+    case TileShape::short64: return "q64w4";
+    case TileShape::short128: return "q64w4";
+  }
+  return "?";
+}
+int tile_warps(Family f, TileShape t) { return f == Family::mma16 && t == TileShape::q128w8 ? 8 : 4; }
+
+enum class Variant { automatic, standard, short_seq, split_kv };
+
+// A parsed variant spec (see attention.hpp).
+struct Spec {
+  Variant variant = Variant::automatic;
+  int splits = 0;  // split_kv: 0 lets the dispatcher choose
+  bool has_tile = false;
+  TileShape tile = TileShape::q128w8;
+};
+
+Spec parse_spec(const char* text, const char* origin) {
+  Spec o;
+  if (text == nullptr) return o;
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view tok = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    if (tok.empty() || tok == "auto") continue;
+    if (tok == "standard") {
+      o.variant = Variant::standard;
+    } else if (tok == "short") {
+      o.variant = Variant::short_seq;
+    } else if (tok == "splitkv") {
+      o.variant = Variant::split_kv;
+    } else if (tok.substr(0, 8) == "splitkv:") {
+      o.variant = Variant::split_kv;
+      const std::string n(tok.substr(8));
+      char* end = nullptr;
+      const long v = std::strtol(n.c_str(), &end, 10);
+      if (n.empty() || *end != '\0' || v < 2 || v > 64)
+        throw std::invalid_argument(std::string(origin) + ": '" + std::string(tok) +
+                                    "': the split count must be an integer in 2..64");
+      o.splits = static_cast<int>(v);
+    } else if (tok == "q128w8" || tok == "q128w4" || tok == "q64w4") {
+      o.has_tile = true;
+      o.tile = tok == "q128w8" ? TileShape::q128w8 : tok == "q128w4" ? TileShape::q128w4 : TileShape::q64w4;
+    } else {
+      throw std::invalid_argument(std::string(origin) + ": unknown token '" + std::string(tok) +
+                                  "' (expected auto, standard, short, splitkv, splitkv:N, q128w8, "
+                                  "q128w4, q64w4)");
+    }
+  }
+  return o;
+}
+
+// TLBENCH_ATTN_VARIANT, parsed once.
+const Spec& env_spec() {
+  static const Spec o = parse_spec(std::getenv("TLBENCH_ATTN_VARIANT"), "TLBENCH_ATTN_VARIANT");
+  return o;
+}
+
+struct Plan {
+  Family family = Family::mma16;
+  TileShape tile = TileShape::q128w8;
+  int splits = 1;
+  int64_t keys_per_split = 0;
+  uint64_t o_part_bytes = 0;     // offset of ml_part in the workspace
+  uint64_t workspace_bytes = 0;
+  std::string name;
+};
+
+uint64_t align256(uint64_t x) { return (x + 255) / 256 * 256; }
+
+[[noreturn]] void reject(const std::string& msg) { throw std::invalid_argument("flash attention: " + msg); }
+
+// strict (a spec forced by the caller): a part of the spec that cannot run the shape throws.
+// Otherwise (the environment's spec) such parts are dropped for this shape.
+Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, DType dtype,
+               Fp32Math math, const Spec& spec, bool strict) {
+  Plan plan;
+  plan.family = dtype != DType::fp32 ? Family::mma16 : math == Fp32Math::tf32 ? Family::tf32 : Family::fp32fma;
+  const int64_t bh = batch * heads;
+  Variant variant = spec.variant;
+
+  if (variant == Variant::short_seq && !(plan.family == Family::mma16 && seq <= kShortSeqMax)) {
+    if (strict)
+      reject(plan.family != Family::mma16
+                 ? "the short-sequence variant is fp16/bf16 only (fp32 tiles are 32 keys)"
+                 : "the short-sequence variant needs seq <= " + std::to_string(kShortSeqMax) +
+                       ", got " + std::to_string(seq));
+    variant = Variant::automatic;
+  }
+  // Left to the dispatcher, a standard launch may still be split (few blocks, long keys).
+  const bool auto_split = variant == Variant::automatic;
+  if (variant == Variant::automatic)
+    variant = plan.family == Family::mma16 && seq <= kShortSeqMax ? Variant::short_seq : Variant::standard;
+
+  if (variant == Variant::short_seq) {
+    plan.tile = seq <= 64 ? TileShape::short64 : TileShape::short128;
+    plan.name = "flash_short_d" + std::to_string(head_dim) + "_q64_kv" +
+                std::to_string(attn::tile_kv_cols(plan.family, plan.tile));
+    return plan;
+  }
+
+  // Standard tile. 128 query rows per block share each K/V tile's shared-memory traffic among
+  // as many rows as fit; with few blocks in flight, 64-row tiles double the blocks.
+  if (spec.has_tile && plan.family != Family::mma16 && strict)
+    reject("tile shapes are fp16/bf16 only; fp32 runs 64 x 32 tiles");
+  if (plan.family == Family::mma16) {
+    if (spec.has_tile) {
+      plan.tile = spec.tile;
+    } else {
+      const int64_t blocks128 = bh * ((seq + 127) / 128);
+      plan.tile = blocks128 < kPlanningSms ? TileShape::q64w4 : TileShape::q128w8;
+    }
+  }
+  const int q_rows = attn::tile_q_rows(plan.family, plan.tile);
+  const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile);
+  const int64_t blocks = bh * ((seq + q_rows - 1) / q_rows);
+  const int64_t key_tiles = (seq + kv_cols - 1) / kv_cols;
+  const int64_t slots = kPlanningSms * kWarpsPerSm / tile_warps(plan.family, plan.tile);
+
+  int splits = 1;
+  if (variant == Variant::split_kv) {
+    splits = spec.splits > 0
+                 ? spec.splits
+                 : static_cast<int>(std::clamp<int64_t>(slots / std::max<int64_t>(blocks, 1), 2, kMaxSplits));
+    splits = static_cast<int>(std::min<int64_t>(splits, key_tiles));
+    if (splits < 2) {
+      if (strict) reject("split-KV needs at least two key tiles (seq > " + std::to_string(kv_cols) + ")");
+      splits = 1;
+    }
+  } else if (auto_split && blocks < kPlanningSms) {
+    splits = static_cast<int>(std::min<int64_t>({slots / blocks, key_tiles / kMinTilesPerSplit, kMaxSplits}));
+    if (splits < 2) splits = 1;
+  }
+  if (splits > 1) {
+    // Equal whole-tile ranges, none empty.
+    const int64_t tiles_per_split = (key_tiles + splits - 1) / splits;
+    splits = static_cast<int>((key_tiles + tiles_per_split - 1) / tiles_per_split);
+    plan.splits = splits;
+    plan.keys_per_split = tiles_per_split * kv_cols;
+    const uint64_t rows = static_cast<uint64_t>(splits) * static_cast<uint64_t>(bh) * static_cast<uint64_t>(seq);
+    plan.o_part_bytes = align256(rows * static_cast<uint64_t>(head_dim) * 4);
+    plan.workspace_bytes = plan.o_part_bytes + align256(rows * 2 * 4);
+  }
+
+  std::string base;
+  const std::string d = std::to_string(head_dim);
+  switch (plan.family) {
+    case Family::mma16:
+      base = "d" + d + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
+      plan.name = (splits > 1 ? "flash_splitkv_x" + std::to_string(splits) + "_sm80_" : "flash_fwd_sm80_") + base;
+      break;
+    case Family::tf32:
+      base = "tf32_d" + d + "_q64_kv32";
+      plan.name = splits > 1 ? "flash_splitkv_x" + std::to_string(splits) + "_" + base : "flash_fwd_" + base;
+      break;
+    case Family::fp32fma:
+      base = "fp32fma_d" + d + "_q64_kv32";
+      plan.name = splits > 1 ? "flash_splitkv_x" + std::to_string(splits) + "_" + base : "flash_fwd_" + base;
+      break;
+  }
+  return plan;
+}
+
+bool shape_supported(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, std::string* why) {
+  auto no = [&](const std::string& w) {
+    if (why) *why = w;
+    return false;
+  };
+  if (head_dim != 64 && head_dim != 128)
+    return no("head_dim " + std::to_string(head_dim) + " not in {64, 128}");
+  if (batch < 1 || heads < 1 || seq < 1)
+    return no("empty shape (batch " + std::to_string(batch) + ", heads " + std::to_string(heads) +
+              ", seq " + std::to_string(seq) + ")");
+  // One block per (64-row query tile, batch*head) must fit the grid's x dimension.
+  if ((seq + 63) / 64 * batch * heads > INT32_MAX) return no("batch*heads*seq too large for one launch");
+  return true;
+}
+
+Plan plan_for(const AttentionArgs& a) {
+  if (a.force != nullptr)
+    return plan_variant(a.batch, a.heads, a.seq, a.head_dim, a.dtype, a.fp32_math,
+                     parse_spec(a.force, "flash attention variant spec"), true);
+  return plan_variant(a.batch, a.heads, a.seq, a.head_dim, a.dtype, a.fp32_math, env_spec(), false);
+}
+
+}  // namespace
+
+bool flash_attention_supported(const LayerShape& s, DType dtype, std::string* why) {
+  if (s.heads < 1 || s.d_model % s.heads != 0) {
+    if (why) *why = "d_model " + std::to_string(s.d_model) + " not divisible by heads " + std::to_string(s.heads);
+    return false;
+  }
+  return shape_supported(s.batch, s.heads, s.seq, s.head_dim(), why);
+}
+
+uint64_t flash_attention_workspace_bytes(const LayerShape& s, DType dtype) {
+  if (!flash_attention_supported(s, dtype, nullptr)) return 0;
+  // The fp32 math mode is a run option the shape does not carry: plan for the larger.
+  uint64_t bytes = 0;
+  for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) {
+    bytes = std::max(bytes, plan_variant(s.batch, s.heads, s.seq, s.head_dim(), dtype, math,
+                                      env_spec(), false).workspace_bytes);
+    if (dtype != DType::fp32) break;
+  }
+  return bytes;
+}
+
+uint64_t flash_attention_workspace_bytes(const AttentionArgs& a) {
+  if (!shape_supported(a.batch, a.heads, a.seq, a.head_dim, nullptr)) return 0;
+  return plan_for(a).workspace_bytes;
+}
+
+std::string flash_attention_variant(const AttentionArgs& a) {
+  std::string why;
+  if (!shape_supported(a.batch, a.heads, a.seq, a.head_dim, &why)) reject(why);
+  return plan_for(a).name;
+}
+
+std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
+  std::string why;
+  if (!shape_supported(a.batch, a.heads, a.seq, a.head_dim, &why)) reject(why);
+  if (!a.q || !a.k || !a.v || !a.o) reject("null q, k, v or o");
+  for (const void* ptr : {a.q, a.k, a.v, static_cast<const void*>(a.o)})
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) reject("q, k, v and o must be 16-byte aligned");
+  if (a.mask == MaskKind::padding && !a.valid_lens) reject("padding mask without valid_lens");
+  if (!(a.scale > 0.0f) || !std::isfinite(a.scale)) reject("scale must be positive and finite");
+
+  const Plan plan = plan_for(a);
+  attn::FlashLaunch l;
+  l.family = plan.family;
+  l.tile = plan.tile;
+  l.dtype = a.dtype;
+  l.head_dim = static_cast<int>(a.head_dim);
+  l.p.q = a.q;
+  l.p.k = a.k;
+  l.p.v = a.v;
+  l.p.o = a.o;
+  l.p.batch = a.batch;
+  l.p.heads = a.heads;
+  l.p.seq = a.seq;
+  l.p.mask = static_cast<int>(a.mask);
+  l.p.valid_lens = a.mask == MaskKind::padding ? a.valid_lens : nullptr;
+  l.p.scale_log2 = a.scale * 1.4426950408889634f;  // log2(e): the kernels use exp2
+  l.p.splits = plan.splits;
+  l.p.keys_per_split = plan.keys_per_split;
+  if (plan.splits > 1) {
+    if (!a.workspace) reject(plan.name + " needs a workspace of " + std::to_string(plan.workspace_bytes) + " bytes");
+    if (reinterpret_cast<uintptr_t>(a.workspace) % 256 != 0) reject("workspace must be 256-byte aligned");
+    l.p.o_part = static_cast<float*>(a.workspace);
+    l.p.ml_part = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + plan.o_part_bytes);
+  }
+
+  switch (plan.family) {
+    case Family::mma16: attn::launch_flash_mma16(l, stream); break;
+    case Family::tf32: attn::launch_flash_tf32(l, stream); break;
+    case Family::fp32fma: attn::launch_flash_fp32fma(l, stream); break;
+  }
+  if (plan.splits > 1) attn::launch_flash_combine(l, stream);
+  return plan.name;
+}
+
+}  // namespace tlb

@@ -1,0 +1,379 @@
+// Flash attention forward for fp16/bf16 on mma.sync m16n8k16 (sm_80 and later): S = Q K^T and
+// O += P V on tensor cores with fp32 accumulation, the online softmax in registers, masks in
+// the tile; plus the split-KV combine step (any dtype). head_dim 64 and 128, any seq, every mask.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "attention/attention_kernels.hpp"
+#include "attention/attention_tile.cuh"
+#include "common/cuda_check.hpp"
+#include "common/dtype_traits.cuh"
+#include "common/ptx.cuh"
+
+namespace tlb::attn {
+namespace {
+
+// The compiled tile shapes (see TileShape). kMT: 16-row m tiles per warp. kQRegs: Q's
+// fragments are loaded into registers once instead of re-read from shared memory for every key
+// tile (affordable with one m tile per warp). kSingle: every key fits in one tile.
+template <TileShape S>
+struct Tile;
+template <>
+struct Tile<TileShape::q128w8> {
+  static constexpr int kRows = 128, kMT = 1, kKV = 64;
+  static constexpr bool kQRegs = true, kSingle = false;
+};
+template <>
+struct Tile<TileShape::q128w4> {
+  // 32-key tiles: with two m tiles per warp, 64-key scores would not fit next to O in 255
+  // registers without spilling.
+  static constexpr int kRows = 128, kMT = 2, kKV = 32;
+  static constexpr bool kQRegs = false, kSingle = false;
+};
+template <>
+struct Tile<TileShape::q64w4> {
+  static constexpr int kRows = 64, kMT = 1, kKV = 64;
+  static constexpr bool kQRegs = true, kSingle = false;
+};
+template <>
+struct Tile<TileShape::short64> {
+  static constexpr int kRows = 64, kMT = 1, kKV = 64;
+  static constexpr bool kSingle = true;
+};
+template <>
+struct Tile<TileShape::short128> {
+  static constexpr int kRows = 64, kMT = 1, kKV = 128;
+  static constexpr bool kSingle = true;
+};
+
+template <TileShape S>
+constexpr int kThreadsOf = Tile<S>::kRows / (16 * Tile<S>::kMT) * 32;
+
+// Blocks per SM the register allocation must leave room for (launch bounds).
+template <int kD, TileShape S>
+constexpr int min_blocks() {
+  return kThreadsOf<S> == 128 ? 2 : 1;
+}
+
+template <int kD, TileShape S>
+constexpr int smem_bytes() {
+  using C = Tile<S>;
+  return (C::kRows + (C::kSingle ? 2 : 4) * C::kKV) * kD * 2;
+}
+
+// Shared tiles are rows of kD 16-bit elements, i.e. kD/8 16-byte chunks. Chunk c of row r is
+// stored at chunk c ^ (r % 8): the eight rows one ldmatrix phase reads then sit on eight
+// different bank groups (128- and 256-byte rows would otherwise all start on bank 0).
+template <int kD>
+__device__ __forceinline__ int swizzled(int row, int chunk) {
+  return row * kD + ((chunk ^ (row & 7)) << 3);
+}
+
+// rows [row0, row0 + kRows) of a [seq, kD] matrix into a swizzled tile; rows >= seq become
+// zeros (their scores are masked, and a zero V row cannot turn a masked 0 into NaN).
+template <typename T, int kD, int kRows, int kThreads>
+__device__ __forceinline__ void load_tile_async(T* tile, const T* g, int64_t row0, int64_t seq,
+                                                int tid) {
+  constexpr int kChunks = kD / 8;
+  static_assert((kRows * kChunks) % kThreads == 0, "tile must split evenly over the threads");
+#pragma unroll
+  for (int it = 0; it < kRows * kChunks / kThreads; ++it) {
+    const int i = tid + it * kThreads;
+    const int r = i / kChunks, ch = i % kChunks;
+    const int64_t row = row0 + r;
+    const bool valid = row < seq;
+    const T* src = valid ? g + row * kD + ch * 8 : g;
+    ptx::cp_async_16_zfill(ptx::smem_addr(tile + swizzled<kD>(r, ch)), src, valid);
+  }
+}
+
+// A fragments of Q for k-step ks (16 head-dim columns), m tile mt of this warp. Lanes 0-15
+// address rows 0-15 at the low 8 columns, lanes 16-31 the same rows at the high 8 columns.
+template <int kD>
+__device__ __forceinline__ void load_q_frag(uint32_t (&a)[4], uint32_t sq, int warp_row, int ks,
+                                            int lane) {
+  const int row = warp_row + (lane & 15);
+  const int chunk = 2 * ks + (lane >> 4);
+  ptx::ldmatrix_x4(a, sq + 2 * swizzled<kD>(row, chunk));
+}
+
+// S += Q K^T for this warp's rows against one key tile.
+template <typename T, int kD, int kMT, int kKV, bool kQRegs>
+__device__ __forceinline__ void compute_scores(float (&s)[kMT][kKV / 8][4],
+                                               const uint32_t (&qf)[kMT][kD / 16][4],
+                                               uint32_t sq, uint32_t sk, int warp_row, int lane) {
+  // K as the col-major B operand: matrices (keys 0-7, cols lo), (keys 0-7, cols hi),
+  // (keys 8-15, cols lo), (keys 8-15, cols hi) of a 16-key pair of n tiles.
+  const int k_row = (lane & 7) + ((lane >> 4) << 3);
+  const int k_hi = (lane >> 3) & 1;
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    uint32_t a[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      if constexpr (kQRegs) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) a[mt][r] = qf[mt][ks][r];
+      } else {
+        load_q_frag<kD>(a[mt], sq, warp_row + mt * 16, ks, lane);
+      }
+    }
+#pragma unroll
+    for (int np = 0; np < kKV / 16; ++np) {
+      uint32_t b[4];
+      ptx::ldmatrix_x4(b, sk + 2 * swizzled<kD>(np * 16 + k_row, 2 * ks + k_hi));
+      const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        ptx::mma_m16n8k16<T>(s[mt][2 * np], a[mt], b0);
+        ptx::mma_m16n8k16<T>(s[mt][2 * np + 1], a[mt], b1);
+      }
+    }
+  }
+}
+
+// O += P V: P comes straight from the score accumulators (the C layout of two adjacent n8
+// tiles is the A layout of one k16 step), rounded to T as the second product's input.
+template <typename T, int kD, int kMT, int kKV>
+__device__ __forceinline__ void accumulate_pv(float (&o)[kMT][kD / 8][4],
+                                              const float (&s)[kMT][kKV / 8][4], uint32_t sv,
+                                              int lane) {
+  // V is stored key-major, so the transposing ldmatrix yields the B operand: matrices
+  // (keys 0-7, d lo), (keys 8-15, d lo), (keys 0-7, d hi), (keys 8-15, d hi).
+  const int v_row = lane & 15;
+  const int v_hi = lane >> 4;
+#pragma unroll
+  for (int kk = 0; kk < kKV / 16; ++kk) {
+    uint32_t a[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+      a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+      a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+      a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int dp = 0; dp < kD / 16; ++dp) {
+      uint32_t b[4];
+      ptx::ldmatrix_x4_trans(b, sv + 2 * swizzled<kD>(kk * 16 + v_row, 2 * dp + v_hi));
+      const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        ptx::mma_m16n8k16<T>(o[mt][2 * dp], a[mt], b0);
+        ptx::mma_m16n8k16<T>(o[mt][2 * dp + 1], a[mt], b1);
+      }
+    }
+  }
+}
+
+// One block: kRows query rows of one (batch, head) against the keys of its range (all of them,
+// or one split's). Key/value tiles are double-buffered with cp.async: the next tile's loads
+// are in flight while this one is multiplied.
+template <typename T, int kD, TileShape kShape>
+__global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
+    flash_fwd_mma16(const FlashParams p) {
+  using C = Tile<kShape>;
+  constexpr int kRows = C::kRows, kMT = C::kMT, kKV = C::kKV;
+  constexpr int kThreads = kThreadsOf<kShape>;
+  constexpr int kNT = kKV / 8, kDN = kD / 8, kKS = kD / 16;
+  constexpr int kTileBytes = kKV * kD * 2;
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + kRows * kD;
+  T* sV = sK + (C::kSingle ? 1 : 2) * kKV * kD;
+  const uint32_t sq = ptx::smem_addr(sQ), sk = ptx::smem_addr(sK), sv = ptx::smem_addr(sV);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const BlockCoord c = block_coord(p, kRows);
+  const int split = static_cast<int>(blockIdx.y);
+  const KeyRange kr = key_range(p, c, kRows, split);
+  const int n_tiles = kr.end > kr.begin ? static_cast<int>((kr.end - kr.begin + kKV - 1) / kKV) : 0;
+  const bool causal = p.mask == static_cast<int>(MaskKind::causal);
+  const int64_t head_off = c.bh * p.seq * kD;
+  const T* gQ = static_cast<const T*>(p.q) + head_off;
+  const T* gK = static_cast<const T*>(p.k) + head_off;
+  const T* gV = static_cast<const T*>(p.v) + head_off;
+  const int warp_row = warp * 16 * kMT;           // in the block's tile
+  const int64_t row0 = c.q0 + warp_row;           // in the sequence
+
+  float o[kMT][kDN][4];
+  float m[kMT][2], l[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int dn = 0; dn < kDN; ++dn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][dn][e] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m[mt][h] = neg_inf();
+      l[mt][h] = 0.0f;
+    }
+  }
+
+  if (n_tiles > 0) {
+    uint32_t qf[kMT][kKS][4];
+    load_tile_async<T, kD, kRows, kThreads>(sQ, gQ, c.q0, p.seq, tid);
+    load_tile_async<T, kD, kKV, kThreads>(sK, gK, kr.begin, p.seq, tid);
+    ptx::cp_async_commit();
+    load_tile_async<T, kD, kKV, kThreads>(sV, gV, kr.begin, p.seq, tid);
+    ptx::cp_async_commit();
+
+    if constexpr (C::kSingle) {
+      ptx::cp_async_wait<0>();
+      __syncthreads();
+      float s[kMT][kNT][4] = {};
+      compute_scores<T, kD, kMT, kKV, false>(s, qf, sq, sk, warp_row, lane);
+      if (tile_needs_mask(p, kr.begin, kKV, kr.limit, row0))
+        mask_scores(s, row0, kr.begin, kr.limit, causal, lane);
+      softmax_update<true>(s, o, m, l, p.scale_log2);
+      accumulate_pv<T, kD, kMT, kKV>(o, s, sv, lane);
+    } else {
+      constexpr bool kQRegs = C::kQRegs;
+      if constexpr (kQRegs) {
+        ptx::cp_async_wait<1>();  // Q (and the first K tile) landed; V may still be in flight
+        __syncthreads();
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int ks = 0; ks < kKS; ++ks) load_q_frag<kD>(qf[mt][ks], sq, warp_row + mt * 16, ks, lane);
+      }
+      for (int it = 0; it < n_tiles; ++it) {
+        const int stage = it & 1;
+        const int64_t kv0 = kr.begin + static_cast<int64_t>(it) * kKV;
+        // K of this tile landed (its V may still be in flight); every warp is done with the
+        // previous tile, so its buffers can take the next one.
+        ptx::cp_async_wait<1>();
+        __syncthreads();
+        if (it + 1 < n_tiles)
+          load_tile_async<T, kD, kKV, kThreads>(sK + (stage ^ 1) * kKV * kD, gK, kv0 + kKV, p.seq, tid);
+        ptx::cp_async_commit();
+        if (it + 1 < n_tiles)
+          load_tile_async<T, kD, kKV, kThreads>(sV + (stage ^ 1) * kKV * kD, gV, kv0 + kKV, p.seq, tid);
+        ptx::cp_async_commit();
+
+        float s[kMT][kNT][4] = {};
+        compute_scores<T, kD, kMT, kKV, kQRegs>(s, qf, sq, sk + stage * kTileBytes, warp_row, lane);
+        if (tile_needs_mask(p, kv0, kKV, kr.limit, row0)) mask_scores(s, row0, kv0, kr.limit, causal, lane);
+        softmax_update<false>(s, o, m, l, p.scale_log2);
+
+        ptx::cp_async_wait<2>();  // this tile's V landed; the next K and V may be in flight
+        __syncthreads();
+        accumulate_pv<T, kD, kMT, kKV>(o, s, sv + stage * kTileBytes, lane);
+      }
+    }
+  }
+  store_rows<T, kD>(p, c, split, row0, o, m, l, lane);
+}
+
+// Merges the split-KV partials of one row per warp: O = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s
+// over the splits that saw a visible key (l_s > 0); a row with none is written as zeros.
+template <typename T, int kD>
+__global__ void __launch_bounds__(128) flash_splitkv_combine(const FlashParams p) {
+  constexpr int kPer = kD / 32;  // consecutive columns per lane
+  const int64_t bhs = p.batch * p.heads * p.seq;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  if (r >= bhs) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t bh = r / p.seq, row = r % p.seq;
+  const int64_t split_stride = bhs;  // rows per split
+
+  float mx = neg_inf();
+  for (int sp = 0; sp < p.splits; ++sp) {
+    const float2 ml = *reinterpret_cast<const float2*>(p.ml_part + (sp * split_stride + r) * 2);
+    if (ml.y > 0.0f) mx = fmaxf(mx, ml.x);
+  }
+  float acc[kPer] = {};
+  float lsum = 0.0f;
+  for (int sp = 0; sp < p.splits; ++sp) {
+    const int64_t pr = sp * split_stride + r;
+    const float2 ml = *reinterpret_cast<const float2*>(p.ml_part + pr * 2);
+    if (!(ml.y > 0.0f)) continue;  // no visible key in this range: its O is not meaningful
+    const float w = ptx::ex2_approx(ml.x - mx);
+    lsum = fmaf(w, ml.y, lsum);
+    const float* src = p.o_part + pr * kD + lane * kPer;
+    if constexpr (kPer == 4) {
+      const float4 v = *reinterpret_cast<const float4*>(src);
+      acc[0] = fmaf(w, v.x, acc[0]);
+      acc[1] = fmaf(w, v.y, acc[1]);
+      acc[2] = fmaf(w, v.z, acc[2]);
+      acc[3] = fmaf(w, v.w, acc[3]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) acc[e] = fmaf(w, src[e], acc[e]);
+    }
+  }
+  const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+  const int64_t b = bh / p.heads, h = bh % p.heads;
+  T* dst = static_cast<T*>(p.o) + ((b * p.seq + row) * p.heads + h) * kD + lane * kPer;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) dst[e] = from_float<T>(acc[e] * inv);
+}
+
+template <typename T, int kD, TileShape kShape>
+void launch_tile(const FlashLaunch& l, cudaStream_t stream) {
+  constexpr int kSmem = smem_bytes<kD, kShape>();
+  auto kernel = flash_fwd_mma16<T, kD, kShape>;
+  // Once per instantiation (before any graph capture: the first call is a warm-up).
+  static const bool attr_set = [&] {
+    TLB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)attr_set;
+  const int64_t n_qt = (l.p.seq + Tile<kShape>::kRows - 1) / Tile<kShape>::kRows;
+  const dim3 grid(static_cast<unsigned>(n_qt * l.p.batch * l.p.heads), static_cast<unsigned>(l.p.splits));
+  kernel<<<grid, kThreadsOf<kShape>, kSmem, stream>>>(l.p);
+  TLB_LAUNCH_CHECK(stream);
+}
+
+template <typename T, int kD>
+void launch_dim(const FlashLaunch& l, cudaStream_t stream) {
+  switch (l.tile) {
+    case TileShape::q128w8: return launch_tile<T, kD, TileShape::q128w8>(l, stream);
+    case TileShape::q128w4: return launch_tile<T, kD, TileShape::q128w4>(l, stream);
+    case TileShape::q64w4: return launch_tile<T, kD, TileShape::q64w4>(l, stream);
+    case TileShape::short64: return launch_tile<T, kD, TileShape::short64>(l, stream);
+    case TileShape::short128: return launch_tile<T, kD, TileShape::short128>(l, stream);
+  }
+  throw std::invalid_argument("flash attention: unknown tile shape");
+}
+
+template <typename T>
+void launch_type(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.head_dim == 64) return launch_dim<T, 64>(l, stream);
+  if (l.head_dim == 128) return launch_dim<T, 128>(l, stream);
+  throw std::invalid_argument("flash attention: head_dim " + std::to_string(l.head_dim) +
+                              " not compiled");
+}
+
+template <typename T, int kD>
+void launch_combine_dim(const FlashLaunch& l, cudaStream_t stream) {
+  const int64_t rows = l.p.batch * l.p.heads * l.p.seq;
+  flash_splitkv_combine<T, kD><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(l.p);
+  TLB_LAUNCH_CHECK(stream);
+}
+
+}  // namespace
+
+void launch_flash_mma16(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.dtype == DType::fp16) return launch_type<__half>(l, stream);
+  if (l.dtype == DType::bf16) return launch_type<__nv_bfloat16>(l, stream);
+  throw std::invalid_argument("flash attention mma16: fp16/bf16 only");
+}
+
+void launch_flash_combine(const FlashLaunch& l, cudaStream_t stream) {
+  dispatch_dtype(l.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (l.head_dim == 64) return launch_combine_dim<T, 64>(l, stream);
+    if (l.head_dim == 128) return launch_combine_dim<T, 128>(l, stream);
+    throw std::invalid_argument("flash attention combine: head_dim not compiled");
+  });
+}
+
+}  // namespace tlb::attn

@@ -1,0 +1,386 @@
+// Flash attention forward for fp32 storage, in the two fp32 math modes: `tf32` on mma.sync
+// m16n8k8 (operands rounded to TF32, fp32 accumulate) and `ieee` on plain fp32 FMA. Both use
+// the online softmax in fp32, masks in the tile, and the split-KV partial layout of the
+// fp16/bf16 kernel. head_dim 64 and 128, any seq, every mask; 64 query rows x 32 keys per step.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "attention/attention_kernels.hpp"
+#include "attention/attention_tile.cuh"
+#include "common/cuda_check.hpp"
+#include "common/ptx.cuh"
+
+namespace tlb::attn {
+namespace {
+
+constexpr int kRows = 64;     // query rows per block
+constexpr int kKV = 32;       // keys per tile (64 would double the fp32 tiles past 2 blocks/SM)
+constexpr int kThreads = 128; // 4 warps
+
+// ---------------------------------------------------------------------------------------------
+// tf32 tensor-core kernel. Row strides are padded so the fragment reads are conflict-free:
+// Q and K are read as float2 (two head-dim columns per lane) with a stride = 8 (mod 32) words,
+// V as single words with a stride = 4 (mod 32).
+template <int kD>
+struct Tf32Layout {
+  static constexpr int kQS = kD + 8, kKS = kD + 8, kVS = kD + 4;
+  static constexpr int kQ = kRows * kQS, kK = kKV * kKS, kV = kKV * kVS;
+  static constexpr int kBytes = (kQ + 2 * kK + 2 * kV) * 4;
+};
+
+// Rows [row0, row0 + kTileRows) of a [seq, kD] fp32 matrix into a tile with row stride kStride;
+// rows >= seq become zeros. convert_own_tf32 later rounds exactly the chunks this thread
+// copied, which is why the index mapping is shared.
+template <int kD, int kTileRows, int kStride>
+__device__ __forceinline__ void load_f32_async(float* tile, const float* g, int64_t row0,
+                                               int64_t seq, int tid) {
+  constexpr int kChunks = kD / 4;
+  static_assert((kTileRows * kChunks) % kThreads == 0, "tile must split evenly over the threads");
+#pragma unroll
+  for (int it = 0; it < kTileRows * kChunks / kThreads; ++it) {
+    const int i = tid + it * kThreads;
+    const int r = i / kChunks, ch = i % kChunks;
+    const int64_t row = row0 + r;
+    const bool valid = row < seq;
+    ptx::cp_async_16_zfill(ptx::smem_addr(tile + r * kStride + ch * 4),
+                           valid ? g + row * kD + ch * 4 : g, valid);
+  }
+}
+
+// Rounds this thread's chunks of a landed tile to TF32 in place (once per tile instead of once
+// per fragment read). Visible to other threads after the next barrier.
+template <int kD, int kTileRows, int kStride>
+__device__ __forceinline__ void convert_own_tf32(float* tile, int tid) {
+  constexpr int kChunks = kD / 4;
+#pragma unroll
+  for (int it = 0; it < kTileRows * kChunks / kThreads; ++it) {
+    const int i = tid + it * kThreads;
+    const int r = i / kChunks, ch = i % kChunks;
+    float4* p = reinterpret_cast<float4*>(tile + r * kStride + ch * 4);
+    float4 v = *p;
+    v.x = __uint_as_float(ptx::to_tf32(__float_as_uint(v.x)));
+    v.y = __uint_as_float(ptx::to_tf32(__float_as_uint(v.y)));
+    v.z = __uint_as_float(ptx::to_tf32(__float_as_uint(v.z)));
+    v.w = __uint_as_float(ptx::to_tf32(__float_as_uint(v.w)));
+    *p = v;
+  }
+}
+
+template <int kD>
+__global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams p) {
+  using L = Tf32Layout<kD>;
+  constexpr int kNT = kKV / 8, kDN = kD / 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  float* sQ = reinterpret_cast<float*>(smem_raw);
+  float* sK = sQ + L::kQ;
+  float* sV = sK + 2 * L::kK;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const BlockCoord c = block_coord(p, kRows);
+  const int split = static_cast<int>(blockIdx.y);
+  const KeyRange kr = key_range(p, c, kRows, split);
+  const int n_tiles = kr.end > kr.begin ? static_cast<int>((kr.end - kr.begin + kKV - 1) / kKV) : 0;
+  const bool causal = p.mask == static_cast<int>(MaskKind::causal);
+  const int64_t head_off = c.bh * p.seq * kD;
+  const float* gQ = static_cast<const float*>(p.q) + head_off;
+  const float* gK = static_cast<const float*>(p.k) + head_off;
+  const float* gV = static_cast<const float*>(p.v) + head_off;
+  const int warp_row = warp * 16;
+  const int64_t row0 = c.q0 + warp_row;
+
+  float o[1][kDN][4];
+  float m[1][2] = {{neg_inf(), neg_inf()}}, l[1][2] = {{0.0f, 0.0f}};
+#pragma unroll
+  for (int dn = 0; dn < kDN; ++dn)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][dn][e] = 0.0f;
+
+  if (n_tiles > 0) {
+    load_f32_async<kD, kRows, L::kQS>(sQ, gQ, c.q0, p.seq, tid);
+    load_f32_async<kD, kKV, L::kKS>(sK, gK, kr.begin, p.seq, tid);
+    ptx::cp_async_commit();
+    load_f32_async<kD, kKV, L::kVS>(sV, gV, kr.begin, p.seq, tid);
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<1>();
+    convert_own_tf32<kD, kRows, L::kQS>(sQ, tid);
+
+    for (int it = 0; it < n_tiles; ++it) {
+      const int stage = it & 1;
+      const int64_t kv0 = kr.begin + static_cast<int64_t>(it) * kKV;
+      float* k_tile = sK + stage * L::kK;
+      float* v_tile = sV + stage * L::kV;
+      ptx::cp_async_wait<1>();
+      convert_own_tf32<kD, kKV, L::kKS>(k_tile, tid);
+      __syncthreads();
+      if (it + 1 < n_tiles) load_f32_async<kD, kKV, L::kKS>(sK + (stage ^ 1) * L::kK, gK, kv0 + kKV, p.seq, tid);
+      ptx::cp_async_commit();
+      if (it + 1 < n_tiles) load_f32_async<kD, kKV, L::kVS>(sV + (stage ^ 1) * L::kV, gV, kv0 + kKV, p.seq, tid);
+      ptx::cp_async_commit();
+
+      // S = Q K^T. Within each 8-wide k step, logical k index t stands for head-dim column
+      // 2t and t+4 for 2t+1 (the same permutation on both operands leaves the dot product
+      // unchanged), so each lane reads its two columns with one 8-byte load.
+      float s[1][kNT][4] = {};
+#pragma unroll
+      for (int ks = 0; ks < kD / 8; ++ks) {
+        const float2 qlo = *reinterpret_cast<const float2*>(sQ + (warp_row + g) * L::kQS + ks * 8 + 2 * t);
+        const float2 qhi = *reinterpret_cast<const float2*>(sQ + (warp_row + g + 8) * L::kQS + ks * 8 + 2 * t);
+        const uint32_t a[4] = {__float_as_uint(qlo.x), __float_as_uint(qhi.x), __float_as_uint(qlo.y),
+                               __float_as_uint(qhi.y)};
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
+          const float2 kv = *reinterpret_cast<const float2*>(k_tile + (nt * 8 + g) * L::kKS + ks * 8 + 2 * t);
+          const uint32_t b[2] = {__float_as_uint(kv.x), __float_as_uint(kv.y)};
+          ptx::mma_m16n8k8_tf32(s[0][nt], a, b);
+        }
+      }
+      if (tile_needs_mask(p, kv0, kKV, kr.limit, row0)) mask_scores(s, row0, kv0, kr.limit, causal, lane);
+      softmax_update<false>(s, o, m, l, p.scale_log2);
+
+      ptx::cp_async_wait<2>();
+      convert_own_tf32<kD, kKV, L::kVS>(v_tile, tid);
+      __syncthreads();
+      // O += P V. The accumulator gives each lane P at keys 2t and 2t+1 of an 8-key step;
+      // logical k index t stands for key 2t and t+4 for key 2t+1, and V is read to match.
+#pragma unroll
+      for (int kk = 0; kk < kNT; ++kk) {
+        const uint32_t a[4] = {ptx::to_tf32(__float_as_uint(s[0][kk][0])), ptx::to_tf32(__float_as_uint(s[0][kk][2])),
+                               ptx::to_tf32(__float_as_uint(s[0][kk][1])), ptx::to_tf32(__float_as_uint(s[0][kk][3]))};
+        const float* v0 = v_tile + (kk * 8 + 2 * t) * L::kVS + g;
+#pragma unroll
+        for (int dn = 0; dn < kDN; ++dn) {
+          const uint32_t b[2] = {__float_as_uint(v0[dn * 8]), __float_as_uint(v0[L::kVS + dn * 8])};
+          ptx::mma_m16n8k8_tf32(o[0][dn], a, b);
+        }
+      }
+    }
+  }
+  store_rows<float, kD>(p, c, split, row0, o, m, l, lane);
+}
+
+// ---------------------------------------------------------------------------------------------
+// `ieee` kernel: every product a plain fp32 FMA. Thread (ty = tid/8, tx = tid%8) owns query
+// rows 4ty..4ty+3; for S it owns keys 4tx..4tx+3 of the tile, for O head-dim columns
+// 32j + 4tx .. +3. Q and K are stored transposed (head-dim major) so both S operands are one
+// float4 read per head-dim step; P goes through shared memory to reach the O layout.
+template <int kD>
+struct FmaLayout {
+  static constexpr int kPS = kKV + 4;  // P row stride: float4 rows, quarter-warp conflict-free
+  static constexpr int kQt = kD * kRows, kKt = kD * kKV, kV = kKV * kD, kP = kRows * kPS;
+  static constexpr int kBytes = (kQt + kKt + 2 * kV + kP) * 4;
+};
+
+template <int kD>
+__global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashParams p) {
+  using L = FmaLayout<kD>;
+  constexpr int kCols = kD / 32;  // float4 column groups per thread in O
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  float* sQt = reinterpret_cast<float*>(smem_raw);
+  float* sKt = sQt + L::kQt;
+  float* sV = sKt + L::kKt;
+  float* sP = sV + 2 * L::kV;
+
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int ty = tid >> 3, tx = tid & 7;
+  const BlockCoord c = block_coord(p, kRows);
+  const int split = static_cast<int>(blockIdx.y);
+  const KeyRange kr = key_range(p, c, kRows, split);
+  const int n_tiles = kr.end > kr.begin ? static_cast<int>((kr.end - kr.begin + kKV - 1) / kKV) : 0;
+  const bool causal = p.mask == static_cast<int>(MaskKind::causal);
+  const int64_t head_off = c.bh * p.seq * kD;
+  const float* gQ = static_cast<const float*>(p.q) + head_off;
+  const float* gK = static_cast<const float*>(p.k) + head_off;
+  const float* gV = static_cast<const float*>(p.v) + head_off;
+  const int64_t row0 = c.q0 + 4 * ty;
+
+  float o[4][kCols][4] = {};
+  float m[4], l[4];
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    m[r] = neg_inf();
+    l[r] = 0.0f;
+  }
+
+  // V rows [row0, row0 + kKV) via cp.async (zeros past seq).
+  auto load_v = [&](float* dst, int64_t kv0) {
+    constexpr int kChunks = kD / 4;
+#pragma unroll
+    for (int it = 0; it < kKV * kChunks / kThreads; ++it) {
+      const int i = tid + it * kThreads;
+      const int r = i / kChunks, ch = i % kChunks;
+      const int64_t row = kv0 + r;
+      const bool valid = row < p.seq;
+      ptx::cp_async_16_zfill(ptx::smem_addr(dst + r * kD + ch * 4), valid ? gV + row * kD + ch * 4 : gV, valid);
+    }
+  };
+  // Rows of a [seq, kD] matrix stored transposed, [kD][kTileRows]: a warp takes 32
+  // consecutive rows of one 4-column chunk, so its shared stores are conflict-free.
+  auto load_transposed = [&](float* dst, const float* g, int64_t r0, auto rows_tag) {
+    constexpr int kTileRows = decltype(rows_tag)::value;
+    constexpr int kChunks = kD / 4;
+#pragma unroll 4
+    for (int it = 0; it < kTileRows * kChunks / kThreads; ++it) {
+      const int i = tid + it * kThreads;
+      const int r = i % kTileRows, ch = i / kTileRows;
+      const int64_t row = r0 + r;
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (row < p.seq) v = __ldg(reinterpret_cast<const float4*>(g + row * kD + ch * 4));
+      dst[(ch * 4 + 0) * kTileRows + r] = v.x;
+      dst[(ch * 4 + 1) * kTileRows + r] = v.y;
+      dst[(ch * 4 + 2) * kTileRows + r] = v.z;
+      dst[(ch * 4 + 3) * kTileRows + r] = v.w;
+    }
+  };
+
+  if (n_tiles > 0) {
+    load_v(sV, kr.begin);
+    ptx::cp_async_commit();
+    load_transposed(sQt, gQ, c.q0, std::integral_constant<int, kRows>{});
+    for (int it = 0; it < n_tiles; ++it) {
+      const int stage = it & 1;
+      const int64_t kv0 = kr.begin + static_cast<int64_t>(it) * kKV;
+      // Kt was last read by the previous tile's S, which every thread finished before the
+      // previous mid-tile barrier.
+      load_transposed(sKt, gK, kv0, std::integral_constant<int, kKV>{});
+      ptx::cp_async_wait<0>();  // this tile's V
+      __syncthreads();
+      if (it + 1 < n_tiles) load_v(sV + (stage ^ 1) * L::kV, kv0 + kKV);
+      ptx::cp_async_commit();
+
+      float s[4][4] = {};
+#pragma unroll 8
+      for (int d = 0; d < kD; ++d) {
+        const float4 qa = *reinterpret_cast<const float4*>(sQt + d * kRows + 4 * ty);
+        const float4 kb = *reinterpret_cast<const float4*>(sKt + d * kKV + 4 * tx);
+        const float qv[4] = {qa.x, qa.y, qa.z, qa.w}, kv[4] = {kb.x, kb.y, kb.z, kb.w};
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) s[r][cc] = fmaf(qv[r], kv[cc], s[r][cc]);
+      }
+      if (tile_needs_mask(p, kv0, kKV, kr.limit, row0)) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) {
+            const int64_t col = kv0 + 4 * tx + cc;
+            if (col >= kr.limit || (causal && col > row0 + r)) s[r][cc] = neg_inf();
+          }
+      }
+      // Online softmax; the 8 lanes sharing a row are lanes with the same lane/8.
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        float mx = fmaxf(m[r], fmaxf(fmaxf(s[r][0], s[r][1]), fmaxf(s[r][2], s[r][3])));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        const float ms = mx == neg_inf() ? 0.0f : mx * p.scale_log2;
+        const float alpha = ptx::ex2_approx(fmaf(m[r], p.scale_log2, -ms));
+        float sum = 0.0f;
+#pragma unroll
+        for (int cc = 0; cc < 4; ++cc) {
+          s[r][cc] = ptx::ex2_approx(fmaf(s[r][cc], p.scale_log2, -ms));
+          sum += s[r][cc];
+        }
+        l[r] = fmaf(l[r], alpha, sum);
+        m[r] = mx;
+#pragma unroll
+        for (int j = 0; j < kCols; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[r][j][e] *= alpha;
+        *reinterpret_cast<float4*>(sP + (4 * ty + r) * L::kPS + 4 * tx) =
+            make_float4(s[r][0], s[r][1], s[r][2], s[r][3]);
+      }
+      __syncthreads();
+      const float* v_tile = sV + stage * L::kV;
+#pragma unroll 2
+      for (int k4 = 0; k4 < kKV / 4; ++k4) {
+        float pr[4][4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const float4 x = *reinterpret_cast<const float4*>(sP + (4 * ty + r) * L::kPS + 4 * k4);
+          pr[r][0] = x.x;
+          pr[r][1] = x.y;
+          pr[r][2] = x.z;
+          pr[r][3] = x.w;
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+          for (int j = 0; j < kCols; ++j) {
+            const float4 vv = *reinterpret_cast<const float4*>(v_tile + (4 * k4 + kk) * kD + 32 * j + 4 * tx);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+              o[r][j][0] = fmaf(pr[r][kk], vv.x, o[r][j][0]);
+              o[r][j][1] = fmaf(pr[r][kk], vv.y, o[r][j][1]);
+              o[r][j][2] = fmaf(pr[r][kk], vv.z, o[r][j][2]);
+              o[r][j][3] = fmaf(pr[r][kk], vv.w, o[r][j][3]);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Epilogue: row sums over the 8 lanes of the row, then o / l (or the split partials).
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    float lsum = l[r];
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 4);
+    const int64_t row = row0 + r;
+    if (row >= p.seq) continue;
+    if (p.splits == 1) {
+      const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+      float* dst = static_cast<float*>(p.o) + ((c.b * p.seq + row) * p.heads + c.h) * kD + 4 * tx;
+#pragma unroll
+      for (int j = 0; j < kCols; ++j)
+        *reinterpret_cast<float4*>(dst + 32 * j) =
+            make_float4(o[r][j][0] * inv, o[r][j][1] * inv, o[r][j][2] * inv, o[r][j][3] * inv);
+    } else {
+      const int64_t prow = (static_cast<int64_t>(split) * p.batch * p.heads + c.bh) * p.seq + row;
+      float* dst = p.o_part + prow * kD + 4 * tx;
+#pragma unroll
+      for (int j = 0; j < kCols; ++j)
+        *reinterpret_cast<float4*>(dst + 32 * j) = make_float4(o[r][j][0], o[r][j][1], o[r][j][2], o[r][j][3]);
+      if (tx == 0) {
+        const float ms = m[r] == neg_inf() ? neg_inf() : m[r] * p.scale_log2;
+        *reinterpret_cast<float2*>(p.ml_part + prow * 2) = make_float2(ms, lsum);
+      }
+    }
+  }
+  (void)lane;
+}
+
+template <auto kKernel, int kSmem>
+void launch_fp32(const FlashLaunch& l, cudaStream_t stream) {
+  // Once per kernel (before any graph capture: the first call is a warm-up).
+  static const bool attr_set = [] {
+    TLB_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)attr_set;
+  const int64_t n_qt = (l.p.seq + kRows - 1) / kRows;
+  const dim3 grid(static_cast<unsigned>(n_qt * l.p.batch * l.p.heads), static_cast<unsigned>(l.p.splits));
+  kKernel<<<grid, kThreads, kSmem, stream>>>(l.p);
+  TLB_LAUNCH_CHECK(stream);
+}
+
+}  // namespace
+
+void launch_flash_tf32(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.head_dim == 64) return launch_fp32<flash_fwd_tf32<64>, Tf32Layout<64>::kBytes>(l, stream);
+  if (l.head_dim == 128) return launch_fp32<flash_fwd_tf32<128>, Tf32Layout<128>::kBytes>(l, stream);
+  throw std::invalid_argument("flash attention tf32: head_dim " + std::to_string(l.head_dim) + " not compiled");
+}
+
+void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.head_dim == 64) return launch_fp32<flash_fwd_fp32fma<64>, FmaLayout<64>::kBytes>(l, stream);
+  if (l.head_dim == 128) return launch_fp32<flash_fwd_fp32fma<128>, FmaLayout<128>::kBytes>(l, stream);
+  throw std::invalid_argument("flash attention fp32: head_dim " + std::to_string(l.head_dim) + " not compiled");
+}
+
+}  // namespace tlb::attn

@@ -1,0 +1,72 @@
+// Internal to kernels/attention: the launch description the host dispatcher fills and the
+// launchers (one per kernel family, each in its own .cu) consume. Plain data, no kernels.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention/attention.hpp"
+
+namespace tlb::attn {
+
+// Tile shapes compiled for the fp16/bf16 mma.sync kernel: query rows per block, warps, keys per
+// tile. Each warp owns 16 or 32 query rows (one or two m16 tiles).
+enum class TileShape : int {
+  q128w8,  // 128 rows, 8 warps x 16 rows, Q fragments held in registers, 64-key tiles
+  q128w4,  // 128 rows, 4 warps x 32 rows, Q re-read from shared memory, 32-key tiles
+  q64w4,   // 64 rows, 4 warps x 16 rows, Q in registers: more blocks for small batch*heads
+  short64,   // 64 rows, 4 warps, one 64-key tile holds every key (seq <= 64)
+  short128,  // 64 rows, 4 warps, one 128-key tile holds every key (seq <= 128)
+};
+
+enum class Family : int {
+  mma16,    // fp16/bf16 on mma.sync m16n8k16
+  tf32,     // fp32 storage on mma.sync m16n8k8 tf32
+  fp32fma,  // fp32 storage, plain FMA (the `ieee` mode)
+};
+
+// Everything a kernel reads. Offsets are 64-bit: batch*heads*seq*head_dim may pass 2^31.
+struct FlashParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  int64_t batch = 1, heads = 1, seq = 1;
+  int mask = 0;                      // MaskKind
+  const int* valid_lens = nullptr;   // device, padding only
+  float scale_log2 = 1.0f;           // softmax scale times log2(e): exponentials are exp2
+  int splits = 1;                    // key ranges; > 1 writes partials instead of o
+  int64_t keys_per_split = 0;        // a multiple of the kernel's key tile
+  float* o_part = nullptr;           // [splits, batch*heads, seq, head_dim], unnormalised
+  float* ml_part = nullptr;          // [splits, batch*heads, seq, 2]: (max*scale_log2, sum)
+};
+
+struct FlashLaunch {
+  Family family = Family::mma16;
+  TileShape tile = TileShape::q128w8;  // mma16 only
+  DType dtype = DType::fp16;
+  int head_dim = 64;
+  FlashParams p;
+};
+
+// Launchers (TLB_LAUNCH_CHECK after each launch). attention_flash.cu:
+void launch_flash_mma16(const FlashLaunch& l, cudaStream_t stream);
+// Merges split-KV partials into o (any dtype). attention_flash.cu:
+void launch_flash_combine(const FlashLaunch& l, cudaStream_t stream);
+// attention_flash_fp32.cu:
+void launch_flash_tf32(const FlashLaunch& l, cudaStream_t stream);
+void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream);
+
+// Query rows and keys per block of each kernel: the dispatcher's split and workspace
+// arithmetic and the kernels must agree on them.
+constexpr int tile_q_rows(Family f, TileShape t) {
+  if (f != Family::mma16) return 64;
+  return (t == TileShape::q128w8 || t == TileShape::q128w4) ? 128 : 64;
+}
+constexpr int tile_kv_cols(Family f, TileShape t) {
+  if (f != Family::mma16) return 32;
+  return t == TileShape::short128 ? 128 : t == TileShape::q128w4 ? 32 : 64;
+}
+
+}  // namespace tlb::attn

@@ -1,0 +1,170 @@
+// Device pieces shared by the tensor-core attention kernels (fp16/bf16 m16n8k16 and tf32
+// m16n8k8), which both hold S and O in the m16n8 accumulator layout: lane (g = lane/4,
+// t = lane%4) owns rows g and g+8 of each 16-row tile and columns 2t, 2t+1 of each 8-column
+// tile. Block coordinates, key ranges, masking, the online softmax and the epilogue (final
+// output or split-KV partials) are written once here against that layout.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "attention/attention_kernels.hpp"
+#include "common/dtype_traits.cuh"
+#include "common/ptx.cuh"
+
+namespace tlb::attn {
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
+
+// Which (batch*head, query tile) this block computes. Causal blocks are numbered heaviest
+// tile first, so the long rows start early and the short ones fill the tail of the grid.
+struct BlockCoord {
+  int64_t bh, b, h, q0;
+};
+__device__ __forceinline__ BlockCoord block_coord(const FlashParams& p, int q_rows) {
+  const int64_t n_qt = (p.seq + q_rows - 1) / q_rows;
+  int64_t qt = static_cast<int64_t>(blockIdx.x) % n_qt;
+  const int64_t bh = static_cast<int64_t>(blockIdx.x) / n_qt;
+  if (p.mask == static_cast<int>(MaskKind::causal)) qt = n_qt - 1 - qt;
+  return {bh, bh / p.heads, bh % p.heads, qt * q_rows};
+}
+
+// Keys this block visits: [begin, end); keys >= limit are masked (seq, or valid_len under
+// padding). Causal stops at the tile's last query row, so fully masked key tiles are never
+// loaded; a split visits only its own key range.
+struct KeyRange {
+  int64_t begin, end, limit;
+};
+__device__ __forceinline__ KeyRange key_range(const FlashParams& p, const BlockCoord& c,
+                                              int q_rows, int split) {
+  int64_t limit = p.seq;
+  if (p.mask == static_cast<int>(MaskKind::padding)) {
+    const int64_t v = p.valid_lens[c.b];
+    limit = v < 0 ? 0 : (v < p.seq ? v : p.seq);
+  }
+  int64_t end = limit;
+  if (p.mask == static_cast<int>(MaskKind::causal) && c.q0 + q_rows < end) end = c.q0 + q_rows;
+  int64_t begin = 0;
+  if (p.splits > 1) {
+    begin = static_cast<int64_t>(split) * p.keys_per_split;
+    if (begin + p.keys_per_split < end) end = begin + p.keys_per_split;
+  }
+  return {begin, end, limit};
+}
+
+// Whether any element of a key tile needs the mask for rows [row0, row0 + rows): the tile
+// runs past the last visible key, or (causal) reaches above the diagonal of the first row.
+__device__ __forceinline__ bool tile_needs_mask(const FlashParams& p, int64_t kv0, int kv_cols,
+                                                int64_t limit, int64_t row0) {
+  return kv0 + kv_cols > limit ||
+         (p.mask == static_cast<int>(MaskKind::causal) && kv0 + kv_cols - 1 > row0);
+}
+
+// Sets masked scores to -inf: key >= limit, or (causal) key > query.
+template <int MT, int NT>
+__device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], int64_t row0, int64_t kv0,
+                                            int64_t limit, bool causal, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t row = row0 + mt * 16 + g + ((e >> 1) << 3);
+        const int64_t col = kv0 + nt * 8 + 2 * t + (e & 1);
+        if (col >= limit || (causal && col > row)) s[mt][nt][e] = neg_inf();
+      }
+}
+
+// One step of the online softmax over a tile of raw scores s (scale not yet applied):
+// updates the running max m (raw units) and the running sum l (this lane's columns only; the
+// quad's partial sums are added once at the end, since every rescale factor is shared by the
+// row), rescales O, and leaves exp2(s*scale_log2 - m*scale_log2) in s. A row whose keys are
+// all masked so far keeps m = -inf and contributes exact zeros, never NaN.
+// kFirst: O and l are still zero, nothing to rescale.
+template <bool kFirst, int MT, int NT, int DN>
+__device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&o)[MT][DN][4],
+                                               float (&m)[MT][2], float (&l)[MT][2],
+                                               float scale_log2) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = m[mt][h];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float ms = mx == neg_inf() ? 0.0f : mx * scale_log2;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          const float pv = ptx::ex2_approx(fmaf(s[mt][nt][e], scale_log2, -ms));
+          s[mt][nt][e] = pv;
+          sum += pv;
+        }
+      if constexpr (kFirst) {
+        l[mt][h] = sum;
+      } else {
+        const float alpha = ptx::ex2_approx(fmaf(m[mt][h], scale_log2, -ms));
+        l[mt][h] = fmaf(l[mt][h], alpha, sum);
+#pragma unroll
+        for (int dn = 0; dn < DN; ++dn) {
+          o[mt][dn][2 * h] *= alpha;
+          o[mt][dn][2 * h + 1] *= alpha;
+        }
+      }
+      m[mt][h] = mx;
+    }
+}
+
+// Writes this warp's rows: o / l in T to o[b, row, h, :] (rows < seq), or, for a split, the
+// unnormalised fp32 O and (m*scale_log2, l) to the partial buffers for the combine step.
+// Every lane must call it (the row sums are reduced across the quad).
+template <typename T, int kD, int MT, int DN>
+__device__ __forceinline__ void store_rows(const FlashParams& p, const BlockCoord& c, int split,
+                                           int64_t row0, const float (&o)[MT][DN][4],
+                                           const float (&m)[MT][2], const float (&l)[MT][2],
+                                           int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float lsum = l[mt][h];
+      lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+      lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+      const int64_t row = row0 + mt * 16 + g + 8 * h;
+      if (row >= p.seq) continue;
+      if (p.splits == 1) {
+        const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+        T* dst = static_cast<T*>(p.o) + ((c.b * p.seq + row) * p.heads + c.h) * kD + 2 * t;
+#pragma unroll
+        for (int dn = 0; dn < DN; ++dn) {
+          const float x0 = o[mt][dn][2 * h] * inv, x1 = o[mt][dn][2 * h + 1] * inv;
+          if constexpr (std::is_same_v<T, float>) {
+            *reinterpret_cast<float2*>(dst + dn * 8) = make_float2(x0, x1);
+          } else {
+            *reinterpret_cast<uint32_t*>(dst + dn * 8) = pack2<T>(x0, x1);
+          }
+        }
+      } else {
+        const int64_t prow = (static_cast<int64_t>(split) * p.batch * p.heads + c.bh) * p.seq + row;
+        float* dst = p.o_part + prow * kD + 2 * t;
+#pragma unroll
+        for (int dn = 0; dn < DN; ++dn)
+          *reinterpret_cast<float2*>(dst + dn * 8) = make_float2(o[mt][dn][2 * h], o[mt][dn][2 * h + 1]);
+        if (t == 0) {
+          const float ms = m[mt][h] == neg_inf() ? neg_inf() : m[mt][h] * p.scale_log2;
+          *reinterpret_cast<float2*>(p.ml_part + prow * 2) = make_float2(ms, lsum);
+        }
+      }
+    }
+}
+
+}  // namespace tlb::attn

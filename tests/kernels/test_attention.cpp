@@ -1,0 +1,526 @@
+// The fused attention against an fp64 host attention on fresh random q, k, v: every dtype and
+// fp32 math mode, every mask (padding lengths of 1, seq and in between), head_dim 64 and 128,
+// odd sequence lengths around the tile sizes, batch 1 and 3, 1-4 heads; every variant the
+// dispatcher can pick (short-sequence, each standard tile shape, split-KV) forced on shapes
+// where it runs. Outputs and the split-KV workspace are NaN-poisoned before each run, and the
+// output is fenced by guard bytes. The host-only tests (fallback reasons, workspace planning)
+// need no device.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "attention/attention.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "common/rounding.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using tlb::AttentionArgs;
+using tlb::DeviceBuffer;
+using tlb::DType;
+using tlb::MaskKind;
+
+struct Mode {
+  DType dtype;
+  tlb::Fp32Math math;
+  const char* name;
+  double tolerance;  // relative L2 error against fp64
+};
+const Mode kFp16{DType::fp16, tlb::Fp32Math::tf32, "fp16", 2e-3};
+const Mode kBf16{DType::bf16, tlb::Fp32Math::tf32, "bf16", 1e-2};
+const Mode kTf32{DType::fp32, tlb::Fp32Math::tf32, "fp32-tf32", 5e-3};
+const Mode kIeee{DType::fp32, tlb::Fp32Math::ieee, "fp32-ieee", 1e-5};
+const Mode kModes[] = {kFp16, kBf16, kTf32, kIeee};
+
+struct Shape {
+  int64_t batch, heads, seq, head_dim;
+  MaskKind mask;
+  std::vector<int> valid_lens;  // padding only
+
+  size_t elems() const { return static_cast<size_t>(batch * heads * seq * head_dim); }
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
+  std::string describe() const {
+    std::string s = "batch " + std::to_string(batch) + ", heads " + std::to_string(heads) + ", seq " +
+                    std::to_string(seq) + ", head_dim " + std::to_string(head_dim) + ", mask " +
+                    std::string(tlb::to_string(mask));
+    if (mask == MaskKind::padding) {
+      s += " [";
+      for (size_t i = 0; i < valid_lens.size(); ++i) {
+        if (i) s += ',';
+        s += std::to_string(valid_lens[i]);
+      }
+      s += ']';
+    }
+    return s;
+  }
+};
+
+void encode(float v, DType dt, uint8_t* dst) {
+  if (dt == DType::fp32) {
+    std::memcpy(dst, &v, 4);
+  } else {
+    const uint16_t b = dt == DType::fp16 ? tlb::f32_to_f16_bits(v) : tlb::f32_to_bf16_bits(v);
+    std::memcpy(dst, &b, 2);
+  }
+}
+
+float decode(const uint8_t* src, DType dt) {
+  if (dt == DType::fp32) {
+    float v;
+    std::memcpy(&v, src, 4);
+    return v;
+  }
+  uint16_t b;
+  std::memcpy(&b, src, 2);
+  return dt == DType::fp16 ? tlb::f16_bits_to_f32(b) : tlb::bf16_bits_to_f32(b);
+}
+
+// A tensor's values (already rounded to the dtype) on the host and its bits on the device, in
+// an allocation of exactly its size (compute-sanitizer then flags any read past it).
+struct Tensor {
+  std::vector<float> host;
+  DeviceBuffer dev;
+};
+
+Tensor make_tensor(size_t n, DType dt, float stddev, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, stddev);
+  const size_t esz = static_cast<size_t>(tlb::dtype_bytes(dt));
+  Tensor t;
+  t.host.resize(n);
+  std::vector<uint8_t> bytes(n * esz);
+  for (size_t i = 0; i < n; ++i) {
+    t.host[i] = tlb::round_to_dtype(normal(rng), dt);
+    encode(t.host[i], dt, &bytes[i * esz]);
+  }
+  t.dev = DeviceBuffer(bytes.size());
+  TLB_CUDA_CHECK(cudaMemcpy(t.dev.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  return t;
+}
+
+// q is drawn wider than k and v so the scores spread (sd 2) and the running max moves between
+// key tiles, which exercises the online rescaling.
+struct Problem {
+  Shape shape;
+  Tensor q, k, v;
+  DeviceBuffer valid_lens;
+};
+
+Problem make_problem(const Shape& s, DType dt, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Problem p;
+  p.shape = s;
+  p.q = make_tensor(s.elems(), dt, 2.0f, rng);
+  p.k = make_tensor(s.elems(), dt, 1.0f, rng);
+  p.v = make_tensor(s.elems(), dt, 1.0f, rng);
+  if (s.mask == MaskKind::padding) {
+    REQUIRE(s.valid_lens.size() == static_cast<size_t>(s.batch));
+    p.valid_lens = DeviceBuffer(s.valid_lens.size() * sizeof(int));
+    TLB_CUDA_CHECK(cudaMemcpy(p.valid_lens.get(), s.valid_lens.data(), s.valid_lens.size() * sizeof(int),
+                              cudaMemcpyHostToDevice));
+  }
+  return p;
+}
+
+// fp64 attention on the rounded inputs, output [batch, seq, heads*head_dim]. A row with no
+// visible key is defined as zeros.
+std::vector<double> reference_attention(const Problem& p) {
+  const Shape& s = p.shape;
+  const int64_t D = s.head_dim;
+  const double scale = static_cast<double>(s.scale());
+  std::vector<double> out(s.elems(), 0.0);
+  std::vector<double> w(static_cast<size_t>(s.seq));
+  for (int64_t b = 0; b < s.batch; ++b) {
+    const int64_t limit = s.mask == MaskKind::padding
+                              ? std::clamp<int64_t>(s.valid_lens[static_cast<size_t>(b)], 0, s.seq)
+                              : s.seq;
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const size_t base = static_cast<size_t>((b * s.heads + h) * s.seq * D);
+      for (int64_t i = 0; i < s.seq; ++i) {
+        const int64_t keys = s.mask == MaskKind::causal ? std::min(limit, i + 1) : limit;
+        double* o = &out[static_cast<size_t>(((b * s.seq + i) * s.heads + h) * D)];
+        if (keys <= 0) continue;
+        const float* q = &p.q.host[base + static_cast<size_t>(i * D)];
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < keys; ++j) {
+          const float* k = &p.k.host[base + static_cast<size_t>(j * D)];
+          double dot = 0.0;
+          for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * static_cast<double>(k[d]);
+          w[static_cast<size_t>(j)] = dot * scale;
+          mx = std::max(mx, w[static_cast<size_t>(j)]);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < keys; ++j) {
+          w[static_cast<size_t>(j)] = std::exp(w[static_cast<size_t>(j)] - mx);
+          sum += w[static_cast<size_t>(j)];
+        }
+        for (int64_t j = 0; j < keys; ++j) {
+          const float* v = &p.v.host[base + static_cast<size_t>(j * D)];
+          const double pj = w[static_cast<size_t>(j)] / sum;
+          for (int64_t d = 0; d < D; ++d) o[d] += pj * static_cast<double>(v[d]);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct Run {
+  std::vector<float> out;
+  bool guards_intact = false;
+  std::string variant;
+};
+
+// One call of flash_attention: output fenced by guard bytes and NaN inside, workspace NaN too.
+Run run_flash(const Problem& p, const Mode& mode, const char* force) {
+  constexpr size_t kGuard = 4096;
+  constexpr uint8_t kSentinel = 0xa5;
+  const Shape& s = p.shape;
+  const size_t esz = static_cast<size_t>(tlb::dtype_bytes(mode.dtype));
+  const size_t out_bytes = s.elems() * esz;
+
+  AttentionArgs a;
+  a.dtype = mode.dtype;
+  a.fp32_math = mode.math;
+  a.batch = s.batch;
+  a.heads = s.heads;
+  a.seq = s.seq;
+  a.head_dim = s.head_dim;
+  a.mask = s.mask;
+  a.valid_lens = s.mask == MaskKind::padding ? p.valid_lens.as<int>() : nullptr;
+  a.q = p.q.dev.get();
+  a.k = p.k.dev.get();
+  a.v = p.v.dev.get();
+  a.scale = s.scale();
+  a.force = force;
+
+  DeviceBuffer out(2 * kGuard + out_bytes);
+  TLB_CUDA_CHECK(cudaMemset(out.get(), kSentinel, out.bytes()));
+  TLB_CUDA_CHECK(cudaMemset(out.as<uint8_t>() + kGuard, 0xff, out_bytes));
+  a.o = out.as<uint8_t>() + kGuard;
+  DeviceBuffer ws(tlb::flash_attention_workspace_bytes(a));
+  if (ws) TLB_CUDA_CHECK(cudaMemset(ws.get(), 0xff, ws.bytes()));
+  a.workspace = ws.get();
+
+  Run r;
+  r.variant = tlb::flash_attention(a, nullptr);
+  TLB_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<uint8_t> bytes(out.bytes());
+  TLB_CUDA_CHECK(cudaMemcpy(bytes.data(), out.get(), bytes.size(), cudaMemcpyDeviceToHost));
+  r.guards_intact = true;
+  for (size_t i = 0; i < kGuard; ++i)
+    if (bytes[i] != kSentinel || bytes[bytes.size() - 1 - i] != kSentinel) r.guards_intact = false;
+  r.out.resize(s.elems());
+  for (size_t i = 0; i < s.elems(); ++i) r.out[i] = decode(&bytes[kGuard + i * esz], mode.dtype);
+  return r;
+}
+
+struct Errors {
+  double rel_l2 = 0.0;
+  size_t nonfinite = 0;  // NaN or Inf: never written, or computed wrong
+};
+
+template <typename Ref>
+Errors compare(const std::vector<float>& got, const std::vector<Ref>& ref) {
+  Errors e;
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) {
+      ++e.nonfinite;
+      continue;
+    }
+    const double d = static_cast<double>(got[i]) - static_cast<double>(ref[i]);
+    num += d * d;
+    den += static_cast<double>(ref[i]) * static_cast<double>(ref[i]);
+  }
+  e.rel_l2 = den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+  return e;
+}
+
+// Runs and checks against fp64; returns the variant name.
+std::string check_against_fp64(const Problem& p, const std::vector<double>& ref, const Mode& mode,
+                               const char* force) {
+  const Run r = run_flash(p, mode, force);
+  const Errors e = compare(r.out, ref);
+  INFO(mode.name << ", " << p.shape.describe() << ", force " << (force ? force : "(none)") << " -> "
+                 << r.variant << ": rel L2 " << e.rel_l2 << ", non-finite " << e.nonfinite);
+  CHECK(r.guards_intact);
+  CHECK(e.nonfinite == 0);
+  CHECK(e.rel_l2 <= mode.tolerance);
+  return r.variant;
+}
+
+uint64_t seed_of(const Shape& s, const Mode& m, uint64_t salt) {
+  return ((static_cast<uint64_t>(s.seq) * 131 + static_cast<uint64_t>(s.head_dim)) * 31 +
+          static_cast<uint64_t>(s.mask)) * 977 + static_cast<uint64_t>(s.batch * 7 + s.heads) +
+         static_cast<uint64_t>(m.dtype) * 1000003 + static_cast<uint64_t>(m.math) * 7919 + salt * 104729;
+}
+
+// Padding lengths for `batch` elements: 1, seq, and in between.
+std::vector<int> padding_lens(int64_t batch, int64_t seq, uint64_t salt) {
+  std::vector<int> v;
+  for (int64_t b = 0; b < batch; ++b) {
+    if (b % 3 == 0) v.push_back(1);
+    else if (b % 3 == 1) v.push_back(static_cast<int>(seq));
+    else v.push_back(static_cast<int>(1 + (salt * 2654435761u + static_cast<uint64_t>(b)) % static_cast<uint64_t>(seq)));
+  }
+  return v;
+}
+
+const int64_t kSeqs[] = {1, 7, 63, 64, 65, 257, 1500};
+const MaskKind kMasks[] = {MaskKind::none, MaskKind::causal, MaskKind::padding};
+
+// The sweep every mode runs with the dispatcher's own choice of variant.
+void check_sweep(const Mode& mode) {
+  int idx = 0;
+  for (int64_t head_dim : {64, 128})
+    for (MaskKind mask : kMasks)
+      for (int64_t seq : kSeqs) {
+        ++idx;
+        Shape s;
+        s.head_dim = head_dim;
+        s.mask = mask;
+        s.seq = seq;
+        // Keep the host reference affordable on the longest sequence.
+        s.batch = mask == MaskKind::padding ? 3 : (idx % 2 ? 3 : 1);
+        s.heads = seq >= 1500 ? 1 : 1 + idx % 4;
+        if (seq >= 1500 && mask != MaskKind::padding) s.batch = 1;
+        if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, static_cast<uint64_t>(idx));
+        const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 1));
+        check_against_fp64(p, reference_attention(p), mode, nullptr);
+      }
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+}  // namespace
+
+TEST_CASE("flash attention matches fp64 attention: fp16", "[gpu][kernels][attention]") {
+  TLB_REQUIRE_GPU();
+  check_sweep(kFp16);
+}
+
+TEST_CASE("flash attention matches fp64 attention: bf16", "[gpu][kernels][attention]") {
+  TLB_REQUIRE_GPU();
+  check_sweep(kBf16);
+}
+
+TEST_CASE("flash attention matches fp64 attention: fp32 tf32", "[gpu][kernels][attention]") {
+  TLB_REQUIRE_GPU();
+  check_sweep(kTf32);
+}
+
+TEST_CASE("flash attention matches fp64 attention: fp32 ieee", "[gpu][kernels][attention]") {
+  TLB_REQUIRE_GPU();
+  check_sweep(kIeee);
+}
+
+TEST_CASE("every fp16/bf16 tile shape and the short-sequence kernel match fp64 attention",
+          "[gpu][kernels][attention]") {
+  TLB_REQUIRE_GPU();
+  const char* kTiles[] = {"standard,q128w8", "standard,q128w4", "standard,q64w4"};
+  int idx = 0;
+  for (const Mode& mode : {kFp16, kBf16})
+    for (int64_t head_dim : {64, 128})
+      for (MaskKind mask : kMasks) {
+        // Standard tiles on sequences shorter than, around and beyond one 128-row tile.
+        for (int64_t seq : {7, 65, 129, 300}) {
+          ++idx;
+          Shape s{idx % 2 ? 1 : 3, 1 + idx % 3, seq, head_dim, mask, {}};
+          if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, static_cast<uint64_t>(idx));
+          const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 2));
+          const std::vector<double> ref = reference_attention(p);
+          for (const char* tile : kTiles) {
+            const std::string v = check_against_fp64(p, ref, mode, tile);
+            CHECK(starts_with(v, "flash_fwd_sm80_"));
+            CHECK(v.find(std::string(tile).substr(9)) != std::string::npos);
+          }
+        }
+        // The short kernel on every length it takes (one 64- or 128-key tile).
+        for (int64_t seq : {1, 7, 64, 65, 128}) {
+          ++idx;
+          Shape s{3, 1 + idx % 4, seq, head_dim, mask, {}};
+          if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, static_cast<uint64_t>(idx));
+          const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 3));
+          CHECK(starts_with(check_against_fp64(p, reference_attention(p), mode, "short"), "flash_short_"));
+        }
+      }
+}
+
+TEST_CASE("split-KV matches fp64 attention, including key ranges with no visible key",
+          "[gpu][kernels][attention]") {
+  TLB_REQUIRE_GPU();
+  int idx = 0;
+  for (const Mode& mode : kModes)
+    for (int64_t head_dim : {64, 128})
+      for (MaskKind mask : kMasks) {
+        ++idx;
+        // Padding lengths 100 and 1 leave most key ranges empty for those batch elements;
+        // causal leaves the early rows with nothing to see in the late ranges.
+        Shape s{mask == MaskKind::padding ? 3 : 1, 1 + idx % 2, 1000, head_dim, mask, {}};
+        if (mask == MaskKind::padding) s.valid_lens = {100, 1000, 1};
+        const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 4));
+        const std::vector<double> ref = reference_attention(p);
+        CHECK(starts_with(check_against_fp64(p, ref, mode, "splitkv:4"), "flash_splitkv_x4_"));
+        CHECK(starts_with(check_against_fp64(p, ref, mode, "splitkv"), "flash_splitkv_x"));
+      }
+}
+
+TEST_CASE("split-KV agrees with the standard kernel on a long sequence", "[gpu][kernels][attention]") {
+  TLB_REQUIRE_GPU();
+  for (const Mode& mode : kModes)
+    for (int64_t head_dim : {64, 128}) {
+      Shape s{1, 2, 4096, head_dim, MaskKind::none, {}};
+      Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 5));
+      for (MaskKind mask : kMasks) {
+        p.shape.mask = mask;
+        if (mask == MaskKind::padding) {
+          p.shape.valid_lens = {3001};
+          p.valid_lens = DeviceBuffer(sizeof(int));
+          TLB_CUDA_CHECK(cudaMemcpy(p.valid_lens.get(), p.shape.valid_lens.data(), sizeof(int),
+                                    cudaMemcpyHostToDevice));
+        }
+        const Run standard = run_flash(p, mode, "standard");
+        const Run split = run_flash(p, mode, "splitkv");
+        const Run automatic = run_flash(p, mode, nullptr);
+        const Errors e = compare(split.out, standard.out);
+        INFO(mode.name << ", " << p.shape.describe() << ": " << split.variant << " vs " << standard.variant
+                       << ": rel L2 " << e.rel_l2 << ", non-finite " << e.nonfinite);
+        CHECK(standard.guards_intact);
+        CHECK(split.guards_intact);
+        CHECK(compare(standard.out, std::vector<double>(standard.out.size(), 0.0)).nonfinite == 0);
+        CHECK(e.nonfinite == 0);
+        CHECK(e.rel_l2 <= mode.tolerance);
+        CHECK(starts_with(split.variant, "flash_splitkv_x"));
+        CHECK(starts_with(standard.variant, "flash_fwd_"));
+        // Two batch*heads cannot fill the GPU: the dispatcher splits on its own.
+        if (std::getenv("TLBENCH_ATTN_VARIANT") == nullptr) CHECK(starts_with(automatic.variant, "flash_splitkv_x"));
+        CHECK(compare(automatic.out, standard.out).rel_l2 <= mode.tolerance);
+      }
+    }
+}
+
+TEST_CASE("a batch element with no visible key gets zeros, never NaN", "[gpu][kernels][attention]") {
+  TLB_REQUIRE_GPU();
+  for (const Mode& mode : kModes)
+    for (int64_t seq : {40, 300}) {
+      Shape s{3, 2, seq, 64, MaskKind::padding, {0, static_cast<int>(seq), 3}};
+      const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 6));
+      const std::vector<double> ref = reference_attention(p);
+      std::vector<const char*> forces = {nullptr, "standard"};
+      if (seq > 64) forces.push_back("splitkv:3");
+      for (const char* force : forces) {
+        const Run r = run_flash(p, mode, force);
+        INFO(mode.name << ", " << s.describe() << " -> " << r.variant);
+        // Batch element 0 occupies the first seq rows of the output, all heads.
+        const size_t n0 = static_cast<size_t>(seq * s.heads * s.head_dim);
+        size_t nonzero = 0;
+        for (size_t i = 0; i < n0; ++i) nonzero += r.out[i] != 0.0f;
+        CHECK(nonzero == 0);
+        const Errors e = compare(r.out, ref);
+        CHECK(e.nonfinite == 0);
+        CHECK(e.rel_l2 <= mode.tolerance);
+      }
+    }
+}
+
+// ---- Host-only: no device needed.
+
+TEST_CASE("head_dim outside {64, 128} falls back with a reason", "[kernels][attention]") {
+  for (int64_t head_dim : {80, 32, 96, 256}) {
+    tlb::LayerShape s;
+    s.batch = 2;
+    s.seq = 100;
+    s.heads = 4;
+    s.d_model = 4 * head_dim;
+    std::string why;
+    CHECK_FALSE(tlb::flash_attention_supported(s, DType::fp16, &why));
+    CHECK(why == "head_dim " + std::to_string(head_dim) + " not in {64, 128}");
+    CHECK(tlb::flash_attention_workspace_bytes(s, DType::fp16) == 0);
+    AttentionArgs a;
+    a.head_dim = head_dim;
+    a.seq = 100;
+    CHECK_THROWS_AS(tlb::flash_attention(a, nullptr), std::invalid_argument);
+  }
+  tlb::LayerShape ok;
+  ok.seq = 100;
+  ok.heads = 8;
+  ok.d_model = 8 * 64;
+  std::string why;
+  CHECK(tlb::flash_attention_supported(ok, DType::bf16, &why));
+}
+
+TEST_CASE("attention variants and workspace are pure functions of the shape, linear in seq",
+          "[kernels][attention]") {
+  if (std::getenv("TLBENCH_ATTN_VARIANT") != nullptr) {
+    WARN("TLBENCH_ATTN_VARIANT is set: the dispatcher's own choices are not what this test checks");
+    return;
+  }
+  auto args = [](int64_t b, int64_t h, int64_t s, int64_t d, DType dt, MaskKind m) {
+    AttentionArgs a;
+    a.batch = b;
+    a.heads = h;
+    a.seq = s;
+    a.head_dim = d;
+    a.dtype = dt;
+    a.mask = m;
+    return a;
+  };
+  auto shape = [](int64_t b, int64_t h, int64_t s, int64_t d) {
+    tlb::LayerShape l;
+    l.batch = b;
+    l.heads = h;
+    l.seq = s;
+    l.d_model = h * d;
+    return l;
+  };
+  // The speed-floor shape: the standard 128-row kernel, no workspace.
+  CHECK(tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::fp16, MaskKind::none)) ==
+        "flash_fwd_sm80_d128_q128w8_kv64");
+  CHECK(tlb::flash_attention_workspace_bytes(shape(1, 16, 16384, 128), DType::fp16) == 0);
+  // Short sequences take the single-tile kernel.
+  CHECK(starts_with(tlb::flash_attention_variant(args(64, 16, 64, 64, DType::fp16, MaskKind::none)), "flash_short_d64_q64_kv64"));
+  CHECK(starts_with(tlb::flash_attention_variant(args(8, 12, 128, 64, DType::bf16, MaskKind::padding)), "flash_short_d64_q64_kv128"));
+  CHECK(starts_with(tlb::flash_attention_variant(args(1, 8, 128, 64, DType::fp32, MaskKind::none)), "flash_fwd_tf32_d64"));
+  AttentionArgs ieee = args(1, 8, 128, 64, DType::fp32, MaskKind::none);
+  ieee.fp32_math = tlb::Fp32Math::ieee;
+  CHECK(starts_with(tlb::flash_attention_variant(ieee), "flash_fwd_fp32fma_d64"));
+  // Few batch*heads on a long sequence split over keys, with a workspace linear in seq.
+  for (DType dt : {DType::fp16, DType::bf16, DType::fp32})
+    for (int64_t seq : {1024, 2048, 4096}) {
+      const uint64_t ws = tlb::flash_attention_workspace_bytes(shape(1, 2, seq, 128), dt);
+      INFO(tlb::to_string(dt) << " seq " << seq << ": " << ws << " bytes");
+      CHECK(ws > 0);
+      CHECK(ws <= 16ull * 2 * static_cast<uint64_t>(seq) * (128 + 2) * 4 + 512);
+      CHECK(starts_with(tlb::flash_attention_variant(args(1, 2, seq, 128, dt, MaskKind::causal)), "flash_splitkv_x"));
+      // The same shape given as args plans the same workspace.
+      AttentionArgs a = args(1, 2, seq, 128, dt, MaskKind::none);
+      CHECK(tlb::flash_attention_workspace_bytes(a) <= ws);
+    }
+  // Longer still, the query tiles alone fill the GPU: no split, no workspace (the official
+  // 100k-token case included).
+  CHECK(tlb::flash_attention_workspace_bytes(shape(1, 2, 65536, 128), DType::fp16) == 0);
+  CHECK(tlb::flash_attention_workspace_bytes(shape(1, 16, 100000, 64), DType::fp16) == 0);
+  // A forced split's workspace is exactly its partials: O in fp32 and (max, sum) per row.
+  AttentionArgs forced = args(1, 2, 4096, 128, DType::fp16, MaskKind::none);
+  forced.force = "splitkv:4";
+  CHECK(tlb::flash_attention_variant(forced) == "flash_splitkv_x4_sm80_d128_q64w4_kv64");
+  CHECK(tlb::flash_attention_workspace_bytes(forced) == 4ull * 2 * 4096 * 128 * 4 + 4ull * 2 * 4096 * 2 * 4);
+  // Forced specs that cannot run the shape are errors, not silent substitutions.
+  forced.force = "short";
+  CHECK_THROWS_AS(tlb::flash_attention_variant(forced), std::invalid_argument);
+  forced.force = "splitkv,q256w2";
+  CHECK_THROWS_AS(tlb::flash_attention_variant(forced), std::invalid_argument);
+  AttentionArgs one_tile = args(1, 1, 50, 64, DType::fp16, MaskKind::none);
+  one_tile.force = "splitkv";
+  CHECK_THROWS_AS(tlb::flash_attention_variant(one_tile), std::invalid_argument);
+}
