@@ -31,6 +31,7 @@ struct DeviceInfo {
   int sms = 0;
   int major = 0, minor = 0;
   bool sm90_image = false;  // the build carries sm_90a code for the wgmma kernels
+  int mma_ptx = 0;          // virtual architecture of the mma.sync kernels' code
 };
 
 const DeviceInfo& device_info() {
@@ -45,6 +46,7 @@ const DeviceInfo& device_info() {
     TLB_CUDA_CHECK(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev));
     TLB_CUDA_CHECK(cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, dev));
     TLB_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
+    if (d.major >= 8) d.mma_ptx = gemm_detail::mma_image_ptx_version();
     d.sm90_image = d.major == 9 && d.minor == 0 && gemm_detail::wgmma_sm90_image_present();
   }
   return d;
@@ -240,6 +242,11 @@ bool gemm_fused_supported(const GemmArgs& a, std::string* why) {
   if (dev.major < 8) {
     return fail(why, "needs compute capability 8.0 or later (device is " +
                          std::to_string(dev.major) + "." + std::to_string(dev.minor) + ")");
+  }
+  const bool tensor_cores = !(a.dtype == DType::fp32 && a.fp32_math == Fp32Math::ieee);
+  if (tensor_cores && dev.mma_ptx < 80) {
+    return fail(why, "this build has no sm_80-or-later code for the tensor-core GEMM (the device runs compute_" +
+                         std::to_string(dev.mma_ptx) + "); build with CMAKE_CUDA_ARCHITECTURES including 80 or 90a");
   }
   return true;
 }

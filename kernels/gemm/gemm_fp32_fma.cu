@@ -152,8 +152,9 @@ std::string fma_tile_name(FmaTile t) {
 }
 
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream) {
-  // 128x128 (8x8 per thread): the throughput tile; 64x64 (4x4): small GEMMs that would leave
-  // most SMs idle with 128x128 tiles. Static smem 8.4 / 4.3 KiB; registers in the notes.
+  // 128x128 (8x8 per thread): the throughput tile, 161 / 130 registers (sm_90a / sm_80),
+  // 16.5 KiB static smem, one CTA per SM. 64x64 (4x4): small GEMMs that would leave most SMs
+  // idle with 128x128 tiles, 64 / 55 registers, 8.5 KiB. No spills.
   if (t == FmaTile::m128n128) {
     launch_config<FmaConfig<128, 128, 8, 8>>(a, stream);
   } else {

@@ -29,6 +29,9 @@ MmaTileShape mma_tile_shape(MmaTile t);
 // warps, stages) or "mma_128x256x16_w8_s4_tf32".
 std::string mma_tile_name(MmaTile t, DType d);
 void launch_gemm_mma(const GemmArgs& a, MmaTile t, cudaStream_t stream);
+// The virtual architecture (e.g. 80, 90) the device runs the mma.sync kernels from; below 80
+// they are stubs (the build did not target sm_80 or later).
+int mma_image_ptx_version();
 
 // fp32 `ieee`: plain FMA, no tensor cores.
 enum class FmaTile : int { m128n128 = 0, m64n64 };

@@ -305,6 +305,14 @@ decltype(auto) with_tile_config(MmaTile tile, F&& f) {
 
 }  // namespace
 
+int mma_image_ptx_version() {
+  // A build without an sm_80+ target runs these kernels as trapping stubs (PTX JIT-compiled
+  // from an older virtual architecture); the dispatcher refuses to launch them then.
+  cudaFuncAttributes attr{};
+  TLB_CUDA_CHECK(cudaFuncGetAttributes(&attr, gemm_mma_kernel<MmaConfig<__half, 64, 64, 2, 2, 4>>));
+  return attr.ptxVersion;
+}
+
 MmaTileShape mma_tile_shape(MmaTile t) {
   return with_tile_config<__half>(t, [&](auto c) {
     using C = decltype(c);

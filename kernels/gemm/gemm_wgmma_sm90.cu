@@ -195,6 +195,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #endif
 }
 
+// ptxas (CUDA 13.0, sm_90a): 168 registers per thread at entry (the 384-thread cap), then
+// 40 producer / 232 consumer after setmaxnreg; no spills, no wgmma serialisation warnings.
 template <typename T, WgmmaTile kTile>
 struct WgmmaTileConfig;
 // 128x256, 4 stages: 48 KiB per stage, 193 KiB of shared memory, one CTA per SM.
