@@ -157,6 +157,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // Epilogue through shared memory (the pipeline buffers, now idle: every TMA load has been
     // consumed). Both consumers must be past their last wgmma before either overwrites them.
     ptx::named_barrier_sync(1, 128 * C::kConsumers);
+    // The bytes were last touched by the async proxy (TMA writes, wgmma reads).
+    ptx::fence_proxy_async_shared();
     float* staging = reinterpret_cast<float*>(smem) + consumer * 64 * C::kStagePitch;
     const int lane = threadIdx.x & 31, warp_in_group = (threadIdx.x / 32) & 3;
     const int g = lane >> 2, t = lane & 3;
