@@ -74,7 +74,10 @@ struct PathOptions {
 };
 
 // One runnable configuration. Owns its workspace (allocated at construction, from
-// workspace_layout()) and, with `graph`, its captured CUDA graph.
+// workspace_layout()), a cuBLAS handle bound to `stream` with its own kCublasWorkspaceBytes
+// workspace and, with `graph`, its captured CUDA graph (captured at construction after one
+// eager pass; a capture failure throws DeviceError "graph capture failed: ..."). `data` must
+// outlive the path. A golden path needs data stored in fp32 (rounded to the working dtype).
 class StackPath {
  public:
   StackPath(const CaseData& data, const PathOptions& opt, cudaStream_t stream);
@@ -94,6 +97,9 @@ class StackPath {
   // Fills every output buffer with NaN so an unwritten element cannot pass a check.
   void poison();
 
+  // The five stages in bit order (qkv, attn, ffn, norm, graph). Variant names of the kernel
+  // stages are what the launchers returned ("a+b" when layers differ); a graph path has them
+  // from construction, an eager path from its first run() (before it: "" for a fused stage).
   const std::vector<StageDispatch>& dispatch() const;
   uint64_t workspace_bytes() const;
   cudaStream_t stream() const;

@@ -1,8 +1,10 @@
 #include "stack/memory_plan.hpp"
 
+#include <cstdint>
 #include <string>
 
 #include "attention/attention.hpp"
+#include "stack/stage_args.hpp"
 
 namespace tlb {
 
@@ -14,14 +16,40 @@ std::vector<bool> fused_layers(const std::string& policy, int64_t layers) {
 }
 
 StageSwitch effective_stages(const LayerShape& s, DType dtype, const StageSwitch& wanted,
-                             std::vector<std::string>* notes) {
+                             std::vector<std::string>* notes, Fp32Math fp32_math) {
   StageSwitch eff = wanted;
-  if (wanted[Stage::attn]) {
-    std::string why;
-    if (!flash_attention_supported(s, dtype, &why)) {
-      eff[Stage::attn] = false;
-      if (notes) notes->push_back("attn: " + why);
-    }
+  auto fall_back = [&](Stage st, const std::string& why) {
+    eff[st] = false;
+    if (notes) notes->push_back(std::string(to_string(st)) + ": " + why);
+  };
+  // The support checks look at shapes, dtypes, alignment and overlap, never at memory:
+  // stand-ins 1 TiB apart (no tensor is that large, so none overlap) and aligned like the
+  // workspace's sub-buffers describe the stack's calls.
+  auto probe = [](uintptr_t i) { return reinterpret_cast<void*>(i << 40); };
+  std::string why;
+  if (wanted[Stage::qkv] &&
+      !gemm_fused_supported(qkv_gemm_args(s, dtype, fp32_math, probe(1), probe(2), probe(3),
+                                          probe(4), probe(5), probe(6)), &why))
+    fall_back(Stage::qkv, why);
+  why.clear();
+  if (wanted[Stage::attn] && !flash_attention_supported(s, dtype, &why)) fall_back(Stage::attn, why);
+  why.clear();
+  if (wanted[Stage::ffn]) {
+    if (!gemm_fused_supported(ffn_up_args(s, dtype, fp32_math, probe(1), probe(2), probe(3), probe(4)), &why))
+      fall_back(Stage::ffn, "up projection: " + why);
+    else if (!gemm_fused_supported(ffn_down_args(s, dtype, fp32_math, probe(4), probe(5),
+                                                 probe(6), probe(7), probe(8)), &why))
+      fall_back(Stage::ffn, "down projection: " + why);
+  }
+  why.clear();
+  if (wanted[Stage::norm]) {
+    // Both forms the stack launches: normalise only (LN1), and add + bias + normalise.
+    if (!add_layernorm_supported(add_norm_args(s, dtype, probe(1), nullptr, nullptr, nullptr,
+                                               probe(2), probe(3), probe(4)), &why))
+      fall_back(Stage::norm, why);
+    else if (!add_layernorm_supported(add_norm_args(s, dtype, probe(1), probe(5), probe(6),
+                                                    probe(7), probe(2), probe(3), probe(4)), &why))
+      fall_back(Stage::norm, why);
   }
   return eff;
 }
@@ -40,16 +68,18 @@ std::vector<BufferSpec> data_layout(const LayerShape& s, DType storage) {
 
 std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
                                          const StageSwitch& stages, const std::string& policy,
-                                         bool golden) {
+                                         bool golden, bool keep_layer_outputs,
+                                         Fp32Math fp32_math) {
   const DType work = golden ? DType::fp32 : dtype;
   const uint64_t e = static_cast<uint64_t>(dtype_bytes(work));
   const uint64_t d = static_cast<uint64_t>(s.d_model), f = static_cast<uint64_t>(s.d_ff);
   const uint64_t T = static_cast<uint64_t>(s.tokens());
   const uint64_t B = static_cast<uint64_t>(s.batch), H = static_cast<uint64_t>(s.heads);
-  const uint64_t S = static_cast<uint64_t>(s.seq);
+  const uint64_t S = static_cast<uint64_t>(s.seq), L = static_cast<uint64_t>(s.layers);
 
   const std::vector<bool> fused = fused_layers(policy, s.layers);
-  const StageSwitch eff = golden ? StageSwitch{} : effective_stages(s, dtype, stages);
+  const StageSwitch eff =
+      golden ? StageSwitch{} : effective_stages(s, dtype, stages, nullptr, fp32_math);
   bool any_reference_attn = false, any_flash_attn = false, any_reference_qkv = false;
   for (bool fl : fused) {
     const bool flash = fl && eff[Stage::attn];
@@ -70,14 +100,18 @@ std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
       {"proj", T * d * e},       // out- and down-projection products before bias/residual
       {"ffn_hidden", T * f * e},
   };
-  if (any_reference_qkv && !golden) b.push_back({"qkv_packed", T * 3 * d * e});
-  if (golden) {
-    // Streamed attention keeps running max/sum per (batch, head, query) in fp32.
-    b.push_back({"golden_row_stats", 2 * B * H * S * 4});
-  } else {
-    if (any_reference_attn) b.push_back({"scores", B * H * S * S * e});
+  // cuBLAS q/k/v products before the bias + head-split kernel (the golden always uses it).
+  if (any_reference_qkv) b.push_back({"qkv_packed", T * 3 * d * e});
+  if (!golden) {
+    if (any_reference_attn) {
+      b.push_back({"scores", B * H * S * S * e});
+      // The batched P·V GEMM's per-head operand pointers (V, P, O for each batch and head).
+      b.push_back({"attn_pv_pointers", 3 * B * H * sizeof(void*)});
+    }
     if (any_flash_attn) b.push_back({"flash_workspace", flash_attention_workspace_bytes(s, dtype)});
   }
+  // The golden's streamed attention keeps its softmax statistics in registers: no scratch.
+  if (keep_layer_outputs) b.push_back({"layer_outputs", L * T * d * e});
   return b;
 }
 

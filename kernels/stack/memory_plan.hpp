@@ -19,17 +19,23 @@ struct BufferSpec {
 // Per-layer policy: true where layer l runs the configuration ('F'), false for the reference.
 std::vector<bool> fused_layers(const std::string& policy, int64_t layers);
 
-// The stages that actually run the hand-written kernel for this shape after fallbacks.
+// The stages that actually run the hand-written kernel for this shape after fallbacks: each
+// wanted stage whose kernel's *_supported() rejects the layer's calls (stack/stage_args.hpp)
+// is switched off, with "<stage>: <why>" appended to fallback_notes. `fp32_math` is the fused
+// path's fp32 mode (it only matters for fp32).
 StageSwitch effective_stages(const LayerShape& s, DType dtype, const StageSwitch& wanted,
-                             std::vector<std::string>* fallback_notes = nullptr);
+                             std::vector<std::string>* fallback_notes = nullptr,
+                             Fp32Math fp32_math = Fp32Math::tf32);
 
 // Weights of all layers plus the input, stored in `storage`.
 std::vector<BufferSpec> data_layout(const LayerShape& s, DType storage);
 // Activations and scratch of one configured path (its own output buffers included).
-// `golden` is the fp32 IEEE path with streamed attention (no scores buffer).
+// `golden` is the fp32 IEEE path with streamed attention (no scores buffer);
+// `keep_layer_outputs` adds a copy of every layer's output (the per-layer error trace).
 std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
                                          const StageSwitch& stages, const std::string& policy,
-                                         bool golden = false);
+                                         bool golden = false, bool keep_layer_outputs = false,
+                                         Fp32Math fp32_math = Fp32Math::tf32);
 
 uint64_t total_bytes(const std::vector<BufferSpec>& b);
 // Each sub-buffer is aligned to this many bytes inside the one allocation.

@@ -1,0 +1,650 @@
+// The layer stack on the GPU: case data generated on the device, and runnable paths that
+// compose the reference kernels (kernels/reference), the hand-written stages (gemm, attention,
+// layernorm) and cuBLAS per layer, optionally captured as one CUDA graph.
+//
+// Buffer use per layer l (names from workspace_layout):
+//   x (input or the previous y) --LN1--> normed --qkv--> q, k, v --attention--> attn_out
+//   attn_out --out-proj (cuBLAS)--> proj;  h1 = x + proj + bo;  LN2(h1) -> normed
+//   normed --up--> ffn_hidden --down--> proj;  y = h1 + proj + b2 -> stream_a / stream_b
+// With norm fused and ffn not, the down projection's bias + residual is left pending and the
+// next layer's LN1 does it in the fused add+LayerNorm (writing y as its residual output), so
+// every layer's y still exists in memory before anything reads it.
+#include "stack/layer_stack.hpp"
+
+#include <cstring>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "attention/attention.hpp"
+#include "common/cuda_check.hpp"
+#include "common/rng.hpp"
+#include "common/rounding.hpp"
+#include "gemm/gemm.hpp"
+#include "layernorm/add_layernorm.hpp"
+#include "reference/attention_dense.hpp"
+#include "reference/attention_streamed.hpp"
+#include "reference/elementwise.hpp"
+#include "reference/layernorm_two_pass.hpp"
+#include "reference/linear_cublas.hpp"
+#include "stack/generate.hpp"
+#include "stack/stage_args.hpp"
+
+namespace tlb {
+namespace {
+
+uint64_t align_up(uint64_t x) { return (x + kBufferAlign - 1) / kBufferAlign * kBufferAlign; }
+
+// Named sub-buffers of one allocation, at the offsets aligned_total_bytes() accounts for.
+class Carving {
+ public:
+  Carving(const std::vector<BufferSpec>& layout, void* base) : layout_(layout) {
+    uint64_t offset = 0;
+    for (const BufferSpec& b : layout_) {
+      offsets_.push_back(offset);
+      offset += align_up(b.bytes);
+    }
+    base_ = static_cast<char*>(base);
+  }
+  // Null when the layout has no such buffer (the path does not need it).
+  char* find(const std::string& name) const {
+    for (size_t i = 0; i < layout_.size(); ++i)
+      if (layout_[i].name == name) return base_ + offsets_[i];
+    return nullptr;
+  }
+  char* get(const std::string& name) const {
+    char* p = find(name);
+    if (p == nullptr) throw std::logic_error("layer stack: no buffer '" + name + "' in the layout");
+    return p;
+  }
+
+ private:
+  std::vector<BufferSpec> layout_;
+  std::vector<uint64_t> offsets_;
+  char* base_ = nullptr;
+};
+
+void check_shape(const LayerShape& s) {
+  if (s.batch <= 0 || s.seq <= 0 || s.d_model <= 0 || s.heads <= 0 || s.d_ff <= 0 || s.layers <= 0)
+    throw std::invalid_argument("layer stack: batch, seq, d_model, heads, d_ff and layers must be positive");
+  if (s.d_model % s.heads != 0)
+    throw std::invalid_argument("layer stack: heads must divide d_model");
+  if (s.mask == MaskKind::padding) {
+    if (static_cast<int64_t>(s.valid_lens.size()) != s.batch)
+      throw std::invalid_argument("layer stack: padding needs one valid length per batch element");
+    for (int v : s.valid_lens)
+      if (v < 1 || v > s.seq) throw std::invalid_argument("layer stack: valid lengths must lie in 1..seq");
+  }
+}
+
+// Device tensor of n elements in `dt` -> host floats (synchronises the stream).
+std::vector<float> device_to_float(const void* src, DType dt, int64_t n, cudaStream_t stream) {
+  const size_t e = static_cast<size_t>(dtype_bytes(dt));
+  std::vector<unsigned char> raw(static_cast<size_t>(n) * e);
+  if (n > 0)
+    TLB_CUDA_CHECK(cudaMemcpyAsync(raw.data(), src, raw.size(), cudaMemcpyDeviceToHost, stream));
+  TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> out(static_cast<size_t>(n));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (dt == DType::fp32) {
+      std::memcpy(&out[i], raw.data() + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, raw.data() + 2 * i, 2);
+      out[i] = dt == DType::fp16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
+    }
+  }
+  return out;
+}
+
+constexpr Stage kKernelStages[] = {Stage::qkv, Stage::attn, Stage::ffn, Stage::norm};
+
+// Owners of the handle and the graph, so a constructor that throws half-way leaks nothing.
+struct BlasHandle {
+  cublasHandle_t h = nullptr;
+  BlasHandle() { TLB_CUBLAS_CHECK(cublasCreate(&h)); }
+  ~BlasHandle() {
+    if (h) cublasDestroy(h);
+  }
+  BlasHandle(const BlasHandle&) = delete;
+  BlasHandle& operator=(const BlasHandle&) = delete;
+};
+struct CapturedGraph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CapturedGraph() = default;
+  ~CapturedGraph() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+};
+
+[[noreturn]] void throw_capture_failure(const std::string& what, bool sticky, bool oom) {
+  const std::string msg = "graph capture failed: " + what;
+  if (oom) throw DeviceOutOfMemory(msg);
+  throw DeviceError(msg, sticky);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// CaseData
+
+CaseData::CaseData(const CaseSpec& c, DType storage, DType rounding, cudaStream_t stream)
+    : spec_(c), storage_(storage), rounding_(rounding) {
+  const LayerShape& s = spec_.shape;
+  check_shape(s);
+  if (storage != DType::fp32 && storage != rounding)
+    throw std::invalid_argument("case data: fp16/bf16 storage must hold values of its own dtype");
+
+  const std::vector<BufferSpec> layout = data_layout(s, storage);
+  buffer_ = DeviceBuffer(aligned_total_bytes(layout));
+  const Carving carve(layout, buffer_.get());
+
+  const int64_t e = dtype_bytes(storage), d = s.d_model, f = s.d_ff, L = s.layers;
+  const uint64_t seed = spec_.seed;
+  const uint32_t case_id = static_cast<uint32_t>(spec_.id);
+  char* weights = carve.get("weights");
+  layers_.assign(static_cast<size_t>(L), LayerWeights{});
+
+  // Tensors are grouped by kind across layers, big matrices first and the d_ff-long bias last:
+  // with d_model and d_ff multiples of 8 every tensor starts 16-byte aligned (what the
+  // hand-written kernels' vector loads need).
+  int64_t offset = 0;  // elements into `weights`
+  auto group = [&](TensorId t, int64_t n, const void* LayerWeights::*field) {
+    for (int64_t l = 0; l < L; ++l) {
+      void* p = weights + (offset + l * n) * e;
+      layers_[static_cast<size_t>(l)].*field = p;
+      generate_tensor(p, storage, rounding,
+                      tensor_dist(seed, case_id, static_cast<uint32_t>(l), t, d, f), n, stream);
+    }
+    offset += L * n;
+  };
+  group(TensorId::w_qkv, 3 * d * d, &LayerWeights::w_qkv);
+  group(TensorId::w_out, d * d, &LayerWeights::w_out);
+  group(TensorId::w_ff1, f * d, &LayerWeights::w_ff1);
+  group(TensorId::w_ff2, d * f, &LayerWeights::w_ff2);
+  group(TensorId::b_qkv, 3 * d, &LayerWeights::b_qkv);
+  group(TensorId::b_out, d, &LayerWeights::b_out);
+  group(TensorId::ln1_gamma, d, &LayerWeights::ln1_gamma);
+  group(TensorId::ln1_beta, d, &LayerWeights::ln1_beta);
+  group(TensorId::ln2_gamma, d, &LayerWeights::ln2_gamma);
+  group(TensorId::ln2_beta, d, &LayerWeights::ln2_beta);
+  group(TensorId::b_ff2, d, &LayerWeights::b_ff2);
+  group(TensorId::b_ff1, f, &LayerWeights::b_ff1);
+  for (const BufferSpec& b : layout)
+    if (b.name == "weights" && static_cast<uint64_t>(offset * e) != b.bytes)
+      throw std::logic_error("case data: weights do not fill the planned buffer");
+
+  char* input = carve.get("input");
+  input_ = input;
+  generate_tensor(input, storage, rounding, tensor_dist(seed, case_id, 0, TensorId::input, d, f),
+                  s.tokens() * d, stream);
+
+  if (s.mask == MaskKind::padding) {
+    int* lens = reinterpret_cast<int*>(carve.get("valid_lens"));
+    TLB_CUDA_CHECK(cudaMemcpyAsync(lens, spec_.shape.valid_lens.data(),
+                                   static_cast<size_t>(s.batch) * sizeof(int),
+                                   cudaMemcpyHostToDevice, stream));
+    valid_lens_ = lens;
+  }
+  // Paths may run on other streams: the data is complete when the constructor returns.
+  TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// ---------------------------------------------------------------------------------------------
+// StackPath
+
+struct StackPath::Impl {
+  const CaseData& data;
+  PathOptions opt;
+  cudaStream_t stream;
+  LayerShape s;
+  DType dt;                    // working dtype of every activation
+  std::vector<bool> fused;     // per layer: runs the configuration ('F') or the reference ('E')
+  StageSwitch eff;             // stages running their hand-written kernel in 'F' layers
+  std::vector<std::string> notes;
+  std::vector<StageDispatch> dispatch;
+  std::set<std::string> variants[kNumStages];
+  bool variants_recorded = false;
+
+  // Declared in teardown order's reverse: the graph goes first, the buffers last.
+  DeviceBuffer ws;
+  DeviceBuffer blas_ws;
+  BlasHandle blas;
+  CapturedGraph captured;
+
+  char* y_buf[2] = {nullptr, nullptr};
+  char *normed = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *attn_out = nullptr;
+  char *h1 = nullptr, *proj = nullptr, *hidden = nullptr, *qkv_packed = nullptr;
+  char *scores = nullptr, *flash_ws = nullptr, *layer_outputs = nullptr;
+  void* const* pv_pointers = nullptr;
+
+  Impl(const CaseData& d, const PathOptions& o, cudaStream_t st);
+
+  int64_t act_elems() const { return s.tokens() * s.d_model; }
+  uint64_t act_bytes() const { return static_cast<uint64_t>(act_elems()) * dtype_bytes(dt); }
+  reference::GemmPrecision precision() const {
+    return opt.golden ? reference::GemmPrecision::pedantic : reference::GemmPrecision::standard;
+  }
+  // Layer l hands its bias + residual to layer l+1's fused LN1.
+  bool defers_residual(int64_t l) const {
+    return eff[Stage::norm] && !eff[Stage::ffn] && fused[static_cast<size_t>(l)] &&
+           l + 1 < s.layers && fused[static_cast<size_t>(l + 1)];
+  }
+  void record(Stage st, const std::string& variant) {
+    if (!variants_recorded) variants[static_cast<int>(st)].insert(variant);
+  }
+
+  void verify_real_operands();
+  void build_dispatch();
+  void finish_dispatch();
+  void forward();
+  void capture();
+
+  // Steps of one layer.
+  void layer_norm_ref(const void* x, const void* gamma, const void* beta, void* out);
+  void add_norm(const AddNormArgs& a);
+  void linear(const void* a, int64_t lda, const void* w, int64_t n, int64_t kdim, void* c,
+              int64_t ldc);
+  void keep(int64_t l, const void* y);
+};
+
+StackPath::Impl::Impl(const CaseData& d, const PathOptions& o, cudaStream_t st)
+    : data(d), opt(o), stream(st), s(d.shape()) {
+  if (opt.golden) {
+    if (data.storage() != DType::fp32)
+      throw std::invalid_argument("golden path: the case data must be stored in fp32");
+    dt = DType::fp32;
+  } else {
+    dt = data.storage();
+  }
+  fused = fused_layers(opt.policy, s.layers);
+  eff = opt.golden ? StageSwitch{} : effective_stages(s, dt, opt.stages, &notes, opt.fp32_math);
+  eff[Stage::graph] = false;  // not a kernel stage; opt.stages[graph] decides capture
+
+  const std::vector<BufferSpec> layout = workspace_layout(
+      s, dt, opt.stages, opt.policy, opt.golden, opt.keep_layer_outputs, opt.fp32_math);
+  ws = DeviceBuffer(aligned_total_bytes(layout));
+  const Carving carve(layout, ws.get());
+  y_buf[0] = carve.get("stream_a");
+  y_buf[1] = carve.get("stream_b");
+  normed = carve.get("normed");
+  q = carve.get("q");
+  k = carve.get("k");
+  v = carve.get("v");
+  attn_out = carve.get("attn_out");
+  h1 = carve.get("h1");
+  proj = carve.get("proj");
+  hidden = carve.get("ffn_hidden");
+  qkv_packed = carve.find("qkv_packed");
+  scores = carve.find("scores");
+  flash_ws = carve.find("flash_workspace");
+  layer_outputs = carve.find("layer_outputs");
+  char* pv_table = carve.find("attn_pv_pointers");
+
+  blas_ws = DeviceBuffer(kCublasWorkspaceBytes);
+  reference::configure_handle(blas.h, stream, blas_ws.get(), kCublasWorkspaceBytes);
+
+  if (scores != nullptr) {
+    reference::DenseAttentionArgs a;
+    a.dtype = dt;
+    a.batch = s.batch;
+    a.heads = s.heads;
+    a.seq = s.seq;
+    a.head_dim = s.head_dim();
+    a.v = v;
+    a.scores = scores;
+    a.o = attn_out;
+    const std::vector<void*> table = reference::dense_attention_pointer_table(a);
+    TLB_CUDA_CHECK(cudaMemcpy(pv_table, table.data(), table.size() * sizeof(void*),
+                              cudaMemcpyHostToDevice));
+    pv_pointers = reinterpret_cast<void* const*>(pv_table);
+  }
+
+  verify_real_operands();
+  build_dispatch();
+
+  if (opt.stages[Stage::graph]) {
+    // One eager pass first: modules load and cuBLAS picks its kernels outside the capture,
+    // and the dispatch record gets its variant names.
+    forward();
+    TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
+    capture();
+  }
+}
+
+// The plan asked the kernels about stand-in pointers; ask again with the real ones, layer by
+// layer. A stage they now refuse falls back when its reference buffers exist.
+void StackPath::Impl::verify_real_operands() {
+  const bool any_fused = [&] {
+    for (bool f : fused)
+      if (f) return true;
+    return false;
+  }();
+  if (!any_fused) return;
+  auto refuse = [&](Stage st, const std::string& why) {
+    if (!eff[st]) return;
+    if (st == Stage::qkv && qkv_packed == nullptr)
+      throw DeviceError("layer stack: the fused qkv GEMM rejects this path's operands (" + why +
+                            ") although the memory plan expected it to run; no fallback buffer",
+                        false);
+    eff[st] = false;
+    notes.push_back(std::string(to_string(st)) + ": " + why);
+  };
+  for (int64_t l = 0; l < s.layers; ++l) {
+    if (!fused[static_cast<size_t>(l)]) continue;
+    const LayerWeights& w = data.layer(l);
+    std::string why;
+    if (eff[Stage::qkv] &&
+        !gemm_fused_supported(qkv_gemm_args(s, dt, opt.fp32_math, normed, w.w_qkv, w.b_qkv, q, k, v), &why))
+      refuse(Stage::qkv, why);
+    why.clear();
+    if (eff[Stage::ffn]) {
+      void* y = y_buf[l % 2];
+      if (!gemm_fused_supported(ffn_up_args(s, dt, opt.fp32_math, normed, w.w_ff1, w.b_ff1, hidden), &why))
+        refuse(Stage::ffn, "up projection: " + why);
+      else if (!gemm_fused_supported(
+                   ffn_down_args(s, dt, opt.fp32_math, hidden, w.w_ff2, w.b_ff2, h1, y), &why))
+        refuse(Stage::ffn, "down projection: " + why);
+    }
+    why.clear();
+    if (eff[Stage::norm]) {
+      const void* x = l == 0 ? data.input() : y_buf[(l - 1) % 2];
+      const AddNormArgs ln1 = add_norm_args(s, dt, x, nullptr, nullptr, nullptr, normed,
+                                            w.ln1_gamma, w.ln1_beta);
+      const AddNormArgs ln1_pending = add_norm_args(s, dt, h1, proj, w.b_ff2, y_buf[0], normed,
+                                                    w.ln1_gamma, w.ln1_beta);
+      const AddNormArgs ln2 = add_norm_args(s, dt, x, proj, w.b_out, h1, normed, w.ln2_gamma,
+                                            w.ln2_beta);
+      if (!add_layernorm_supported(ln1, &why) || !add_layernorm_supported(ln1_pending, &why) ||
+          !add_layernorm_supported(ln2, &why))
+        refuse(Stage::norm, why);
+    }
+  }
+}
+
+void StackPath::Impl::build_dispatch() {
+  bool any_fused = false;
+  for (bool f : fused) any_fused |= f;
+  dispatch.clear();
+  for (Stage st : kKernelStages) {
+    StageDispatch sd;
+    sd.stage = st;
+    sd.wanted = opt.stages[st];
+    sd.fused = !opt.golden && any_fused && eff[st];
+    sd.variant = sd.fused ? "" : "reference";  // a fused stage's names come from its first run
+    if (sd.wanted && !sd.fused) {
+      if (opt.golden) {
+        sd.reason = "the golden runs every stage in fp32 IEEE on the reference kernels";
+      } else if (!eff[st]) {
+        const std::string prefix = std::string(to_string(st)) + ": ";
+        for (const std::string& n : notes)
+          if (n.compare(0, prefix.size(), prefix) == 0) sd.reason = n.substr(prefix.size());
+        if (sd.reason.empty()) sd.reason = "the kernel does not support this shape";
+      } else {
+        sd.reason = "policy '" + opt.policy + "' runs every layer on the reference";
+      }
+    }
+    dispatch.push_back(sd);
+  }
+  StageDispatch g;
+  g.stage = Stage::graph;
+  g.wanted = opt.stages[Stage::graph];
+  g.fused = g.wanted;  // capture failure throws: a graph path without a graph does not exist
+  g.variant = g.wanted ? "cuda_graph" : "stream";
+  dispatch.push_back(g);
+}
+
+void StackPath::Impl::finish_dispatch() {
+  if (variants_recorded) return;
+  variants_recorded = true;
+  for (StageDispatch& sd : dispatch) {
+    if (sd.stage == Stage::graph) continue;
+    const std::set<std::string>& names = variants[static_cast<int>(sd.stage)];
+    if (names.empty()) continue;
+    std::string joined;
+    for (const std::string& n : names) joined += (joined.empty() ? "" : "+") + n;
+    sd.variant = joined;
+  }
+}
+
+void StackPath::Impl::layer_norm_ref(const void* x, const void* gamma, const void* beta,
+                                     void* out) {
+  reference::layernorm_two_pass(dt, x, gamma, beta, out, s.tokens(), s.d_model, s.eps, stream);
+  record(Stage::norm, "reference");
+}
+
+void StackPath::Impl::add_norm(const AddNormArgs& a) {
+  const std::string name = add_layernorm(a, stream);
+  TLB_LAUNCH_CHECK(stream);
+  record(Stage::norm, name);
+}
+
+// c[T, n] (row stride ldc) = a[T, kdim] (row stride lda) · w[n, kdim]^T on cuBLAS.
+void StackPath::Impl::linear(const void* a, int64_t lda, const void* w, int64_t n, int64_t kdim,
+                             void* c, int64_t ldc) {
+  reference::linear(blas.h, dt, precision(), s.tokens(), n, kdim, a, lda, w, kdim, c, ldc);
+  TLB_LAUNCH_CHECK(stream);
+}
+
+void StackPath::Impl::keep(int64_t l, const void* y) {
+  if (layer_outputs == nullptr) return;
+  TLB_CUDA_CHECK(cudaMemcpyAsync(layer_outputs + static_cast<uint64_t>(l) * act_bytes(), y,
+                                 act_bytes(), cudaMemcpyDeviceToDevice, stream));
+}
+
+void StackPath::Impl::forward() {
+  const int64_t T = s.tokens(), d = s.d_model, f = s.d_ff, dh = s.head_dim();
+  const int64_t e = dtype_bytes(dt);
+  const void* x = data.input();
+  const void* pending_b2 = nullptr;  // down-projection bias whose residual add is deferred
+
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const LayerWeights& w = data.layer(l);
+    const StageSwitch st = fused[static_cast<size_t>(l)] ? eff : StageSwitch{};
+    char* y = y_buf[l % 2];
+
+    // ---- LN1 (and the previous layer's pending y = h1 + proj + b2)
+    if (pending_b2 != nullptr) {
+      char* y_prev = y_buf[(l - 1) % 2];
+      add_norm(add_norm_args(s, dt, h1, proj, pending_b2, y_prev, normed, w.ln1_gamma, w.ln1_beta));
+      keep(l - 1, y_prev);
+      pending_b2 = nullptr;
+    } else if (st[Stage::norm]) {
+      add_norm(add_norm_args(s, dt, x, nullptr, nullptr, nullptr, normed, w.ln1_gamma, w.ln1_beta));
+    } else {
+      layer_norm_ref(x, w.ln1_gamma, w.ln1_beta, normed);
+    }
+
+    // ---- q, k, v in [batch, heads, seq, head_dim]
+    if (st[Stage::qkv]) {
+      record(Stage::qkv, gemm_fused(qkv_gemm_args(s, dt, opt.fp32_math, normed, w.w_qkv, w.b_qkv, q, k, v), stream));
+      TLB_LAUNCH_CHECK(stream);
+    } else {
+      // Three GEMMs over the q, k and v row blocks of Wqkv into the packed [T, 3d] buffer.
+      for (int64_t part = 0; part < 3; ++part)
+        linear(normed, d, static_cast<const char*>(w.w_qkv) + part * d * d * e, d, d,
+               qkv_packed + part * d * e, 3 * d);
+      reference::bias_split_heads(dt, qkv_packed, w.b_qkv, q, k, v, s.batch, s.seq, s.heads, dh,
+                                  stream);
+      record(Stage::qkv, "reference");
+    }
+
+    // ---- attention -> attn_out [batch, seq, d]
+    if (opt.golden) {
+      reference::StreamedAttentionArgs a;
+      a.batch = s.batch;
+      a.heads = s.heads;
+      a.seq = s.seq;
+      a.head_dim = dh;
+      a.mask = s.mask;
+      a.valid_lens = data.valid_lens();
+      a.q = reinterpret_cast<const float*>(q);
+      a.k = reinterpret_cast<const float*>(k);
+      a.v = reinterpret_cast<const float*>(v);
+      a.o = reinterpret_cast<float*>(attn_out);
+      a.scale = attention_scale(s);
+      record(Stage::attn, reference::attention_streamed_fp32(a, stream));
+    } else if (st[Stage::attn]) {
+      record(Stage::attn, flash_attention(flash_args(s, dt, opt.fp32_math, data.valid_lens(), q, k,
+                                                     v, attn_out, flash_ws),
+                                          stream));
+      TLB_LAUNCH_CHECK(stream);
+    } else {
+      reference::DenseAttentionArgs a;
+      a.dtype = dt;
+      a.precision = precision();
+      a.batch = s.batch;
+      a.heads = s.heads;
+      a.seq = s.seq;
+      a.head_dim = dh;
+      a.mask = s.mask;
+      a.valid_lens = data.valid_lens();
+      a.q = q;
+      a.k = k;
+      a.v = v;
+      a.o = attn_out;
+      a.scores = scores;
+      a.scale = attention_scale(s);
+      a.pv_pointers = pv_pointers;
+      reference::attention_dense(blas.h, a);
+      TLB_LAUNCH_CHECK(stream);
+      record(Stage::attn, "reference");
+    }
+
+    // ---- out-projection (cuBLAS in every configuration), h1 = x + proj + bo, LN2(h1)
+    linear(attn_out, d, w.w_out, d, d, proj, d);
+    if (st[Stage::norm]) {
+      add_norm(add_norm_args(s, dt, x, proj, w.b_out, h1, normed, w.ln2_gamma, w.ln2_beta));
+    } else {
+      reference::bias_add(dt, proj, w.b_out, T, d, stream);
+      reference::residual_add(dt, h1, x, proj, T * d, stream);
+      layer_norm_ref(h1, w.ln2_gamma, w.ln2_beta, normed);
+    }
+
+    // ---- FFN: y = h1 + W2 · act(W1 · normed + b1) + b2
+    if (st[Stage::ffn]) {
+      record(Stage::ffn, gemm_fused(ffn_up_args(s, dt, opt.fp32_math, normed, w.w_ff1, w.b_ff1, hidden), stream));
+      TLB_LAUNCH_CHECK(stream);
+      record(Stage::ffn, gemm_fused(ffn_down_args(s, dt, opt.fp32_math, hidden, w.w_ff2, w.b_ff2, h1, y), stream));
+      TLB_LAUNCH_CHECK(stream);
+      keep(l, y);
+    } else {
+      linear(normed, d, w.w_ff1, f, d, hidden, f);
+      reference::bias_add(dt, hidden, w.b_ff1, T, f, stream);
+      reference::activation_inplace(dt, s.activation, hidden, T * f, stream);
+      linear(hidden, f, w.w_ff2, d, f, proj, d);
+      record(Stage::ffn, "reference");
+      if (defers_residual(l)) {
+        pending_b2 = w.b_ff2;
+      } else {
+        reference::bias_add(dt, proj, w.b_ff2, T, d, stream);
+        reference::residual_add(dt, y, h1, proj, T * d, stream);
+        keep(l, y);
+      }
+    }
+    x = y;
+  }
+  if (pending_b2 != nullptr) throw std::logic_error("layer stack: the last layer deferred its residual");
+  finish_dispatch();
+}
+
+void StackPath::Impl::capture() {
+  cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw_capture_failure(std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(err),
+                          false, false);
+  }
+  try {
+    forward();
+  } catch (const std::exception& ex) {
+    // End the broken capture so the stream is usable again, then report what broke it.
+    cudaGraph_t partial = nullptr;
+    cudaStreamEndCapture(stream, &partial);
+    if (partial) cudaGraphDestroy(partial);
+    cudaGetLastError();
+    const auto* dev = dynamic_cast<const DeviceError*>(&ex);
+    throw_capture_failure(ex.what(), dev != nullptr && dev->sticky(),
+                          dynamic_cast<const DeviceOutOfMemory*>(&ex) != nullptr);
+  }
+  err = cudaStreamEndCapture(stream, &captured.graph);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    captured.graph = nullptr;
+    throw_capture_failure(std::string("cudaStreamEndCapture: ") + cudaGetErrorString(err), false,
+                          false);
+  }
+  err = cudaGraphInstantiate(&captured.exec, captured.graph, 0);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    captured.exec = nullptr;
+    throw_capture_failure(std::string("cudaGraphInstantiate: ") + cudaGetErrorString(err), false,
+                          err == cudaErrorMemoryAllocation);
+  }
+  // Upload now so the first timed replay does not pay for it.
+  TLB_CUDA_CHECK(cudaGraphUpload(captured.exec, stream));
+  TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+StackPath::StackPath(const CaseData& data, const PathOptions& opt, cudaStream_t stream)
+    : impl_(std::make_unique<Impl>(data, opt, stream)) {}
+
+StackPath::~StackPath() = default;
+
+void StackPath::run() {
+  if (impl_->captured.exec != nullptr) {
+    TLB_CUDA_CHECK(cudaGraphLaunch(impl_->captured.exec, impl_->stream));
+    TLB_LAUNCH_CHECK(impl_->stream);
+  } else {
+    impl_->forward();
+  }
+}
+
+const void* StackPath::output() const { return impl_->y_buf[(impl_->s.layers - 1) % 2]; }
+
+DType StackPath::dtype() const { return impl_->dt; }
+
+std::vector<float> StackPath::output_host() const {
+  return device_to_float(output(), impl_->dt, impl_->act_elems(), impl_->stream);
+}
+
+std::vector<std::vector<float>> StackPath::layer_outputs_host() const {
+  std::vector<std::vector<float>> out;
+  if (impl_->layer_outputs == nullptr) return out;
+  const std::vector<float> all = device_to_float(
+      impl_->layer_outputs, impl_->dt, impl_->s.layers * impl_->act_elems(), impl_->stream);
+  const size_t n = static_cast<size_t>(impl_->act_elems());
+  for (int64_t l = 0; l < impl_->s.layers; ++l)
+    out.emplace_back(all.begin() + static_cast<ptrdiff_t>(l * n),
+                     all.begin() + static_cast<ptrdiff_t>((l + 1) * n));
+  return out;
+}
+
+void StackPath::poison() {
+  // 0xFF bytes are NaN in fp16 (0xFFFF), bf16 (0xFFFF) and fp32 (0xFFFFFFFF) alike.
+  const uint64_t bytes = impl_->act_bytes();
+  TLB_CUDA_CHECK(cudaMemsetAsync(impl_->y_buf[0], 0xFF, bytes, impl_->stream));
+  TLB_CUDA_CHECK(cudaMemsetAsync(impl_->y_buf[1], 0xFF, bytes, impl_->stream));
+  if (impl_->layer_outputs != nullptr)
+    TLB_CUDA_CHECK(cudaMemsetAsync(impl_->layer_outputs, 0xFF,
+                                   bytes * static_cast<uint64_t>(impl_->s.layers), impl_->stream));
+}
+
+const std::vector<StageDispatch>& StackPath::dispatch() const { return impl_->dispatch; }
+
+uint64_t StackPath::workspace_bytes() const { return impl_->ws.bytes(); }
+
+cudaStream_t StackPath::stream() const { return impl_->stream; }
+
+std::string stage_bits(const StageSwitch& s) {
+  std::string b(kNumStages, '0');
+  for (int i = 0; i < kNumStages; ++i) b[static_cast<size_t>(i)] = s.on[i] ? '1' : '0';
+  return b;
+}
+
+}  // namespace tlb

@@ -1,0 +1,119 @@
+// The operands each hand-written stage is launched with, built in one place: the layer stack
+// launches exactly these, and the memory plan asks the kernels' *_supported() about the same
+// calls (with stand-in pointers) to know which stages fall back, so both agree on the buffers.
+#pragma once
+
+#include <cmath>
+
+#include "attention/attention.hpp"
+#include "common/types.hpp"
+#include "gemm/gemm.hpp"
+#include "layernorm/add_layernorm.hpp"
+
+namespace tlb {
+
+inline float attention_scale(const LayerShape& s) {
+  return 1.0f / std::sqrt(static_cast<float>(s.head_dim()));
+}
+
+// qkv: [T, d] · Wqkv[3d, d]^T + bqkv, scattered to q, k, v in [batch, heads, seq, head_dim].
+inline GemmArgs qkv_gemm_args(const LayerShape& s, DType dt, Fp32Math math, const void* a,
+                              const void* w_qkv, const void* b_qkv, void* q, void* k, void* v) {
+  GemmArgs g;
+  g.dtype = dt;
+  g.fp32_math = math;
+  g.epilogue = GemmEpilogue::bias_qkv_split;
+  g.M = s.tokens();
+  g.N = 3 * s.d_model;
+  g.K = s.d_model;
+  g.A = a;
+  g.W = w_qkv;
+  g.bias = b_qkv;
+  g.q = q;
+  g.k = k;
+  g.v = v;
+  g.batch = s.batch;
+  g.seq = s.seq;
+  g.heads = s.heads;
+  g.head_dim = s.head_dim();
+  return g;
+}
+
+// ffn up: hidden[T, d_ff] = act(a · W1^T + b1).
+inline GemmArgs ffn_up_args(const LayerShape& s, DType dt, Fp32Math math, const void* a,
+                            const void* w1, const void* b1, void* hidden) {
+  GemmArgs g;
+  g.dtype = dt;
+  g.fp32_math = math;
+  g.epilogue = GemmEpilogue::bias_activation;
+  g.activation = s.activation;
+  g.M = s.tokens();
+  g.N = s.d_ff;
+  g.K = s.d_model;
+  g.A = a;
+  g.W = w1;
+  g.bias = b1;
+  g.out = hidden;
+  return g;
+}
+
+// ffn down: y[T, d] = residual + hidden · W2^T + b2.
+inline GemmArgs ffn_down_args(const LayerShape& s, DType dt, Fp32Math math, const void* hidden,
+                              const void* w2, const void* b2, const void* residual, void* y) {
+  GemmArgs g;
+  g.dtype = dt;
+  g.fp32_math = math;
+  g.epilogue = GemmEpilogue::bias_residual;
+  g.M = s.tokens();
+  g.N = s.d_model;
+  g.K = s.d_ff;
+  g.A = hidden;
+  g.W = w2;
+  g.bias = b2;
+  g.residual = residual;
+  g.out = y;
+  return g;
+}
+
+// norm: resid_out = x + delta + bias (when delta is given), norm_out = LN(resid).
+inline AddNormArgs add_norm_args(const LayerShape& s, DType dt, const void* x, const void* delta,
+                                 const void* bias, void* resid_out, void* norm_out,
+                                 const void* gamma, const void* beta) {
+  AddNormArgs n;
+  n.dtype = dt;
+  n.rows = s.tokens();
+  n.cols = s.d_model;
+  n.x = x;
+  n.delta = delta;
+  n.bias = bias;
+  n.resid_out = resid_out;
+  n.norm_out = norm_out;
+  n.gamma = gamma;
+  n.beta = beta;
+  n.eps = s.eps;
+  n.rsqrt = default_rsqrt_kind();
+  return n;
+}
+
+inline AttentionArgs flash_args(const LayerShape& s, DType dt, Fp32Math math,
+                                const int* valid_lens, const void* q, const void* k,
+                                const void* v, void* o, void* workspace) {
+  AttentionArgs a;
+  a.dtype = dt;
+  a.fp32_math = math;
+  a.batch = s.batch;
+  a.heads = s.heads;
+  a.seq = s.seq;
+  a.head_dim = s.head_dim();
+  a.mask = s.mask;
+  a.valid_lens = valid_lens;
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  a.o = o;
+  a.scale = attention_scale(s);
+  a.workspace = workspace;
+  return a;
+}
+
+}  // namespace tlb
