@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -269,9 +270,12 @@ CaseSpec parse_case(const json& c, const std::string& source, const std::string&
   const double largest = std::max({B * static_cast<double>(s.heads) * S * S * 4.0,
                                    B * S * std::max(3 * d, f) * 4.0,
                                    static_cast<double>(s.layers) * (4 * d * d + 2 * d * f) * 4.0});
-  if (largest >= 0x1p62)
-    fail(source, path, "shape too large: one of its buffers would need " +
-                           std::to_string(largest) + " bytes, beyond 64-bit byte counts");
+  if (largest >= 0x1p62) {
+    char bytes[32];
+    std::snprintf(bytes, sizeof bytes, "%.3g", largest);
+    fail(source, path, std::string("shape too large: one of its buffers would need ") + bytes +
+                           " bytes, beyond 64-bit byte counts");
+  }
 
   const std::string& mask = get_string(c["mask"], "a mask name", source, field("mask"));
   if (!parse_mask(mask, s.mask))

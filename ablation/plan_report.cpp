@@ -291,7 +291,7 @@ void print_plan(const Plan& plan, std::FILE* out) {
   fmt::print(out, "tlbench plan: {} with techniques from {}\n", plan.cases_source, plan.techniques_source);
   fmt::print(out, "grid:          {} cases x {} configurations x {} dtypes = {} points ({})\n",
              plan.cases.size(), plan.configs_selected, dtypes_in_grid(plan), plan.total_points,
-             per_dtype.empty() ? "none selected" : per_dtype + " per dtype");
+             per_dtype.empty() ? "none selected" : "per dtype: " + per_dtype);
   fmt::print(out, "techniques:    {} (bit order of a configuration string)\n", techs);
   fmt::print(out, "shuffle seed:  {} (configurations run in a seeded order within each case and dtype)\n",
              plan.seed);
@@ -352,6 +352,8 @@ void print_plan(const Plan& plan, std::FILE* out) {
       fmt::print(out, "  {}: {} points, {} viable, {} nonviable\n", to_string(static_cast<DType>(d)),
                  plan.points_per_dtype[d], plan.viable_per_dtype[d], plan.nonviable_per_dtype[d]);
   fmt::print(out, "  all: {} points\n", plan.total_points);
+  if (plan.total_points == 0)
+    fmt::print(out, "  the selection matches no point (a case's own dtypes limit --dtypes)\n");
   const TimeModel& m = plan.model;
   fmt::print(out,
              "\ntime estimate: about {} (a model, not a measurement: fused {:.0f}/{:.0f}/{:.0f} and "
@@ -404,11 +406,22 @@ std::string plan_json(const Plan& plan) {
   for (const auto& cp : plan.cases) {
     const CaseSpec& c = *cp.spec;
     const LayerShape& s = c.shape;
-    json jc = {{"id", c.id},          {"name", c.name},           {"batch", s.batch},
-               {"seq", s.seq},        {"d_model", s.d_model},     {"heads", s.heads},
-               {"head_dim", s.head_dim()}, {"d_ff", s.d_ff},      {"layers", s.layers},
-               {"mask", to_string(s.mask)}, {"activation", to_string(s.activation)},
-               {"eps", s.eps},        {"policy", c.policy},       {"seed", c.seed},
+    // eps through its shortest float text, so 1e-5 prints as 1e-05, not 9.999999747378752e-06.
+    const double eps = std::stod(fmt::format("{}", s.eps));
+    json jc = {{"id", c.id},
+               {"name", c.name},
+               {"batch", s.batch},
+               {"seq", s.seq},
+               {"d_model", s.d_model},
+               {"heads", s.heads},
+               {"head_dim", s.head_dim()},
+               {"d_ff", s.d_ff},
+               {"layers", s.layers},
+               {"mask", to_string(s.mask)},
+               {"activation", to_string(s.activation)},
+               {"eps", eps},
+               {"policy", c.policy},
+               {"seed", c.seed},
                {"forward_flops", cp.forward_flops}};
     if (s.mask == MaskKind::padding) jc["valid_lens"] = s.valid_lens;
     json dts = json::array();

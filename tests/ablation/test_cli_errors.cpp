@@ -191,7 +191,7 @@ TEST_CASE("tlbench plan on the official configs: 448 points per dtype in well un
   // CPU time, not wall time: CI machines run tests side by side.
   CHECK(r.cpu_seconds < 1.0);
   CHECK(r.seconds < 10.0);
-  CHECK(r.out.find("= 1344 points (fp16 448, bf16 448, fp32 448 per dtype)") != std::string::npos);
+  CHECK(r.out.find("= 1344 points (per dtype: fp16 448, bf16 448, fp32 448)") != std::string::npos);
   CHECK(r.out.find("case 14 fp16: 16 nonviable point(s) (16 without attn, 0 with attn)") !=
         std::string::npos);
   CHECK(r.out.find(cfg.substr(0, cfg.size() - 10) + "techniques.json") != std::string::npos);

@@ -177,7 +177,7 @@ TEST_CASE("the official plan: 448 points per dtype, case 14 viable exactly with 
   CHECK(plan.estimated_seconds > 0);
   CHECK(std::isfinite(plan.estimated_seconds));
 
-  CHECK(text.find("1344 points (fp16 448, bf16 448, fp32 448 per dtype)") != std::string::npos);
+  CHECK(text.find("1344 points (per dtype: fp16 448, bf16 448, fp32 448)") != std::string::npos);
   CHECK(text.find("shuffle seed:  1") != std::string::npos);
   CHECK(text.find("memory budget: 80.00 GiB (test)") != std::string::npos);
   CHECK(text.find("case 14 fp16: reference needs") != std::string::npos);
@@ -221,7 +221,7 @@ TEST_CASE("the plan follows the selection and the seed", "[plan]") {
   const auto grid = tlb::build_grid(official_cases(), techniques, sel, 99);
   for (size_t i = 0; i < 17; ++i) CHECK(plan.cases[0].dtypes[0].order[i] == grid[i].config);
   const std::string text = capture(plan);
-  CHECK(text.find("2 cases x 17 configurations x 1 dtypes = 34 points") != std::string::npos);
+  CHECK(text.find("2 cases x 17 configurations x 1 dtypes = 34 points (per dtype: fp16 34)") != std::string::npos);
   CHECK(text.find("shuffle seed:  99") != std::string::npos);
 }
 
