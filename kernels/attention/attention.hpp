@@ -19,7 +19,8 @@ namespace tlb {
 // fp32 partials in the workspace, then a combine step). A variant spec forces a choice; it is a
 // comma-separated list of "auto", "standard", "short", "splitkv", "splitkv:N" (N key ranges)
 // and, for fp16/bf16, a tile shape "q128w8", "q128w4" or "q64w4" (query rows x warps per
-// block). The environment variable TLBENCH_ATTN_VARIANT applies a spec to every call of the
+// block) and an engine for the 128-row tile: "wgmma" (sm_90a warpgroup MMA, on an sm_90 GPU)
+// or "mma" (mma.sync). The environment variable TLBENCH_ATTN_VARIANT applies a spec to every call of the
 // process (A/B runs); there, parts that cannot run a shape (short on a long sequence) are
 // ignored for it. The returned variant name always says what ran.
 struct AttentionArgs {
@@ -49,6 +50,8 @@ uint64_t flash_attention_workspace_bytes(const LayerShape& s, DType dtype);
 uint64_t flash_attention_workspace_bytes(const AttentionArgs& a);
 // The name of the variant flash_attention(a) would launch, without launching it.
 std::string flash_attention_variant(const AttentionArgs& a);
+// Whether the current device runs the sm_90a wgmma kernel (an sm_90 GPU, a build with sm_90a).
+bool flash_attention_has_wgmma();
 // Launches the variant the dispatcher picks for the shape; returns its name for the results.
 // Throws std::invalid_argument for a shape flash_attention_supported() rejects.
 std::string flash_attention(const AttentionArgs& a, cudaStream_t stream);

@@ -1,17 +1,21 @@
 // Host side of the fused attention: which shapes the kernels cover, which variant runs a shape
 // (kernel family, tile shape, short-sequence single tile, split-KV and its number of key
-// ranges), the workspace that variant needs, and the launch. Everything but the launch is a pure
-// function of the shape, so memory planning can call it without a device.
+// ranges), the workspace that variant needs, and the launch. The plan is a pure function of the
+// shape, so memory planning can call it without a device; only the choice between the two
+// engines of the 128-row tile (mma.sync or sm_90a wgmma, same workspace) looks at the device.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include "attention/attention.hpp"
 #include "attention/attention_kernels.hpp"
+#include "common/cuda_check.hpp"
 
 namespace tlb {
 namespace {
@@ -31,13 +35,17 @@ constexpr int kMaxSplits = 16;
 constexpr int64_t kMinTilesPerSplit = 4;
 // Sequences up to this length fit one key tile of the short-sequence kernel.
 constexpr int64_t kShortSeqMax = 128;
+// The sm_90a wgmma kernel joins the automatic choice once the attention tests have passed with
+// it on an sm_90 GPU and it has been timed against the mma.sync kernel; until then it runs in
+// the tests and wherever a spec asks for "wgmma".
+constexpr bool kWgmmaProvenOnDevice = false;
 
 std::string_view tile_name(TileShape t) {
   switch (t) {
     case TileShape::q128w8: return "q128w8";
     case TileShape::q128w4: return "q128w4";
-    case TileShape::q64w4: return "q64w4";
-    case TileShape::short64: return "q64w4";
+    case TileShape::q64w4:
+    case TileShape::short64:
     case TileShape::short128: return "q64w4";
   }
   return "?";
@@ -45,6 +53,7 @@ std::string_view tile_name(TileShape t) {
 int tile_warps(Family f, TileShape t) { return f == Family::mma16 && t == TileShape::q128w8 ? 8 : 4; }
 
 enum class Variant { automatic, standard, short_seq, split_kv };
+enum class Engine { automatic, wgmma, mma };
 
 // A parsed variant spec (see attention.hpp).
 struct Spec {
@@ -52,6 +61,7 @@ struct Spec {
   int splits = 0;  // split_kv: 0 lets the dispatcher choose
   bool has_tile = false;
   TileShape tile = TileShape::q128w8;
+  Engine engine = Engine::automatic;
 };
 
 Spec parse_spec(const char* text, const char* origin) {
@@ -81,10 +91,14 @@ Spec parse_spec(const char* text, const char* origin) {
     } else if (tok == "q128w8" || tok == "q128w4" || tok == "q64w4") {
       o.has_tile = true;
       o.tile = tok == "q128w8" ? TileShape::q128w8 : tok == "q128w4" ? TileShape::q128w4 : TileShape::q64w4;
+    } else if (tok == "wgmma") {
+      o.engine = Engine::wgmma;
+    } else if (tok == "mma") {
+      o.engine = Engine::mma;
     } else {
       throw std::invalid_argument(std::string(origin) + ": unknown token '" + std::string(tok) +
                                   "' (expected auto, standard, short, splitkv, splitkv:N, q128w8, "
-                                  "q128w4, q64w4)");
+                                  "q128w4, q64w4, wgmma, mma)");
     }
   }
   return o;
@@ -99,11 +113,11 @@ const Spec& env_spec() {
 struct Plan {
   Family family = Family::mma16;
   TileShape tile = TileShape::q128w8;
+  bool short_seq = false;
   int splits = 1;
   int64_t keys_per_split = 0;
   uint64_t o_part_bytes = 0;     // offset of ml_part in the workspace
   uint64_t workspace_bytes = 0;
-  std::string name;
 };
 
 uint64_t align256(uint64_t x) { return (x + 255) / 256 * 256; }
@@ -112,17 +126,21 @@ uint64_t align256(uint64_t x) { return (x + 255) / 256 * 256; }
 
 // strict (a spec forced by the caller): a part of the spec that cannot run the shape throws.
 // Otherwise (the environment's spec) such parts are dropped for this shape.
-Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, DType dtype,
-               Fp32Math math, const Spec& spec, bool strict) {
+Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, DType dtype, Fp32Math math,
+                  const Spec& spec, bool strict) {
   Plan plan;
   plan.family = dtype != DType::fp32 ? Family::mma16 : math == Fp32Math::tf32 ? Family::tf32 : Family::fp32fma;
   const int64_t bh = batch * heads;
   Variant variant = spec.variant;
+  const bool wgmma = spec.engine == Engine::wgmma && plan.family == Family::mma16;
+  if (strict && spec.engine == Engine::wgmma && plan.family != Family::mma16)
+    reject("the wgmma kernel is fp16/bf16 only");
 
-  if (variant == Variant::short_seq && !(plan.family == Family::mma16 && seq <= kShortSeqMax)) {
+  if (variant == Variant::short_seq && (wgmma || !(plan.family == Family::mma16 && seq <= kShortSeqMax))) {
     if (strict)
-      reject(plan.family != Family::mma16
-                 ? "the short-sequence variant is fp16/bf16 only (fp32 tiles are 32 keys)"
+      reject(wgmma ? std::string("the short-sequence kernel runs on mma.sync, not wgmma")
+             : plan.family != Family::mma16
+                 ? std::string("the short-sequence variant is fp16/bf16 only (fp32 tiles are 32 keys)")
                  : "the short-sequence variant needs seq <= " + std::to_string(kShortSeqMax) +
                        ", got " + std::to_string(seq));
     variant = Variant::automatic;
@@ -130,21 +148,26 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, D
   // Left to the dispatcher, a standard launch may still be split (few blocks, long keys).
   const bool auto_split = variant == Variant::automatic;
   if (variant == Variant::automatic)
-    variant = plan.family == Family::mma16 && seq <= kShortSeqMax ? Variant::short_seq : Variant::standard;
+    variant = plan.family == Family::mma16 && seq <= kShortSeqMax && !wgmma ? Variant::short_seq
+                                                                           : Variant::standard;
 
   if (variant == Variant::short_seq) {
+    plan.short_seq = true;
     plan.tile = seq <= 64 ? TileShape::short64 : TileShape::short128;
-    plan.name = "flash_short_d" + std::to_string(head_dim) + "_q64_kv" +
-                std::to_string(attn::tile_kv_cols(plan.family, plan.tile));
     return plan;
   }
 
   // Standard tile. 128 query rows per block share each K/V tile's shared-memory traffic among
-  // as many rows as fit; with few blocks in flight, 64-row tiles double the blocks.
+  // as many rows as fit; with few blocks in flight, 64-row tiles double the blocks. wgmma runs
+  // the 128-row shape.
   if (spec.has_tile && plan.family != Family::mma16 && strict)
     reject("tile shapes are fp16/bf16 only; fp32 runs 64 x 32 tiles");
+  if (wgmma && spec.has_tile && spec.tile != TileShape::q128w8 && strict)
+    reject("the wgmma kernel runs the 128-row tile only (q128w8's shape)");
   if (plan.family == Family::mma16) {
-    if (spec.has_tile) {
+    if (wgmma) {
+      plan.tile = TileShape::q128w8;
+    } else if (spec.has_tile) {
       plan.tile = spec.tile;
     } else {
       const int64_t blocks128 = bh * ((seq + 127) / 128);
@@ -177,28 +200,65 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, D
     splits = static_cast<int>((key_tiles + tiles_per_split - 1) / tiles_per_split);
     plan.splits = splits;
     plan.keys_per_split = tiles_per_split * kv_cols;
-    const uint64_t rows = static_cast<uint64_t>(splits) * static_cast<uint64_t>(bh) * static_cast<uint64_t>(seq);
-    plan.o_part_bytes = align256(rows * static_cast<uint64_t>(head_dim) * 4);
-    plan.workspace_bytes = plan.o_part_bytes + align256(rows * 2 * 4);
-  }
-
-  std::string base;
-  const std::string d = std::to_string(head_dim);
-  switch (plan.family) {
-    case Family::mma16:
-      base = "d" + d + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
-      plan.name = (splits > 1 ? "flash_splitkv_x" + std::to_string(splits) + "_sm80_" : "flash_fwd_sm80_") + base;
-      break;
-    case Family::tf32:
-      base = "tf32_d" + d + "_q64_kv32";
-      plan.name = splits > 1 ? "flash_splitkv_x" + std::to_string(splits) + "_" + base : "flash_fwd_" + base;
-      break;
-    case Family::fp32fma:
-      base = "fp32fma_d" + d + "_q64_kv32";
-      plan.name = splits > 1 ? "flash_splitkv_x" + std::to_string(splits) + "_" + base : "flash_fwd_" + base;
-      break;
   }
   return plan;
+}
+
+void size_workspace(Plan& plan, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim) {
+  if (plan.splits < 2) return;
+  const uint64_t rows = static_cast<uint64_t>(plan.splits) * static_cast<uint64_t>(batch * heads) *
+                        static_cast<uint64_t>(seq);
+  plan.o_part_bytes = align256(rows * static_cast<uint64_t>(head_dim) * 4);
+  plan.workspace_bytes = plan.o_part_bytes + align256(rows * 2 * 4);
+}
+
+// Whether the current device runs the sm_90a wgmma kernel (an sm_90 GPU and a build carrying
+// sm_90a code), cached per device. No device at all is a plain "no".
+bool device_has_wgmma() {
+  constexpr int kMaxDevices = 64;
+  static std::array<int, kMaxDevices> cache{};  // 0 unknown, 1 yes, 2 no
+  static std::mutex mu;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  int& c = cache[static_cast<size_t>(dev % kMaxDevices)];
+  if (c == 0) {
+    int major = 0, minor = 0;
+    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    c = major == 9 && minor == 0 && attn::flash_wgmma_image_present() ? 1 : 2;
+  }
+  return c == 1;
+}
+
+// The engine of a 128-row fp16/bf16 tile: wgmma where asked for (or, once proven, by default)
+// and where the device runs it.
+bool use_wgmma(const Plan& plan, const Spec& spec, bool strict) {
+  if (plan.family != Family::mma16 || plan.short_seq || plan.tile != TileShape::q128w8) return false;
+  if (spec.engine == Engine::mma) return false;
+  if (spec.engine != Engine::wgmma && !kWgmmaProvenOnDevice) return false;
+  if (device_has_wgmma()) return true;
+  if (strict && spec.engine == Engine::wgmma)
+    reject("the wgmma kernel needs an sm_90 GPU and a build with sm_90a code");
+  return false;
+}
+
+std::string variant_name(const Plan& plan, bool wgmma, int64_t head_dim) {
+  const std::string d = std::to_string(head_dim);
+  const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile);
+  if (plan.short_seq) return "flash_short_d" + d + "_q64_kv" + std::to_string(kv_cols);
+  const std::string prefix = plan.splits > 1 ? "flash_splitkv_x" + std::to_string(plan.splits) + "_" : "flash_fwd_";
+  switch (plan.family) {
+    case Family::mma16:
+      if (wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv" + std::to_string(kv_cols);
+      return prefix + "sm80_d" + d + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
+    case Family::tf32: return prefix + "tf32_d" + d + "_q64_kv32";
+    case Family::fp32fma: return prefix + "fp32fma_d" + d + "_q64_kv32";
+  }
+  return prefix;
 }
 
 bool shape_supported(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, std::string* why) {
@@ -216,11 +276,19 @@ bool shape_supported(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim
   return true;
 }
 
-Plan plan_for(const AttentionArgs& a) {
-  if (a.force != nullptr)
-    return plan_variant(a.batch, a.heads, a.seq, a.head_dim, a.dtype, a.fp32_math,
-                     parse_spec(a.force, "flash attention variant spec"), true);
-  return plan_variant(a.batch, a.heads, a.seq, a.head_dim, a.dtype, a.fp32_math, env_spec(), false);
+struct Choice {
+  Plan plan;
+  Spec spec;
+  bool strict = false;
+};
+
+Choice choose(const AttentionArgs& a) {
+  Choice c;
+  c.strict = a.force != nullptr;
+  c.spec = c.strict ? parse_spec(a.force, "flash attention variant spec") : env_spec();
+  c.plan = plan_variant(a.batch, a.heads, a.seq, a.dtype, a.fp32_math, c.spec, c.strict);
+  size_workspace(c.plan, a.batch, a.heads, a.seq, a.head_dim);
+  return c;
 }
 
 }  // namespace
@@ -238,8 +306,9 @@ uint64_t flash_attention_workspace_bytes(const LayerShape& s, DType dtype) {
   // The fp32 math mode is a run option the shape does not carry: plan for the larger.
   uint64_t bytes = 0;
   for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) {
-    bytes = std::max(bytes, plan_variant(s.batch, s.heads, s.seq, s.head_dim(), dtype, math,
-                                      env_spec(), false).workspace_bytes);
+    Plan plan = plan_variant(s.batch, s.heads, s.seq, dtype, math, env_spec(), false);
+    size_workspace(plan, s.batch, s.heads, s.seq, s.head_dim());
+    bytes = std::max(bytes, plan.workspace_bytes);
     if (dtype != DType::fp32) break;
   }
   return bytes;
@@ -247,14 +316,17 @@ uint64_t flash_attention_workspace_bytes(const LayerShape& s, DType dtype) {
 
 uint64_t flash_attention_workspace_bytes(const AttentionArgs& a) {
   if (!shape_supported(a.batch, a.heads, a.seq, a.head_dim, nullptr)) return 0;
-  return plan_for(a).workspace_bytes;
+  return choose(a).plan.workspace_bytes;
 }
 
 std::string flash_attention_variant(const AttentionArgs& a) {
   std::string why;
   if (!shape_supported(a.batch, a.heads, a.seq, a.head_dim, &why)) reject(why);
-  return plan_for(a).name;
+  const Choice c = choose(a);
+  return variant_name(c.plan, use_wgmma(c.plan, c.spec, c.strict), a.head_dim);
 }
+
+bool flash_attention_has_wgmma() { return device_has_wgmma(); }
 
 std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   std::string why;
@@ -265,7 +337,10 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.mask == MaskKind::padding && !a.valid_lens) reject("padding mask without valid_lens");
   if (!(a.scale > 0.0f) || !std::isfinite(a.scale)) reject("scale must be positive and finite");
 
-  const Plan plan = plan_for(a);
+  const Choice c = choose(a);
+  const Plan& plan = c.plan;
+  const bool wgmma = use_wgmma(plan, c.spec, c.strict);
+  const std::string name = variant_name(plan, wgmma, a.head_dim);
   attn::FlashLaunch l;
   l.family = plan.family;
   l.tile = plan.tile;
@@ -284,19 +359,22 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   l.p.splits = plan.splits;
   l.p.keys_per_split = plan.keys_per_split;
   if (plan.splits > 1) {
-    if (!a.workspace) reject(plan.name + " needs a workspace of " + std::to_string(plan.workspace_bytes) + " bytes");
+    if (!a.workspace) reject(name + " needs a workspace of " + std::to_string(plan.workspace_bytes) + " bytes");
     if (reinterpret_cast<uintptr_t>(a.workspace) % 256 != 0) reject("workspace must be 256-byte aligned");
     l.p.o_part = static_cast<float*>(a.workspace);
     l.p.ml_part = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + plan.o_part_bytes);
   }
 
   switch (plan.family) {
-    case Family::mma16: attn::launch_flash_mma16(l, stream); break;
+    case Family::mma16:
+      if (wgmma) attn::launch_flash_wgmma(l, stream);
+      else attn::launch_flash_mma16(l, stream);
+      break;
     case Family::tf32: attn::launch_flash_tf32(l, stream); break;
     case Family::fp32fma: attn::launch_flash_fp32fma(l, stream); break;
   }
   if (plan.splits > 1) attn::launch_flash_combine(l, stream);
-  return plan.name;
+  return name;
 }
 
 }  // namespace tlb

@@ -54,6 +54,11 @@ struct FlashLaunch {
 void launch_flash_mma16(const FlashLaunch& l, cudaStream_t stream);
 // Merges split-KV partials into o (any dtype). attention_flash.cu:
 void launch_flash_combine(const FlashLaunch& l, cudaStream_t stream);
+// attention_flash_sm90.cu: the q128w8 tile on sm_90a warpgroup MMA (same rows, keys and
+// split-KV partials, so the plan and workspace do not change). Only where
+// flash_wgmma_image_present() (an sm_90 device running the sm_90a image).
+void launch_flash_wgmma(const FlashLaunch& l, cudaStream_t stream);
+bool flash_wgmma_image_present();
 // attention_flash_fp32.cu:
 void launch_flash_tf32(const FlashLaunch& l, cudaStream_t stream);
 void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream);

@@ -167,4 +167,42 @@ __device__ __forceinline__ void store_rows(const FlashParams& p, const BlockCoor
     }
 }
 
+// ---- 16-bit tiles for the ldmatrix-fed kernels.
+
+// Shared tiles are rows of kD 16-bit elements, i.e. kD/8 16-byte chunks. Chunk c of row r is
+// stored at chunk c ^ (r % 8): the eight rows one ldmatrix phase reads then sit on eight
+// different bank groups (128- and 256-byte rows would otherwise all start on bank 0).
+template <int kD>
+__device__ __forceinline__ int swizzled(int row, int chunk) {
+  return row * kD + ((chunk ^ (row & 7)) << 3);
+}
+
+// rows [row0, row0 + kRows) of a [seq, kD] matrix into a swizzled tile; rows >= seq become
+// zeros (their scores are masked, and a zero V row cannot turn a masked 0 into NaN).
+template <typename T, int kD, int kRows, int kThreads>
+__device__ __forceinline__ void load_tile_async(T* tile, const T* g, int64_t row0, int64_t seq,
+                                                int tid) {
+  constexpr int kChunks = kD / 8;
+  static_assert((kRows * kChunks) % kThreads == 0, "tile must split evenly over the threads");
+#pragma unroll
+  for (int it = 0; it < kRows * kChunks / kThreads; ++it) {
+    const int i = tid + it * kThreads;
+    const int r = i / kChunks, ch = i % kChunks;
+    const int64_t row = row0 + r;
+    const bool valid = row < seq;
+    const T* src = valid ? g + row * kD + ch * 8 : g;
+    ptx::cp_async_16_zfill(ptx::smem_addr(tile + swizzled<kD>(r, ch)), src, valid);
+  }
+}
+
+// A fragments of Q for k-step ks (16 head-dim columns), m tile mt of this warp. Lanes 0-15
+// address rows 0-15 at the low 8 columns, lanes 16-31 the same rows at the high 8 columns.
+template <int kD>
+__device__ __forceinline__ void load_q_frag(uint32_t (&a)[4], uint32_t sq, int warp_row, int ks,
+                                            int lane) {
+  const int row = warp_row + (lane & 15);
+  const int chunk = 2 * ks + (lane >> 4);
+  ptx::ldmatrix_x4(a, sq + 2 * swizzled<kD>(row, chunk));
+}
+
 }  // namespace tlb::attn

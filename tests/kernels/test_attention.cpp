@@ -327,7 +327,7 @@ TEST_CASE("flash attention matches fp64 attention: fp32 ieee", "[gpu][kernels][a
 TEST_CASE("every fp16/bf16 tile shape and the short-sequence kernel match fp64 attention",
           "[gpu][kernels][attention]") {
   TLB_REQUIRE_GPU();
-  const char* kTiles[] = {"standard,q128w8", "standard,q128w4", "standard,q64w4"};
+  const char* kTiles[] = {"standard,q128w8,mma", "standard,q128w4", "standard,q64w4"};
   int idx = 0;
   for (const Mode& mode : {kFp16, kBf16})
     for (int64_t head_dim : {64, 128})
@@ -342,7 +342,7 @@ TEST_CASE("every fp16/bf16 tile shape and the short-sequence kernel match fp64 a
           for (const char* tile : kTiles) {
             const std::string v = check_against_fp64(p, ref, mode, tile);
             CHECK(starts_with(v, "flash_fwd_sm80_"));
-            CHECK(v.find(std::string(tile).substr(9)) != std::string::npos);
+            CHECK(v.find(std::string(tile).substr(9, 6)) != std::string::npos);
           }
         }
         // The short kernel on every length it takes (one 64- or 128-key tile).
@@ -433,6 +433,38 @@ TEST_CASE("a batch element with no visible key gets zeros, never NaN", "[gpu][ke
     }
 }
 
+TEST_CASE("the sm_90a wgmma kernel matches fp64 attention", "[gpu][kernels][attention]") {
+  TLB_REQUIRE_GPU();
+  if (!tlb::flash_attention_has_wgmma()) {
+    WARN("not an sm_90 GPU running an sm_90a build: the wgmma kernel cannot run here");
+    return;
+  }
+  int idx = 0;
+  for (const Mode& mode : {kFp16, kBf16})
+    for (int64_t head_dim : {64, 128})
+      for (MaskKind mask : kMasks)
+        for (int64_t seq : {1, 7, 65, 129, 300, 1000}) {
+          ++idx;
+          Shape s{idx % 2 ? 1 : 3, 1 + idx % 3, seq, head_dim, mask, {}};
+          if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, static_cast<uint64_t>(idx));
+          const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 7));
+          const std::vector<double> ref = reference_attention(p);
+          CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,wgmma"), "flash_fwd_sm90_wgmma_"));
+          if (seq >= 300) CHECK(starts_with(check_against_fp64(p, ref, mode, "splitkv:3,wgmma"), "flash_splitkv_x3_sm90_wgmma_"));
+        }
+  // The long-sequence shape of the speed floor, scaled down, against the mma.sync kernel.
+  for (const Mode& mode : {kFp16, kBf16}) {
+    Shape s{1, 2, 4096, 128, MaskKind::causal, {}};
+    const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 8));
+    const Run w = run_flash(p, mode, "standard,wgmma");
+    const Run m = run_flash(p, mode, "standard,q128w8,mma");
+    const Errors e = compare(w.out, m.out);
+    INFO(mode.name << ": " << w.variant << " vs " << m.variant << ": rel L2 " << e.rel_l2);
+    CHECK(e.nonfinite == 0);
+    CHECK(e.rel_l2 <= mode.tolerance);
+  }
+}
+
 // ---- Host-only: no device needed.
 
 TEST_CASE("head_dim outside {64, 128} falls back with a reason", "[kernels][attention]") {
@@ -483,9 +515,10 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
     l.d_model = h * d;
     return l;
   };
-  // The speed-floor shape: the standard 128-row kernel, no workspace.
-  CHECK(tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::fp16, MaskKind::none)) ==
-        "flash_fwd_sm80_d128_q128w8_kv64");
+  // The speed-floor shape: the standard 128-row kernel (mma.sync, or wgmma on Hopper), no
+  // workspace.
+  const std::string floor_variant = tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::fp16, MaskKind::none));
+  CHECK((floor_variant == "flash_fwd_sm80_d128_q128w8_kv64" || floor_variant == "flash_fwd_sm90_wgmma_d128_q128wg2_kv64"));
   CHECK(tlb::flash_attention_workspace_bytes(shape(1, 16, 16384, 128), DType::fp16) == 0);
   // Short sequences take the single-tile kernel.
   CHECK(starts_with(tlb::flash_attention_variant(args(64, 16, 64, 64, DType::fp16, MaskKind::none)), "flash_short_d64_q64_kv64"));
@@ -520,6 +553,11 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   CHECK_THROWS_AS(tlb::flash_attention_variant(forced), std::invalid_argument);
   forced.force = "splitkv,q256w2";
   CHECK_THROWS_AS(tlb::flash_attention_variant(forced), std::invalid_argument);
+  forced.force = "standard,q64w4,wgmma";
+  CHECK_THROWS_AS(tlb::flash_attention_variant(forced), std::invalid_argument);
+  AttentionArgs fp32_wgmma = args(1, 2, 4096, 128, DType::fp32, MaskKind::none);
+  fp32_wgmma.force = "wgmma";
+  CHECK_THROWS_AS(tlb::flash_attention_variant(fp32_wgmma), std::invalid_argument);
   AttentionArgs one_tile = args(1, 1, 50, 64, DType::fp16, MaskKind::none);
   one_tile.force = "splitkv";
   CHECK_THROWS_AS(tlb::flash_attention_variant(one_tile), std::invalid_argument);

@@ -1,0 +1,223 @@
+// Flash attention forward on Hopper warpgroup MMA (sm_90a): S = Q K^T and O += P V as wgmma with
+// Q and P as register operands and K, V read by the tensor cores straight from 128-byte-swizzled
+// shared memory (no ldmatrix traffic for them). The online softmax, masks, split-KV partials and
+// epilogue are the mma.sync kernel's: the accumulator layouts agree. fp16/bf16, head_dim 64 and
+// 128, any seq, every mask; 128 query rows (two warpgroups of 64) x 64-key tiles.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "attention/attention_kernels.hpp"
+#include "attention/attention_tile.cuh"
+#include "common/cuda_check.hpp"
+#include "common/ptx.cuh"
+#include "common/ptx_sm90.cuh"
+
+namespace tlb::attn {
+namespace {
+
+constexpr int kRows = 128;    // two warpgroups x 64 query rows
+constexpr int kKV = 64;       // keys per tile: S is 32 fp32 registers per thread
+constexpr int kThreads = 256;
+
+#if TLB_PTX_SM90A
+// K and V tiles in the layout wgmma reads: head_dim split into 64-element (128-byte) column
+// blocks, each block [kKV rows][64] with 16-byte chunk c of row r stored at chunk c ^ (r % 8),
+// i.e. a stack of 1024-byte swizzle atoms (8 rows x 128 bytes). Tiles start 1024-byte aligned.
+__device__ __forceinline__ int kv_offset(int row, int chunk) {
+  return (chunk >> 3) * (kKV * 64) + row * 64 + (((chunk & 7) ^ (row & 7)) << 3);
+}
+
+template <typename T, int kD>
+__device__ __forceinline__ void load_kv_tile(T* tile, const T* g, int64_t row0, int64_t seq, int tid) {
+  constexpr int kChunks = kD / 8;
+  static_assert((kKV * kChunks) % kThreads == 0, "tile must split evenly over the threads");
+#pragma unroll
+  for (int it = 0; it < kKV * kChunks / kThreads; ++it) {
+    const int i = tid + it * kThreads;
+    const int r = i / kChunks, ch = i % kChunks;
+    const int64_t row = row0 + r;
+    const bool valid = row < seq;
+    ptx::cp_async_16_zfill(ptx::smem_addr(tile + kv_offset(r, ch)), valid ? g + row * kD + ch * 8 : g, valid);
+  }
+}
+
+// d (64 x kN per warpgroup) += A (registers) * B (descriptor).
+template <typename T, int kTransB, int kN>
+__device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc) {
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (kN == 64) {
+    if constexpr (kBf16) ptx::wgmma_m64n64k16_rs_bf16<kTransB>(d, a, desc, 1);
+    else ptx::wgmma_m64n64k16_rs_f16<kTransB>(d, a, desc, 1);
+  } else {
+    static_assert(kN == 128, "head_dim 64 or 128");
+    if constexpr (kBf16) ptx::wgmma_m64n128k16_rs_bf16<kTransB>(d, a, desc, 1);
+    else ptx::wgmma_m64n128k16_rs_f16<kTransB>(d, a, desc, 1);
+  }
+}
+
+// Keeps reads of wgmma accumulators after the wait that completes them.
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#endif  // TLB_PTX_SM90A
+
+template <typename T, int kD>
+__global__ void __launch_bounds__(kThreads, 1) flash_fwd_wgmma(const FlashParams p) {
+#if TLB_PTX_SM90A
+  constexpr int kNT = kKV / 8, kDN = kD / 8, kKS = kD / 16;
+  constexpr int kTileElems = kKV * kD;
+  constexpr uint32_t kTileBytes = kTileElems * 2;        // a multiple of 1024: stages stay aligned
+  constexpr uint32_t kColBlockBytes = kKV * 128;         // one 64-column block of a K/V tile
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = ptx::smem_addr(smem_raw);
+  T* sK = reinterpret_cast<T*>(smem_raw + ((1024u - (raw & 1023u)) & 1023u));
+  T* sV = sK + 2 * kTileElems;
+  T* sQ = sV + 2 * kTileElems;
+  const uint32_t sk = ptx::smem_addr(sK), sv = ptx::smem_addr(sV), sq = ptx::smem_addr(sQ);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const BlockCoord c = block_coord(p, kRows);
+  const int split = static_cast<int>(blockIdx.y);
+  const KeyRange kr = key_range(p, c, kRows, split);
+  const int n_tiles = kr.end > kr.begin ? static_cast<int>((kr.end - kr.begin + kKV - 1) / kKV) : 0;
+  const bool causal = p.mask == static_cast<int>(MaskKind::causal);
+  const int64_t head_off = c.bh * p.seq * kD;
+  const T* gQ = static_cast<const T*>(p.q) + head_off;
+  const T* gK = static_cast<const T*>(p.k) + head_off;
+  const T* gV = static_cast<const T*>(p.v) + head_off;
+  // Warpgroup warp/4 owns rows 64*(warp/4)..+63 and, inside it, warp%4 owns 16 of them: the
+  // rows of warp w are 16w..16w+15 of the block, as in the mma.sync kernel.
+  const int warp_row = warp * 16;
+  const int64_t row0 = c.q0 + warp_row;
+
+  float o[1][kDN][4];
+  float m[1][2] = {{neg_inf(), neg_inf()}}, l[1][2] = {{0.0f, 0.0f}};
+#pragma unroll
+  for (int dn = 0; dn < kDN; ++dn)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][dn][e] = 0.0f;
+  float(&o_flat)[kDN * 4] = reinterpret_cast<float(&)[kDN * 4]>(o[0]);
+
+  if (n_tiles > 0) {
+    load_tile_async<T, kD, kRows, kThreads>(sQ, gQ, c.q0, p.seq, tid);
+    load_kv_tile<T, kD>(sK, gK, kr.begin, p.seq, tid);
+    ptx::cp_async_commit();
+    load_kv_tile<T, kD>(sV, gV, kr.begin, p.seq, tid);
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<1>();
+    __syncthreads();
+    uint32_t qf[kKS][4];
+#pragma unroll
+    for (int ks = 0; ks < kKS; ++ks) load_q_frag<kD>(qf[ks], sq, warp_row, ks, lane);
+
+    for (int it = 0; it < n_tiles; ++it) {
+      const int stage = it & 1;
+      const int64_t kv0 = kr.begin + static_cast<int64_t>(it) * kKV;
+      // K of this tile landed; cp.async wrote it through the generic proxy, wgmma reads through
+      // the async proxy, hence the proxy fence before the barrier.
+      ptx::cp_async_wait<1>();
+      ptx::fence_proxy_async_shared();
+      __syncthreads();
+      if (it + 1 < n_tiles) load_kv_tile<T, kD>(sK + (stage ^ 1) * kTileElems, gK, kv0 + kKV, p.seq, tid);
+      ptx::cp_async_commit();
+      if (it + 1 < n_tiles) load_kv_tile<T, kD>(sV + (stage ^ 1) * kTileElems, gV, kv0 + kKV, p.seq, tid);
+      ptx::cp_async_commit();
+
+      // S = Q K^T: K is the K-major B operand; a 16-column k step is a 32-byte offset inside
+      // the 128-byte rows of its column block.
+      float s[1][kNT][4];
+      float(&s_flat)[kNT * 4] = reinterpret_cast<float(&)[kNT * 4]>(s[0]);
+#pragma unroll
+      for (int i = 0; i < kNT * 4; ++i) s_flat[i] = 0.0f;
+      const uint32_t k_tile = sk + stage * kTileBytes;
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kKS; ++ks) {
+        const uint64_t desc = ptx::wgmma_desc_sw128(k_tile + (ks >> 2) * kColBlockBytes + (ks & 3) * 32, 16, 1024);
+        wgmma_rs<T, 0, kKV>(s_flat, qf[ks], desc);
+      }
+      ptx::wgmma_commit_group();
+      ptx::wgmma_wait_group<0>();
+      fence_operands(s_flat);
+
+      if (tile_needs_mask(p, kv0, kKV, kr.limit, row0)) mask_scores(s, row0, kv0, kr.limit, causal, lane);
+      softmax_update<false>(s, o, m, l, p.scale_log2);
+      uint32_t pa[kKV / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < kKV / 16; ++kk) {
+        pa[kk][0] = pack2<T>(s[0][2 * kk][0], s[0][2 * kk][1]);
+        pa[kk][1] = pack2<T>(s[0][2 * kk][2], s[0][2 * kk][3]);
+        pa[kk][2] = pack2<T>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+        pa[kk][3] = pack2<T>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+      }
+
+      ptx::cp_async_wait<2>();  // this tile's V landed; the next K and V may be in flight
+      ptx::fence_proxy_async_shared();
+      __syncthreads();
+      // O += P V: V is the MN-major B operand (head_dim contiguous): a 16-key k step is two
+      // 8-row atoms (2048 bytes); the next 64 head-dim columns are the next column block.
+      const uint32_t v_tile = sv + stage * kTileBytes;
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kKV / 16; ++kk) {
+        const uint64_t desc = ptx::wgmma_desc_sw128(v_tile + kk * 16 * 128, kColBlockBytes, 1024);
+        wgmma_rs<T, 1, kD>(o_flat, pa[kk], desc);
+      }
+      ptx::wgmma_commit_group();
+      ptx::wgmma_wait_group<0>();
+      fence_operands(o_flat);
+    }
+  }
+  store_rows<T, kD>(p, c, split, row0, o, m, l, lane);
+#else
+  __trap();  // never launched: the host launches this only where an sm_90a image runs
+#endif
+}
+
+template <typename T, int kD>
+void launch_wgmma(const FlashLaunch& l, cudaStream_t stream) {
+  constexpr int kSmem = 1024 + (4 * kKV * kD + kRows * kD) * 2;
+  auto kernel = flash_fwd_wgmma<T, kD>;
+  static const bool attr_set = [&] {
+    TLB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)attr_set;
+  const int64_t n_qt = (l.p.seq + kRows - 1) / kRows;
+  const dim3 grid(static_cast<unsigned>(n_qt * l.p.batch * l.p.heads), static_cast<unsigned>(l.p.splits));
+  kernel<<<grid, kThreads, kSmem, stream>>>(l.p);
+  TLB_LAUNCH_CHECK(stream);
+}
+
+template <typename T>
+void launch_type(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.head_dim == 64) return launch_wgmma<T, 64>(l, stream);
+  if (l.head_dim == 128) return launch_wgmma<T, 128>(l, stream);
+  throw std::invalid_argument("flash attention wgmma: head_dim " + std::to_string(l.head_dim) + " not compiled");
+}
+
+}  // namespace
+
+void launch_flash_wgmma(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.dtype == DType::fp16) return launch_type<__half>(l, stream);
+  if (l.dtype == DType::bf16) return launch_type<__nv_bfloat16>(l, stream);
+  throw std::invalid_argument("flash attention wgmma: fp16/bf16 only");
+}
+
+bool flash_wgmma_image_present() {
+  // The kernel carries sm_90a machine code only if the build targeted it; any other image of it
+  // is the trapping stub.
+  cudaFuncAttributes attr{};
+  TLB_CUDA_CHECK(cudaFuncGetAttributes(&attr, flash_fwd_wgmma<__half, 128>));
+  return attr.ptxVersion >= 90 && attr.binaryVersion == 90;
+}
+
+}  // namespace tlb::attn
