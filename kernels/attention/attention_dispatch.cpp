@@ -126,7 +126,7 @@ uint64_t align256(uint64_t x) { return (x + 255) / 256 * 256; }
 
 // strict (a spec forced by the caller): a part of the spec that cannot run the shape throws.
 // Otherwise (the environment's spec) such parts are dropped for this shape.
-Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, DType dtype, Fp32Math math,
+Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, DType dtype, Fp32Math math,
                   const Spec& spec, bool strict) {
   Plan plan;
   plan.family = dtype != DType::fp32 ? Family::mma16 : math == Fp32Math::tf32 ? Family::tf32 : Family::fp32fma;
@@ -175,7 +175,7 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, DType dtype, Fp32Ma
     }
   }
   const int q_rows = attn::tile_q_rows(plan.family, plan.tile);
-  const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile);
+  const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile, static_cast<int>(head_dim));
   const int64_t blocks = bh * ((seq + q_rows - 1) / q_rows);
   const int64_t key_tiles = (seq + kv_cols - 1) / kv_cols;
   const int64_t slots = kPlanningSms * kWarpsPerSm / tile_warps(plan.family, plan.tile);
@@ -248,12 +248,12 @@ bool use_wgmma(const Plan& plan, const Spec& spec, bool strict) {
 
 std::string variant_name(const Plan& plan, bool wgmma, int64_t head_dim) {
   const std::string d = std::to_string(head_dim);
-  const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile);
+  const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile, static_cast<int>(head_dim));
   if (plan.short_seq) return "flash_short_d" + d + "_q64_kv" + std::to_string(kv_cols);
   const std::string prefix = plan.splits > 1 ? "flash_splitkv_x" + std::to_string(plan.splits) + "_" : "flash_fwd_";
   switch (plan.family) {
     case Family::mma16:
-      if (wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv" + std::to_string(kv_cols);
+      if (wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv64";
       return prefix + "sm80_d" + d + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
     case Family::tf32: return prefix + "tf32_d" + d + "_q64_kv32";
     case Family::fp32fma: return prefix + "fp32fma_d" + d + "_q64_kv32";
@@ -286,7 +286,7 @@ Choice choose(const AttentionArgs& a) {
   Choice c;
   c.strict = a.force != nullptr;
   c.spec = c.strict ? parse_spec(a.force, "flash attention variant spec") : env_spec();
-  c.plan = plan_variant(a.batch, a.heads, a.seq, a.dtype, a.fp32_math, c.spec, c.strict);
+  c.plan = plan_variant(a.batch, a.heads, a.seq, a.head_dim, a.dtype, a.fp32_math, c.spec, c.strict);
   size_workspace(c.plan, a.batch, a.heads, a.seq, a.head_dim);
   return c;
 }
@@ -306,7 +306,7 @@ uint64_t flash_attention_workspace_bytes(const LayerShape& s, DType dtype) {
   // The fp32 math mode is a run option the shape does not carry: plan for the larger.
   uint64_t bytes = 0;
   for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) {
-    Plan plan = plan_variant(s.batch, s.heads, s.seq, dtype, math, env_spec(), false);
+    Plan plan = plan_variant(s.batch, s.heads, s.seq, s.head_dim(), dtype, math, env_spec(), false);
     size_workspace(plan, s.batch, s.heads, s.seq, s.head_dim());
     bytes = std::max(bytes, plan.workspace_bytes);
     if (dtype != DType::fp32) break;

@@ -21,48 +21,55 @@ namespace {
 // The compiled tile shapes (see TileShape). kMT: 16-row m tiles per warp. kQRegs: Q's
 // fragments are loaded into registers once instead of re-read from shared memory for every key
 // tile (affordable with one m tile per warp). kSingle: every key fits in one tile.
-template <TileShape S>
+// Registers (sm_90a, no spills) and shared memory per block, head_dim 128 / 64:
+//   q128w8    245 / 124 regs, 96 / 32 KB: one block per SM at 128, two at 64 (32-key tiles
+//             there: 64-key scores next to Q and O would spill at the 128-register cap)
+//   q128w4    255 / 193 regs, 64 / 32 KB, two blocks per SM
+//   q64w4     255 / 168 regs, 80 / 40 KB, two blocks per SM
+//   short64   160 / 116 regs, 48 / 24 KB
+//   short128  190 / 152 regs, 80 / 40 KB
+template <TileShape S, int kD>
 struct Tile;
-template <>
-struct Tile<TileShape::q128w8> {
-  static constexpr int kRows = 128, kMT = 1, kKV = 64;
+template <int kD>
+struct Tile<TileShape::q128w8, kD> {
+  static constexpr int kRows = 128, kMT = 1, kKV = kD == 128 ? 64 : 32;
   static constexpr bool kQRegs = true, kSingle = false;
 };
-template <>
-struct Tile<TileShape::q128w4> {
+template <int kD>
+struct Tile<TileShape::q128w4, kD> {
   // 32-key tiles: with two m tiles per warp, 64-key scores would not fit next to O in 255
   // registers without spilling.
   static constexpr int kRows = 128, kMT = 2, kKV = 32;
   static constexpr bool kQRegs = false, kSingle = false;
 };
-template <>
-struct Tile<TileShape::q64w4> {
+template <int kD>
+struct Tile<TileShape::q64w4, kD> {
   static constexpr int kRows = 64, kMT = 1, kKV = 64;
   static constexpr bool kQRegs = true, kSingle = false;
 };
-template <>
-struct Tile<TileShape::short64> {
+template <int kD>
+struct Tile<TileShape::short64, kD> {
   static constexpr int kRows = 64, kMT = 1, kKV = 64;
   static constexpr bool kSingle = true;
 };
-template <>
-struct Tile<TileShape::short128> {
+template <int kD>
+struct Tile<TileShape::short128, kD> {
   static constexpr int kRows = 64, kMT = 1, kKV = 128;
   static constexpr bool kSingle = true;
 };
 
 template <TileShape S>
-constexpr int kThreadsOf = Tile<S>::kRows / (16 * Tile<S>::kMT) * 32;
+constexpr int kThreadsOf = Tile<S, 64>::kRows / (16 * Tile<S, 64>::kMT) * 32;
 
 // Blocks per SM the register allocation must leave room for (launch bounds).
 template <int kD, TileShape S>
 constexpr int min_blocks() {
-  return kThreadsOf<S> == 128 ? 2 : 1;
+  return kThreadsOf<S> == 128 || kD == 64 ? 2 : 1;
 }
 
 template <int kD, TileShape S>
 constexpr int smem_bytes() {
-  using C = Tile<S>;
+  using C = Tile<S, kD>;
   return (C::kRows + (C::kSingle ? 2 : 4) * C::kKV) * kD * 2;
 }
 
@@ -141,7 +148,7 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[kMT][kD / 8][4],
 template <typename T, int kD, TileShape kShape>
 __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
     flash_fwd_mma16(const FlashParams p) {
-  using C = Tile<kShape>;
+  using C = Tile<kShape, kD>;
   constexpr int kRows = C::kRows, kMT = C::kMT, kKV = C::kKV;
   constexpr int kThreads = kThreadsOf<kShape>;
   constexpr int kNT = kKV / 8, kDN = kD / 8, kKS = kD / 16;
@@ -194,8 +201,8 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
       __syncthreads();
       float s[kMT][kNT][4] = {};
       compute_scores<T, kD, kMT, kKV, false>(s, qf, sq, sk, warp_row, lane);
-      if (tile_needs_mask(p, kr.begin, kKV, kr.limit, row0))
-        mask_scores(s, row0, kr.begin, kr.limit, causal, lane);
+      if (tile_needs_mask(p, kr.begin, kKV, kr.end, row0))
+        mask_scores(s, row0, kr.begin, kr.end, causal, lane);
       softmax_update<true>(s, o, m, l, p.scale_log2);
       accumulate_pv<T, kD, kMT, kKV>(o, s, sv, lane);
     } else {
@@ -224,7 +231,7 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
 
         float s[kMT][kNT][4] = {};
         compute_scores<T, kD, kMT, kKV, kQRegs>(s, qf, sq, sk + stage * kTileBytes, warp_row, lane);
-        if (tile_needs_mask(p, kv0, kKV, kr.limit, row0)) mask_scores(s, row0, kv0, kr.limit, causal, lane);
+        if (tile_needs_mask(p, kv0, kKV, kr.end, row0)) mask_scores(s, row0, kv0, kr.end, causal, lane);
         softmax_update<false>(s, o, m, l, p.scale_log2);
 
         ptx::cp_async_wait<2>();  // this tile's V landed; the next K and V may be in flight
@@ -290,7 +297,8 @@ void launch_tile(const FlashLaunch& l, cudaStream_t stream) {
     return true;
   }();
   (void)attr_set;
-  const int64_t n_qt = (l.p.seq + Tile<kShape>::kRows - 1) / Tile<kShape>::kRows;
+  const int64_t n_qt = (l.p.seq + Tile<kShape, kD>::kRows - 1) / Tile<kShape, kD>::kRows;
+  static_assert(Tile<kShape, kD>::kKV == tile_kv_cols(Family::mma16, kShape, kD), "plan and kernel disagree");
   const dim3 grid(static_cast<unsigned>(n_qt * l.p.batch * l.p.heads), static_cast<unsigned>(l.p.splits));
   kernel<<<grid, kThreadsOf<kShape>, kSmem, stream>>>(l.p);
   TLB_LAUNCH_CHECK(stream);

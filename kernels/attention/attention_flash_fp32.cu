@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
           ptx::mma_m16n8k8_tf32(s[0][nt], a, b);
         }
       }
-      if (tile_needs_mask(p, kv0, kKV, kr.limit, row0)) mask_scores(s, row0, kv0, kr.limit, causal, lane);
+      if (tile_needs_mask(p, kv0, kKV, kr.end, row0)) mask_scores(s, row0, kv0, kr.end, causal, lane);
       softmax_update<false>(s, o, m, l, p.scale_log2);
 
       ptx::cp_async_wait<2>();
@@ -260,13 +260,13 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashPara
 #pragma unroll
           for (int cc = 0; cc < 4; ++cc) s[r][cc] = fmaf(qv[r], kv[cc], s[r][cc]);
       }
-      if (tile_needs_mask(p, kv0, kKV, kr.limit, row0)) {
+      if (tile_needs_mask(p, kv0, kKV, kr.end, row0)) {
 #pragma unroll
         for (int r = 0; r < 4; ++r)
 #pragma unroll
           for (int cc = 0; cc < 4; ++cc) {
             const int64_t col = kv0 + 4 * tx + cc;
-            if (col >= kr.limit || (causal && col > row0 + r)) s[r][cc] = neg_inf();
+            if (col >= kr.end || (causal && col > row0 + r)) s[r][cc] = neg_inf();
           }
       }
       // Online softmax; the 8 lanes sharing a row are lanes with the same lane/8.

@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_fwd_wgmma(const FlashParams
       ptx::wgmma_wait_group<0>();
       fence_operands(s_flat);
 
-      if (tile_needs_mask(p, kv0, kKV, kr.limit, row0)) mask_scores(s, row0, kv0, kr.limit, causal, lane);
+      if (tile_needs_mask(p, kv0, kKV, kr.end, row0)) mask_scores(s, row0, kv0, kr.end, causal, lane);
       softmax_update<false>(s, o, m, l, p.scale_log2);
       uint32_t pa[kKV / 16][4];
 #pragma unroll

@@ -13,7 +13,8 @@ namespace tlb::attn {
 // Tile shapes compiled for the fp16/bf16 mma.sync kernel: query rows per block, warps, keys per
 // tile. Each warp owns 16 or 32 query rows (one or two m16 tiles).
 enum class TileShape : int {
-  q128w8,  // 128 rows, 8 warps x 16 rows, Q fragments held in registers, 64-key tiles
+  q128w8,  // 128 rows, 8 warps x 16 rows, Q fragments held in registers, 64-key tiles (32 at
+           // head_dim 64, where two blocks share an SM)
   q128w4,  // 128 rows, 4 warps x 32 rows, Q re-read from shared memory, 32-key tiles
   q64w4,   // 64 rows, 4 warps x 16 rows, Q in registers: more blocks for small batch*heads
   short64,   // 64 rows, 4 warps, one 64-key tile holds every key (seq <= 64)
@@ -69,9 +70,11 @@ constexpr int tile_q_rows(Family f, TileShape t) {
   if (f != Family::mma16) return 64;
   return (t == TileShape::q128w8 || t == TileShape::q128w4) ? 128 : 64;
 }
-constexpr int tile_kv_cols(Family f, TileShape t) {
+constexpr int tile_kv_cols(Family f, TileShape t, int head_dim) {
   if (f != Family::mma16) return 32;
-  return t == TileShape::short128 ? 128 : t == TileShape::q128w4 ? 32 : 64;
+  if (t == TileShape::short128) return 128;
+  if (t == TileShape::q128w4 || (t == TileShape::q128w8 && head_dim == 64)) return 32;
+  return 64;
 }
 
 }  // namespace tlb::attn

@@ -31,38 +31,38 @@ __device__ __forceinline__ BlockCoord block_coord(const FlashParams& p, int q_ro
   return {bh, bh / p.heads, bh % p.heads, qt * q_rows};
 }
 
-// Keys this block visits: [begin, end); keys >= limit are masked (seq, or valid_len under
-// padding). Causal stops at the tile's last query row, so fully masked key tiles are never
-// loaded; a split visits only its own key range.
+// Keys this block visits: [begin, end), and every key >= end is masked. end is seq, or
+// valid_len under padding; causal stops at the tile's last query row (so fully masked key tiles
+// are never loaded, and the keys past it are causally masked anyway); a split stops at its own
+// range, so a tile running past it cannot count the next range's keys.
 struct KeyRange {
-  int64_t begin, end, limit;
+  int64_t begin, end;
 };
 __device__ __forceinline__ KeyRange key_range(const FlashParams& p, const BlockCoord& c,
                                               int q_rows, int split) {
-  int64_t limit = p.seq;
+  int64_t end = p.seq;
   if (p.mask == static_cast<int>(MaskKind::padding)) {
     const int64_t v = p.valid_lens[c.b];
-    limit = v < 0 ? 0 : (v < p.seq ? v : p.seq);
+    end = v < 0 ? 0 : (v < p.seq ? v : p.seq);
   }
-  int64_t end = limit;
   if (p.mask == static_cast<int>(MaskKind::causal) && c.q0 + q_rows < end) end = c.q0 + q_rows;
   int64_t begin = 0;
   if (p.splits > 1) {
     begin = static_cast<int64_t>(split) * p.keys_per_split;
     if (begin + p.keys_per_split < end) end = begin + p.keys_per_split;
   }
-  return {begin, end, limit};
+  return {begin, end};
 }
 
-// Whether any element of a key tile needs the mask for rows [row0, row0 + rows): the tile
-// runs past the last visible key, or (causal) reaches above the diagonal of the first row.
+// Whether any element of a key tile needs the mask for rows [row0, row0 + 16*MT): the tile
+// runs past the block's key range, or (causal) reaches above the diagonal of the first row.
 __device__ __forceinline__ bool tile_needs_mask(const FlashParams& p, int64_t kv0, int kv_cols,
                                                 int64_t limit, int64_t row0) {
   return kv0 + kv_cols > limit ||
          (p.mask == static_cast<int>(MaskKind::causal) && kv0 + kv_cols - 1 > row0);
 }
 
-// Sets masked scores to -inf: key >= limit, or (causal) key > query.
+// Sets masked scores to -inf: key >= limit (the block's key range end), or (causal) key > query.
 template <int MT, int NT>
 __device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], int64_t row0, int64_t kv0,
                                             int64_t limit, bool causal, int lane) {
@@ -83,12 +83,16 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], int64_t row0,
 // updates the running max m (raw units) and the running sum l (this lane's columns only; the
 // quad's partial sums are added once at the end, since every rescale factor is shared by the
 // row), rescales O, and leaves exp2(s*scale_log2 - m*scale_log2) in s. A row whose keys are
-// all masked so far keeps m = -inf and contributes exact zeros, never NaN.
+// all masked so far keeps m = -inf and contributes exact zeros, never NaN. Once the running
+// maxima settle, most tiles leave every max of the warp unchanged (factor exactly 1): the warp
+// then skips the O rescale, which is the bulk of the softmax's arithmetic.
 // kFirst: O and l are still zero, nothing to rescale.
 template <bool kFirst, int MT, int NT, int DN>
 __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&o)[MT][DN][4],
                                                float (&m)[MT][2], float (&l)[MT][2],
                                                float scale_log2) {
+  float alpha[MT][2];
+  bool rescale = false;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -111,16 +115,27 @@ __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&o)
       if constexpr (kFirst) {
         l[mt][h] = sum;
       } else {
-        const float alpha = ptx::ex2_approx(fmaf(m[mt][h], scale_log2, -ms));
-        l[mt][h] = fmaf(l[mt][h], alpha, sum);
-#pragma unroll
-        for (int dn = 0; dn < DN; ++dn) {
-          o[mt][dn][2 * h] *= alpha;
-          o[mt][dn][2 * h + 1] *= alpha;
-        }
+        // (-inf - finite) gives factor 0 for a row's first visible key; an unchanged max
+        // (including a still fully masked row) gives exactly 1.
+        alpha[mt][h] = mx == m[mt][h] ? 1.0f : ptx::ex2_approx((m[mt][h] - mx) * scale_log2);
+        rescale |= alpha[mt][h] != 1.0f;
+        l[mt][h] = fmaf(l[mt][h], alpha[mt][h], sum);
       }
       m[mt][h] = mx;
     }
+  if constexpr (!kFirst) {
+    if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int dn = 0; dn < DN; ++dn) {
+          o[mt][dn][0] *= alpha[mt][0];
+          o[mt][dn][1] *= alpha[mt][0];
+          o[mt][dn][2] *= alpha[mt][1];
+          o[mt][dn][3] *= alpha[mt][1];
+        }
+    }
+  }
 }
 
 // Writes this warp's rows: o / l in T to o[b, row, h, :] (rows < seq), or, for a split, the
