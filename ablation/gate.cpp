@@ -368,7 +368,9 @@ GateReport run_gate(const Thresholds& t, const Results& results, const Results* 
     if (r.min_speedup && s < *r.min_speedup)
       violate("min_speedup", f3(s), ">= " + f3(*r.min_speedup));
     if (r.require_golden && p.golden_pass != true)
-      violate("require_golden", accuracy_text(p, true), "pass");
+      violate("require_golden", accuracy_text(p, true),
+              p.golden_threshold ? fmt::format("pass (rel L2 <= {:.2e})", *p.golden_threshold)
+                                 : "pass");
     if (r.require_strict && p.strict_pass != true)
       violate("require_strict", accuracy_text(p, false), "pass");
     if (baseline) {

@@ -107,6 +107,7 @@ Point parse_point(const json& o, const std::string& file, int line) {
   p.golden_pass = get_bool(o, "golden_pass", file, line);
   p.golden_rel_l2 = get_number(o, "golden_rel_l2", file, line);
   p.golden_rel_l2_ref = get_number(o, "golden_rel_l2_ref", file, line);
+  p.golden_threshold = get_number(o, "golden_threshold", file, line);
   p.max_abs_err = get_number(o, "max_abs_err", file, line);
   p.max_rel_err = get_number(o, "max_rel_err", file, line);
   p.nan_count = get_int(o, "nan_count", file, line);

@@ -26,6 +26,7 @@
 //   "peak_bytes"         int      device memory peak of the point
 //   "strict_pass", "golden_pass"            bool accuracy verdicts (SPEC §3)
 //   "golden_rel_l2", "golden_rel_l2_ref"    relative L2 error vs golden: candidate, reference
+//   "golden_threshold"   number   optional: the error golden_pass was judged against
 //   "max_abs_err", "max_rel_err"            vs the same-dtype reference output
 //   "nan_count", "inf_count"                int, in the candidate output
 // run.json must hold "techniques": the technique names in bit order (strings, or objects with
@@ -59,7 +60,8 @@ struct Point {
   std::optional<double> tflops;
   std::optional<int64_t> peak_bytes;
   std::optional<bool> strict_pass, golden_pass;
-  std::optional<double> golden_rel_l2, golden_rel_l2_ref, max_abs_err, max_rel_err;
+  std::optional<double> golden_rel_l2, golden_rel_l2_ref, golden_threshold, max_abs_err,
+      max_rel_err;
   std::optional<int64_t> nan_count, inf_count;
 
   // Set by the reader: the dtype group the point is analysed in. "fp16", "bf16", "fp32";
