@@ -130,11 +130,14 @@ def plot_heatmap(hm, device, out_path):
     image.cmap.set_bad("white")
 
     font = 7.5 if nc <= 16 else 6.5
+    any_fallback = False
     for r in range(nr):
         for c in range(nc):
             v = values[r][c]
             if v is None or v <= 0:
                 st = status[r][c]
+                if st == "missing":  # not part of this run: left blank, unlike nonviable
+                    continue
                 ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor="#d9d9d9",
                                        edgecolor="#a6a6a6", hatch="///", linewidth=0))
                 text = UNMEASURED_TEXT.get(st, "fb" if st.startswith("fallback") else st[:4])
@@ -146,6 +149,9 @@ def plot_heatmap(hm, device, out_path):
             shade = norm(grid[r][c])
             ink = "white" if abs(shade - 0.5) > 0.32 else "black"
             text = fmt_speedup(v)
+            if status[r][c].startswith("fallback"):
+                text += "\u2020"
+                any_fallback = True
             if golden[r][c] is False:
                 text += "*"
             ax.text(c, r, text, ha="center", va="center", fontsize=font, color=ink)
@@ -157,7 +163,8 @@ def plot_heatmap(hm, device, out_path):
                                    edgecolor="white", linewidth=1.0))
 
     ax.set_yticks(range(nr))
-    ax.set_yticklabels([f"{row['config']}  {row['names']}" for row in rows], fontsize=8,
+    ax.set_yticklabels([row["config"] if row["names"] == row["config"]
+                        else f"{row['config']}  {row['names']}" for row in rows], fontsize=8,
                        family="monospace")
     ax.set_xticks(range(nc))
     ax.set_xticklabels([c["label"] for c in cols], fontsize=8, rotation=35, ha="right",
@@ -174,13 +181,16 @@ def plot_heatmap(hm, device, out_path):
     where = f"{device}, " if device else ""
     ax.set_title(f"Speedup over the reference: {where}{dtype_title(hm)}", fontsize=11, pad=10)
     # A colour bar of fixed physical width, whatever the number of cases.
-    bar = fig.colorbar(image, ax=ax, fraction=0.25 / (cell_w * nc), pad=0.02)
+    bar = fig.colorbar(image, ax=ax, fraction=min(0.05, 0.2 / (cell_w * nc)),
+                       pad=0.02)
     ticks = speedup_ticks(lim)
     bar.set_ticks(ticks)
     bar.set_ticklabels([f"{2 ** t:.3g}x" for t in ticks])
     bar.set_label("speedup (log scale, centred on 1.0)")
     notes = ["outlined: best configuration passing the golden check",
-             "n/a (hatched): nonviable", "* failed the golden check"]
+             "n/a (hatched): nonviable", "blank: not in this run", "* failed the golden check"]
+    if any_fallback:
+        notes.append("\u2020 a stage fell back to the reference")
     if any(c.get("baseline", "").strip("0") for c in cols):
         notes.append("(vs 01000): timed against attn-only, the dense reference does not fit")
     # One note per line when the figure is narrow, so nothing runs off the edge.
