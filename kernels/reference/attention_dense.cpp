@@ -1,6 +1,6 @@
 #include "reference/attention_dense.hpp"
 
-#include <stdexcept>
+#include <cstdint>
 
 #include "common/cuda_check.hpp"
 #include "common/types.hpp"
@@ -29,9 +29,20 @@ std::vector<void*> dense_attention_pointer_table(const DenseAttentionArgs& a) {
   return t;
 }
 
+bool dense_attention_pointers_aligned(const DenseAttentionArgs& a) {
+  // cuBLAS can read the base pointers and strides of a strided batch, but not the entries of a
+  // pointer table in device memory: use the table only where every entry is 16-byte aligned,
+  // which is what its tensor-core kernels may assume.
+  const uint64_t e = static_cast<uint64_t>(dtype_bytes(a.dtype));
+  const uint64_t s = static_cast<uint64_t>(a.seq), dh = static_cast<uint64_t>(a.head_dim);
+  const uint64_t d = static_cast<uint64_t>(a.heads) * dh;
+  auto aligned = [](uint64_t x) { return x % 16 == 0; };
+  return aligned(reinterpret_cast<uintptr_t>(a.v)) && aligned(reinterpret_cast<uintptr_t>(a.scores)) &&
+         aligned(reinterpret_cast<uintptr_t>(a.o)) && aligned(s * dh * e) && aligned(s * s * e) &&
+         aligned(s * d * e) && aligned(dh * e);
+}
+
 void attention_dense(cublasHandle_t handle, const DenseAttentionArgs& a) {
-  if (a.pv_pointers == nullptr)
-    throw std::invalid_argument("dense attention: the P·V pointer table is missing");
   cudaStream_t stream = nullptr;
   TLB_CUBLAS_CHECK(cublasGetStream(handle, &stream));
   const cudaDataType t = cuda_data_type(a.dtype);
@@ -39,6 +50,7 @@ void attention_dense(cublasHandle_t handle, const DenseAttentionArgs& a) {
   const float one = 1.0f, zero = 0.0f;
   const int64_t bh = a.batch * a.heads;
   const int64_t s = a.seq, dh = a.head_dim, d = a.heads * a.head_dim;
+  const int64_t e = dtype_bytes(a.dtype);
 
   // scores[z] (row-major [s, s]) = q[z] · k[z]^T: the Linear form with W = k (see linear()).
   TLB_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(
@@ -49,13 +61,27 @@ void attention_dense(cublasHandle_t handle, const DenseAttentionArgs& a) {
                  stream);
 
   // o[b, :, h*dh:(h+1)*dh] (row-major [s, dh], row stride d) = P[z] · v[z]. Column-major
-  // cuBLAS computes its transpose, o^T = v^T · P^T, with both operands read as stored.
-  const void* const* v_ptrs = a.pv_pointers;
-  const void* const* p_ptrs = a.pv_pointers + bh;
-  void* const* o_ptrs = a.pv_pointers + 2 * bh;
-  TLB_CUBLAS_CHECK(cublasGemmBatchedEx_64(handle, CUBLAS_OP_N, CUBLAS_OP_N, dh, s, s, &one,
-                                          v_ptrs, t, dh, p_ptrs, t, s, &zero, o_ptrs, t, d, bh,
-                                          ct, CUBLAS_GEMM_DEFAULT));
+  // cuBLAS computes its transpose, o^T = v^T · P^T, with both operands read as stored. Heads
+  // of one batch element are a strided batch (output stride dh); batch elements are not (their
+  // stride is seq*d), so all of them go in one call through the pointer table, or, where its
+  // entries are not all aligned, one call per batch element.
+  if (a.pv_pointers != nullptr && dense_attention_pointers_aligned(a)) {
+    const void* const* v_ptrs = a.pv_pointers;
+    const void* const* p_ptrs = a.pv_pointers + bh;
+    void* const* o_ptrs = a.pv_pointers + 2 * bh;
+    TLB_CUBLAS_CHECK(cublasGemmBatchedEx_64(handle, CUBLAS_OP_N, CUBLAS_OP_N, dh, s, s, &one,
+                                            v_ptrs, t, dh, p_ptrs, t, s, &zero, o_ptrs, t, d, bh,
+                                            ct, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  for (int64_t b = 0; b < a.batch; ++b) {
+    const char* v = static_cast<const char*>(a.v) + b * a.heads * s * dh * e;
+    const char* p = static_cast<const char*>(a.scores) + b * a.heads * s * s * e;
+    char* o = static_cast<char*>(a.o) + b * s * d * e;
+    TLB_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(handle, CUBLAS_OP_N, CUBLAS_OP_N, dh, s, s,
+                                                   &one, v, t, dh, s * dh, p, t, s, s * s, &zero,
+                                                   o, t, d, dh, a.heads, ct, CUBLAS_GEMM_DEFAULT));
+  }
 }
 
 }  // namespace tlb::reference

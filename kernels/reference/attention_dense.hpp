@@ -1,6 +1,6 @@
 // The reference attention (SPEC §2, "E"): materialised. scores = q · k^T for every
 // (batch, head) by one strided-batched cuBLAS GEMM into a dense [batch, heads, seq, seq]
-// buffer, the masked softmax in place, then P · V by one batched cuBLAS GEMM that writes each
+// buffer, the masked softmax in place, then P · V by batched cuBLAS GEMMs that write each
 // head's slice of o [batch, seq, heads*head_dim] directly (no transpose pass).
 #pragma once
 
@@ -27,7 +27,9 @@ struct DenseAttentionArgs {
   void* scores = nullptr;           // [batch, heads, seq, seq] in dtype
   float scale = 1.0f;
   // Device array of dense_attention_pointer_count() pointers, filled once from
-  // dense_attention_pointer_table() (the P·V GEMM's per-head operands).
+  // dense_attention_pointer_table() (the P·V GEMM's per-head operands), or null: then P·V
+  // runs as one strided-batched call per batch element (also when the table's entries would
+  // not all be 16-byte aligned).
   void* const* pv_pointers = nullptr;
 };
 
@@ -35,6 +37,9 @@ struct DenseAttentionArgs {
 // (scores) pointers, then the output pointers. Depends only on the buffers, never on data.
 int64_t dense_attention_pointer_count(int64_t batch, int64_t heads);
 std::vector<void*> dense_attention_pointer_table(const DenseAttentionArgs& a);
+
+// Whether every entry of the table is 16-byte aligned (else the table is not used).
+bool dense_attention_pointers_aligned(const DenseAttentionArgs& a);
 
 // Runs on the handle's stream (configure_handle).
 void attention_dense(cublasHandle_t handle, const DenseAttentionArgs& a);
