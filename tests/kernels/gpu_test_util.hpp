@@ -1,0 +1,72 @@
+// Helpers for GPU tests that run the layer stack (or a kernel that plugs into it) and compare
+// with the CPU fp64 oracle: small cases, one poisoned run of a path, error statistics, and the
+// per-dtype tolerances every such comparison uses.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/types.hpp"
+#include "stack/layer_stack.hpp"
+
+namespace tlb::test {
+
+// A stream owned by one test (the stack needs a real stream: graphs cannot capture stream 0).
+class TestStream {
+ public:
+  TestStream();
+  ~TestStream();
+  TestStream(const TestStream&) = delete;
+  TestStream& operator=(const TestStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// A small case. Tests pass distinct ids (and seeds) so each draws its own data.
+CaseSpec small_case(int id, int64_t batch, int64_t seq, int64_t d_model, int64_t heads,
+                    int64_t d_ff, int64_t layers, MaskKind mask = MaskKind::none,
+                    Activation activation = Activation::gelu, std::vector<int> valid_lens = {},
+                    uint64_t seed = 20261129);
+
+// "11010" -> {qkv, attn, norm}; the first five characters are the stages in bit order.
+StageSwitch stages_from_bits(const std::string& bits);
+PathOptions options_from_bits(const std::string& bits, const std::string& policy = "",
+                              Fp32Math fp32_math = Fp32Math::tf32);
+
+struct PathResult {
+  std::vector<float> output;
+  std::vector<StageDispatch> dispatch;
+  std::vector<std::vector<float>> layers;  // keep_layer_outputs only
+};
+// Builds the path, poisons its outputs, runs it once, synchronises and copies back.
+PathResult run_path(const CaseData& data, const PathOptions& opt, cudaStream_t stream);
+
+struct ErrorStats {
+  size_t count = 0;
+  int64_t nan = 0, inf = 0;
+  double rel_l2 = 0.0;   // ||got - want|| / ||want||; NaN when got holds a NaN
+  double max_abs = 0.0;
+  size_t worst = 0;      // index of the largest absolute error
+};
+ErrorStats compare(const std::vector<float>& got, const std::vector<double>& want);
+ErrorStats compare(const std::vector<float>& got, const std::vector<float>& want);
+std::string describe(const ErrorStats& e);
+// True when the two vectors hold the same bits (NaNs included).
+bool bit_identical(const std::vector<float>& a, const std::vector<float>& b);
+
+// rel-L2 bound of a path in `dtype` against the fp64 oracle (why these values: the .cpp).
+double oracle_tolerance(DType dtype);
+// The same for the fused path's fp32 with TF32 tensor-core math.
+double tf32_tolerance();
+
+std::vector<double> oracle_output(const CaseSpec& c, DType dtype,
+                                  std::vector<std::vector<double>>* per_layer = nullptr);
+
+std::string label(const CaseSpec& c, DType dtype);
+
+}  // namespace tlb::test

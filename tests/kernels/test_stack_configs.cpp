@@ -1,0 +1,213 @@
+// Technique composition: every one of the 32 stage switches, mixed E/F policies, the deferred
+// residual between layers, graph replay against eager runs, and the dispatch record. All
+// outputs are checked against the fp64 oracle with the dtype's tolerance, so these pass only
+// when the hand-written kernels (gemm, attention, add+LayerNorm) are right on these shapes.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/cuda_check.hpp"
+#include "gpu_test_util.hpp"
+#include "stack/layer_stack.hpp"
+#include "test_support.hpp"
+
+namespace tlb::test {
+namespace {
+
+constexpr DType kDTypes[] = {DType::fp16, DType::bf16, DType::fp32};
+
+std::string bits_of(uint32_t config) {
+  std::string b(kNumStages, '0');
+  for (int i = 0; i < kNumStages; ++i)
+    if (config & (1u << (kNumStages - 1 - i))) b[static_cast<size_t>(i)] = '1';
+  return b;
+}
+
+// What the dispatch record must say for a configuration that ran.
+void check_dispatch(const std::vector<StageDispatch>& dispatch, const StageSwitch& wanted,
+                    bool any_fused_layer) {
+  REQUIRE(dispatch.size() == static_cast<size_t>(kNumStages));
+  for (int i = 0; i < kNumStages; ++i) {
+    const StageDispatch& sd = dispatch[static_cast<size_t>(i)];
+    INFO("stage " << to_string(sd.stage) << " variant '" << sd.variant << "' reason '" << sd.reason << "'");
+    CHECK(static_cast<int>(sd.stage) == i);
+    CHECK(sd.wanted == wanted.on[i]);
+    CHECK_FALSE(sd.variant.empty());
+    if (sd.stage == Stage::graph) {
+      CHECK(sd.fused == wanted.on[i]);
+      continue;
+    }
+    if (sd.fused) {
+      CHECK(sd.wanted);
+      CHECK(any_fused_layer);
+      CHECK(sd.variant != "reference");  // a fused stage names the kernel that ran
+    }
+    if (sd.wanted && !sd.fused) CHECK_FALSE(sd.reason.empty());  // fallbacks say why
+    if (!sd.wanted) CHECK(sd.variant == "reference");
+  }
+}
+
+struct ConfigCheck {
+  std::string bits;
+  std::string policy;
+  Fp32Math math = Fp32Math::tf32;
+};
+
+double tolerance(DType dt, Fp32Math math) {
+  return dt == DType::fp32 && math == Fp32Math::tf32 ? tf32_tolerance() : oracle_tolerance(dt);
+}
+
+void check_configs_against_oracle(const CaseSpec& c, const std::vector<ConfigCheck>& configs) {
+  TestStream stream;
+  for (DType dt : kDTypes) {
+    const std::vector<double> want = oracle_output(c, dt);
+    CaseData data(c, dt, dt, stream.get());
+    for (const ConfigCheck& cc : configs) {
+      if (dt != DType::fp32 && cc.math == Fp32Math::ieee) continue;  // the mode is fp32 only
+      INFO(label(c, dt) << " config " << cc.bits << " policy '" << cc.policy << "' fp32 "
+                        << to_string(cc.math));
+      const PathOptions opt = options_from_bits(cc.bits, cc.policy, cc.math);
+      const PathResult r = run_path(data, opt, stream.get());
+      const ErrorStats e = compare(r.output, want);
+      INFO(describe(e));
+      CHECK(e.nan == 0);
+      CHECK(e.inf == 0);
+      CHECK(e.rel_l2 <= tolerance(dt, cc.math));
+      bool any_fused_layer = cc.policy.size() != static_cast<size_t>(c.shape.layers);
+      for (char p : cc.policy) any_fused_layer |= p == 'F';
+      check_dispatch(r.dispatch, opt.stages, any_fused_layer);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("all 32 stage switches match the oracle", "[gpu][stack][configs]") {
+  TLB_REQUIRE_GPU();
+  // head_dim 64 (what the hand-written kernels target), seq 40 (not a tile multiple), padding
+  // with a short sequence, two layers so the residual hand-over between layers runs.
+  const CaseSpec c = small_case(401, 2, 40, 128, 2, 256, 2, MaskKind::padding, Activation::gelu, {40, 17});
+  std::vector<ConfigCheck> configs;
+  for (uint32_t cfg = 0; cfg < (1u << kNumStages); ++cfg) configs.push_back({bits_of(cfg), ""});
+  // fp32 with IEEE math in the fused kernels too: the tight fp32 bound applies.
+  for (const char* bits : {"11110", "11111", "00010", "10100"})
+    configs.push_back({bits, "", Fp32Math::ieee});
+  check_configs_against_oracle(c, configs);
+}
+
+TEST_CASE("stage switches compose on a causal shape with an odd sequence", "[gpu][stack][configs]") {
+  TLB_REQUIRE_GPU();
+  const CaseSpec c = small_case(402, 1, 77, 128, 2, 384, 2, MaskKind::causal, Activation::gelu_tanh);
+  check_configs_against_oracle(c, {{"10000", ""}, {"01000", ""}, {"00100", ""}, {"00010", ""},
+                                   {"11110", ""}, {"11111", ""}, {"01010", ""}, {"10101", ""}});
+}
+
+TEST_CASE("mixed E/F policies match the oracle", "[gpu][stack][configs]") {
+  TLB_REQUIRE_GPU();
+  const CaseSpec c = small_case(403, 2, 24, 128, 2, 256, 2, MaskKind::none, Activation::relu);
+  check_configs_against_oracle(c, {{"11111", "EF"}, {"11111", "FE"}, {"11110", "EF"},
+                                   {"11010", "FE"}, {"00010", "EF"}, {"00010", "FE"},
+                                   {"11111", "EE"}, {"11111", "FF"}});
+}
+
+TEST_CASE("the norm stage's residual hand-over keeps every layer's output", "[gpu][stack][configs]") {
+  TLB_REQUIRE_GPU();
+  TestStream stream;
+  // norm on, ffn off: layers 0 -> 1 hand the down-projection residual to the next LN1; layer
+  // 2 is 'E', so layer 1 adds its own; the trace must still be every layer's y.
+  const CaseSpec c = small_case(404, 2, 21, 64, 1, 128, 3, MaskKind::causal);
+  for (DType dt : kDTypes) {
+    std::vector<std::vector<double>> want_layers;
+    const std::vector<double> want = oracle_output(c, dt, &want_layers);
+    CaseData data(c, dt, dt, stream.get());
+    for (const char* policy : {"FFE", "FFF", "EFF"}) {
+      for (const char* bits : {"00010", "00011", "11010"}) {
+        INFO(label(c, dt) << " config " << bits << " policy " << policy);
+        PathOptions opt = options_from_bits(bits, policy);
+        opt.keep_layer_outputs = true;
+        const PathResult r = run_path(data, opt, stream.get());
+        REQUIRE(r.layers.size() == 3);
+        for (size_t l = 0; l < 3; ++l) {
+          const ErrorStats e = compare(r.layers[l], want_layers[l]);
+          INFO("layer " << l << ": " << describe(e));
+          CHECK(e.nan == 0);
+          CHECK(e.rel_l2 <= tolerance(dt, Fp32Math::tf32));
+        }
+        CHECK(bit_identical(r.layers.back(), r.output));
+      }
+    }
+  }
+}
+
+TEST_CASE("graph replay is bit-identical to eager runs", "[gpu][stack][configs][graph]") {
+  TLB_REQUIRE_GPU();
+  TestStream stream;
+  const CaseSpec c = small_case(405, 2, 33, 128, 2, 256, 3, MaskKind::padding, Activation::gelu, {33, 5});
+  for (DType dt : kDTypes) {
+    CaseData data(c, dt, dt, stream.get());
+    for (const char* eager_bits : {"00000", "11110", "01000", "00010", "10100"}) {
+      std::string graph_bits = eager_bits;
+      graph_bits[4] = '1';
+      INFO(to_string(dt) << " " << eager_bits << " vs " << graph_bits);
+      PathOptions eager_opt = options_from_bits(eager_bits);
+      PathOptions graph_opt = options_from_bits(graph_bits);
+      eager_opt.keep_layer_outputs = graph_opt.keep_layer_outputs = true;
+      const PathResult eager = run_path(data, eager_opt, stream.get());
+      StackPath graph(data, graph_opt, stream.get());
+      // Replay twice from poisoned buffers: a replay must rewrite everything, every time.
+      for (int rep = 0; rep < 2; ++rep) {
+        graph.poison();
+        graph.run();
+        CHECK(bit_identical(graph.output_host(), eager.output));
+        const std::vector<std::vector<float>> layers = graph.layer_outputs_host();
+        REQUIRE(layers.size() == eager.layers.size());
+        for (size_t l = 0; l < layers.size(); ++l) CHECK(bit_identical(layers[l], eager.layers[l]));
+      }
+      CHECK(graph.dispatch().back().fused);
+      CHECK(graph.dispatch().back().variant == "cuda_graph");
+    }
+  }
+}
+
+TEST_CASE("a graph that cannot be captured is reported, not hidden", "[gpu][stack][configs][graph]") {
+  TLB_REQUIRE_GPU();
+  TestStream stream;
+  const CaseSpec c = small_case(406, 1, 8, 64, 1, 64, 1);
+  CaseData data(c, DType::fp16, DType::fp16, stream.get());
+  // The legacy default stream cannot be captured.
+  try {
+    StackPath path(data, options_from_bits("00001"), nullptr);
+    FAIL("capturing the legacy default stream should have failed");
+  } catch (const DeviceError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("graph capture failed"));
+    CHECK_FALSE(e.sticky());
+  }
+  // The context is still usable afterwards.
+  const PathResult r = run_path(data, PathOptions{}, stream.get());
+  const ErrorStats e = compare(r.output, oracle_output(c, DType::fp16));
+  CHECK(e.rel_l2 <= oracle_tolerance(DType::fp16));
+}
+
+TEST_CASE("fused configurations rewrite poisoned outputs", "[gpu][stack][configs]") {
+  TLB_REQUIRE_GPU();
+  TestStream stream;
+  const CaseSpec c = small_case(407, 3, 9, 64, 1, 192, 2, MaskKind::padding, Activation::relu, {9, 1, 5});
+  for (DType dt : kDTypes) {
+    CaseData data(c, dt, dt, stream.get());
+    for (const char* bits : {"11110", "11111", "00100"}) {
+      INFO(to_string(dt) << " " << bits);
+      StackPath path(data, options_from_bits(bits), stream.get());
+      for (int rep = 0; rep < 2; ++rep) {
+        path.poison();
+        path.run();
+        int64_t nan = 0;
+        for (float x : path.output_host()) nan += std::isnan(x) ? 1 : 0;
+        CHECK(nan == 0);
+      }
+    }
+  }
+}
+
+}  // namespace tlb::test
