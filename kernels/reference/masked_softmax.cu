@@ -43,7 +43,7 @@ __global__ void masked_softmax_kernel(T* scores, int64_t rows, int64_t seq, int6
       if (x > m) {
         l = l * expf(m - x) + 1.0f;  // m = -inf: expf(-inf) = 0 and l is still 0
         m = x;
-      } else {
+      } else if (x != -INFINITY) {  // an overflowed -inf score adds nothing (and no -inf - -inf)
         l += expf(x - m);  // NaN scores fall here and poison l, as they should
       }
     }
