@@ -22,10 +22,10 @@ namespace {
 // fragments are loaded into registers once instead of re-read from shared memory for every key
 // tile (affordable with one m tile per warp). kSingle: every key fits in one tile.
 // Registers (sm_90a, no spills) and shared memory per block, head_dim 128 / 64:
-//   q128w8    245 / 124 regs, 96 / 32 KB: one block per SM at 128, two at 64 (32-key tiles
+//   q128w8    242 / 126 regs, 96 / 32 KB: one block per SM at 128, two at 64 (32-key tiles
 //             there: 64-key scores next to Q and O would spill at the 128-register cap)
-//   q128w4    255 / 193 regs, 64 / 32 KB, two blocks per SM
-//   q64w4     255 / 168 regs, 80 / 40 KB, two blocks per SM
+//   q128w4    255 / 189 regs, 64 / 32 KB, two blocks per SM
+//   q64w4     255 / 180 regs, 80 / 40 KB, two blocks per SM
 //   short64   160 / 116 regs, 48 / 24 KB
 //   short128  190 / 152 regs, 80 / 40 KB
 template <TileShape S, int kD>
@@ -192,7 +192,6 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
     uint32_t qf[kMT][kKS][4];
     load_tile_async<T, kD, kRows, kThreads>(sQ, gQ, c.q0, p.seq, tid);
     load_tile_async<T, kD, kKV, kThreads>(sK, gK, kr.begin, p.seq, tid);
-    ptx::cp_async_commit();
     load_tile_async<T, kD, kKV, kThreads>(sV, gV, kr.begin, p.seq, tid);
     ptx::cp_async_commit();
 
@@ -208,34 +207,30 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
     } else {
       constexpr bool kQRegs = C::kQRegs;
       if constexpr (kQRegs) {
-        ptx::cp_async_wait<1>();  // Q (and the first K tile) landed; V may still be in flight
+        ptx::cp_async_wait<0>();
         __syncthreads();
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
           for (int ks = 0; ks < kKS; ++ks) load_q_frag<kD>(qf[mt][ks], sq, warp_row + mt * 16, ks, lane);
       }
+      // One barrier per key tile: it publishes tile `it` (loaded during the previous tile's
+      // work) and tells that every warp is done with tile it-1, whose buffers then take it+1.
       for (int it = 0; it < n_tiles; ++it) {
         const int stage = it & 1;
         const int64_t kv0 = kr.begin + static_cast<int64_t>(it) * kKV;
-        // K of this tile landed (its V may still be in flight); every warp is done with the
-        // previous tile, so its buffers can take the next one.
-        ptx::cp_async_wait<1>();
+        ptx::cp_async_wait<0>();
         __syncthreads();
-        if (it + 1 < n_tiles)
+        if (it + 1 < n_tiles) {
           load_tile_async<T, kD, kKV, kThreads>(sK + (stage ^ 1) * kKV * kD, gK, kv0 + kKV, p.seq, tid);
-        ptx::cp_async_commit();
-        if (it + 1 < n_tiles)
           load_tile_async<T, kD, kKV, kThreads>(sV + (stage ^ 1) * kKV * kD, gV, kv0 + kKV, p.seq, tid);
+        }
         ptx::cp_async_commit();
 
         float s[kMT][kNT][4] = {};
         compute_scores<T, kD, kMT, kKV, kQRegs>(s, qf, sq, sk + stage * kTileBytes, warp_row, lane);
         if (tile_needs_mask(p, kv0, kKV, kr.end, row0)) mask_scores(s, row0, kv0, kr.end, causal, lane);
         softmax_update<false>(s, o, m, l, p.scale_log2);
-
-        ptx::cp_async_wait<2>();  // this tile's V landed; the next K and V may be in flight
-        __syncthreads();
         accumulate_pv<T, kD, kMT, kKV>(o, s, sv + stage * kTileBytes, lane);
       }
     }
