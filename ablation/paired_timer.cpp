@@ -1,0 +1,289 @@
+#include "paired_timer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "timing/clock_probe.hpp"
+#include "timing/l2_flush.hpp"
+
+namespace tlb {
+
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+}
+
+std::vector<Side> abba_schedule(size_t first_pair, size_t pairs) {
+  std::vector<Side> order;
+  order.reserve(2 * pairs);
+  for (size_t k = first_pair; k < first_pair + pairs; ++k) {
+    const bool ref_first = (k % 2) == 0;
+    order.push_back(ref_first ? Side::ref : Side::cand);
+    order.push_back(ref_first ? Side::cand : Side::ref);
+  }
+  return order;
+}
+
+// ---------------------------------------------------------------- CudaRunClock
+
+struct CudaRunClock::Impl {
+  cudaStream_t stream = nullptr;
+  Options opt;
+  std::vector<cudaEvent_t> start, stop;
+  DeviceBuffer probes;  // ClockProbeSample per slot
+  std::vector<ClockProbeSample> probes_host;
+  DeviceBuffer flush;
+  unsigned flush_counter = 0;
+
+  void reserve(size_t slots) {
+    while (start.size() < slots) {
+      cudaEvent_t a = nullptr, b = nullptr;
+      TLB_CUDA_CHECK(cudaEventCreate(&a));
+      start.push_back(a);
+      TLB_CUDA_CHECK(cudaEventCreate(&b));
+      stop.push_back(b);
+    }
+    if (opt.sample_clock && probes.bytes() < slots * sizeof(ClockProbeSample)) {
+      // Grow geometrically: batches only get longer as a point goes on.
+      const size_t cap = std::max(slots, 2 * probes.bytes() / sizeof(ClockProbeSample));
+      TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
+      probes = DeviceBuffer(cap * sizeof(ClockProbeSample));
+      probes_host.resize(cap);
+    }
+  }
+};
+
+CudaRunClock::CudaRunClock(cudaStream_t stream, const Options& opt) : impl_(new Impl) {
+  impl_->stream = stream;
+  impl_->opt = opt;
+  if (opt.l2_flush) {
+    int device = 0, l2 = 0;
+    TLB_CUDA_CHECK(cudaGetDevice(&device));
+    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+    const uint64_t bytes = std::max<uint64_t>(2ull * static_cast<uint64_t>(l2), 1ull << 20);
+    impl_->flush = DeviceBuffer((bytes + 15) / 16 * 16);
+  }
+  impl_->reserve(64);
+}
+
+CudaRunClock::~CudaRunClock() {
+  // Events of a faulted context cannot be destroyed cleanly; the errors are of no use here.
+  for (cudaEvent_t e : impl_->start) cudaEventDestroy(e);
+  for (cudaEvent_t e : impl_->stop) cudaEventDestroy(e);
+}
+
+uint64_t CudaRunClock::l2_flush_bytes() const { return impl_->flush.bytes(); }
+
+void CudaRunClock::enqueue(size_t slot, const std::function<void()>& work) {
+  Impl& m = *impl_;
+  m.reserve(slot + 1);
+  if (m.opt.l2_flush) launch_l2_flush(m.flush.get(), m.flush.bytes(), ++m.flush_counter, m.stream);
+  TLB_CUDA_CHECK(cudaEventRecord(m.start[slot], m.stream));
+  work();
+  TLB_CUDA_CHECK(cudaEventRecord(m.stop[slot], m.stream));
+  if (m.opt.sample_clock)
+    launch_clock_probe(m.probes.as<ClockProbeSample>() + slot, kClockProbeSpinNs, m.stream);
+}
+
+void CudaRunClock::collect(size_t count, std::vector<double>& ms, std::vector<double>& mhz) {
+  Impl& m = *impl_;
+  ms.assign(count, kNaN);
+  mhz.assign(count, kNaN);
+  if (count == 0) return;
+  if (m.opt.sample_clock)
+    TLB_CUDA_CHECK(cudaMemcpyAsync(m.probes_host.data(), m.probes.get(),
+                                   count * sizeof(ClockProbeSample), cudaMemcpyDeviceToHost,
+                                   m.stream));
+  TLB_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  for (size_t i = 0; i < count; ++i) {
+    float t = 0;
+    TLB_CUDA_CHECK(cudaEventElapsedTime(&t, m.start[i], m.stop[i]));
+    ms[i] = t;
+    if (m.opt.sample_clock) mhz[i] = clock_probe_mhz(m.probes_host[i]);
+  }
+}
+
+double CudaRunClock::now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+// ---------------------------------------------------------------- ClockTracker
+
+void ClockTracker::observe(double mhz) {
+  if (std::isfinite(mhz) && mhz > max_mhz) max_mhz = mhz;
+}
+
+bool ClockTracker::throttled(double mhz) const {
+  return std::isfinite(mhz) && max_mhz > 0 && mhz < throttle_fraction * max_mhz;
+}
+
+// ---------------------------------------------------------------- measure_paired
+
+namespace {
+
+struct PairSample {
+  double ref_ms, cand_ms, ref_mhz, cand_mhz;
+};
+
+// Runs pairs [first, first + count) of the ABBA order as one batch.
+void run_batch(RunClock& clock, const std::function<void()>& ref,
+               const std::function<void()>& cand, size_t first, size_t count,
+               std::vector<PairSample>& out, ClockTracker& tracker) {
+  const std::vector<Side> order = abba_schedule(first, count);
+  for (size_t i = 0; i < order.size(); ++i) clock.enqueue(i, order[i] == Side::ref ? ref : cand);
+  std::vector<double> ms, mhz;
+  clock.collect(order.size(), ms, mhz);
+  for (size_t p = 0; p < count; ++p) {
+    PairSample s{};
+    for (size_t j = 0; j < 2; ++j) {
+      const size_t i = 2 * p + j;
+      tracker.observe(mhz[i]);
+      if (order[i] == Side::ref) {
+        s.ref_ms = ms[i];
+        s.ref_mhz = mhz[i];
+      } else {
+        s.cand_ms = ms[i];
+        s.cand_mhz = mhz[i];
+      }
+    }
+    out.push_back(s);
+  }
+}
+
+struct Usable {
+  std::vector<double> ref_ms, cand_ms, ratios;
+  size_t throttled_samples = 0, throttled_pairs = 0;
+};
+
+// Classified against the run's maximum as it stands now, so early pairs are judged by the
+// same threshold as late ones.
+Usable usable_pairs(const std::vector<PairSample>& pairs, const ClockTracker& tracker) {
+  Usable u;
+  for (const PairSample& p : pairs) {
+    const bool tr = tracker.throttled(p.ref_mhz), tc = tracker.throttled(p.cand_mhz);
+    u.throttled_samples += static_cast<size_t>(tr) + static_cast<size_t>(tc);
+    if (tr || tc) {
+      ++u.throttled_pairs;
+      continue;
+    }
+    u.ref_ms.push_back(p.ref_ms);
+    u.cand_ms.push_back(p.cand_ms);
+    u.ratios.push_back(p.cand_ms > 0 ? p.ref_ms / p.cand_ms
+                                     : std::numeric_limits<double>::infinity());
+  }
+  return u;
+}
+
+}  // namespace
+
+PairedMeasurement measure_paired(RunClock& clock, const std::function<void()>& ref,
+                                 const std::function<void()>& cand, const TimerOptions& opt,
+                                 ClockTracker& tracker, const std::function<bool()>& abandon) {
+  PairedMeasurement r;
+  const double t0 = clock.now_ms();
+  auto abandoned = [&] { return abandon && abandon(); };
+
+  // Warm-up, in the same ABBA order, two pairs at a time: the first batch also tells how long
+  // a forward takes, which sizes everything after it.
+  std::vector<PairSample> warm;
+  double ref_sum = 0, cand_sum = 0;
+  size_t warm_pairs = 0;
+  while (warm_pairs < opt.warmup_min_runs || ref_sum < opt.warmup_min_ms ||
+         cand_sum < opt.warmup_min_ms) {
+    if (abandoned()) {
+      r.stop = stats::StopReason::interrupted;
+      r.elapsed_ms = clock.now_ms() - t0;
+      return r;
+    }
+    size_t batch = 2;
+    if (warm_pairs > 0) {
+      auto runs_to_fill = [&](double sum) {
+        const double per_run = std::max(sum / static_cast<double>(warm_pairs), 1e-4);
+        return static_cast<size_t>(std::ceil(std::max(opt.warmup_min_ms - sum, 0.0) / per_run));
+      };
+      const size_t by_time = std::max(runs_to_fill(ref_sum), runs_to_fill(cand_sum));
+      size_t by_runs = opt.warmup_min_runs > warm_pairs ? opt.warmup_min_runs - warm_pairs : 0;
+      batch = std::clamp<size_t>(std::max(by_time, by_runs), 1, 256);
+    }
+    const size_t before = warm.size();
+    run_batch(clock, ref, cand, warm_pairs, batch, warm, tracker);
+    for (size_t i = before; i < warm.size(); ++i) {
+      ref_sum += warm[i].ref_ms;
+      cand_sum += warm[i].cand_ms;
+    }
+    warm_pairs += batch;
+  }
+  r.warmup_runs = warm_pairs;
+
+  // Pairs per batch: about batch_target_ms of device work, an even count so each batch is
+  // whole ABBA blocks.
+  std::vector<double> warm_ref, warm_cand;
+  for (const PairSample& s : warm) {
+    warm_ref.push_back(s.ref_ms);
+    warm_cand.push_back(s.cand_ms);
+  }
+  const double pair_ms =
+      std::max(stats::median(warm_ref) + stats::median(warm_cand), 1e-4);
+  size_t batch_pairs = static_cast<size_t>(std::llround(opt.batch_target_ms / pair_ms));
+  batch_pairs = std::clamp<size_t>(batch_pairs + (batch_pairs % 2), 2, 256);
+
+  std::vector<PairSample> pairs;
+  Usable u;
+  // The pair index continues from the warm-up's so the ABBA alternation never breaks.
+  size_t next_pair = warm_pairs;
+  for (;;) {
+    if (abandoned()) {
+      r.stop = stats::StopReason::interrupted;
+      break;
+    }
+    size_t count = batch_pairs;
+    const double elapsed = clock.now_ms() - t0;
+    const stats::StoppingRule& rule = opt.stop;
+    if (pairs.size() + count > rule.max_pairs) count = rule.max_pairs - pairs.size();
+    if (elapsed >= rule.budget_ms) {
+      // Past the budget only to reach the floor: no more than needed.
+      const size_t floor = std::min(rule.floor_pairs, rule.min_pairs);
+      const size_t have = u.ratios.size();
+      count = std::min(count, std::max<size_t>(floor > have ? floor - have : 1, 1));
+    } else {
+      // Do not overshoot the budget by more than a pair's worth.
+      const double left = rule.budget_ms - elapsed;
+      const size_t fit = static_cast<size_t>(std::max(1.0, std::ceil(left / pair_ms)));
+      count = std::min(count, fit);
+    }
+    count = std::max<size_t>(count, 1);
+    run_batch(clock, ref, cand, next_pair, count, pairs, tracker);
+    next_pair += count;
+    u = usable_pairs(pairs, tracker);
+    r.speedup = stats::median_interval(u.ratios, opt.confidence);
+    r.stop = stats::should_stop(rule, r.speedup, u.ratios.size(), pairs.size(),
+                                clock.now_ms() - t0);
+    if (r.stop != stats::StopReason::running) break;
+  }
+
+  u = usable_pairs(pairs, tracker);
+  r.speedup = stats::median_interval(u.ratios, opt.confidence);
+  r.ref = stats::summarize(u.ref_ms);
+  r.cand = stats::summarize(u.cand_ms);
+  r.pairs = u.ratios.size();
+  r.pairs_attempted = pairs.size();
+  r.throttled_samples = u.throttled_samples;
+  r.throttled_pairs = u.throttled_pairs;
+  double mn = std::numeric_limits<double>::infinity(), mx = -mn;
+  for (const PairSample& s : pairs)
+    for (double f : {s.ref_mhz, s.cand_mhz})
+      if (std::isfinite(f)) {
+        mn = std::min(mn, f);
+        mx = std::max(mx, f);
+      }
+  r.min_mhz = std::isfinite(mn) ? mn : kNaN;
+  r.max_mhz = std::isfinite(mx) ? mx : kNaN;
+  r.elapsed_ms = clock.now_ms() - t0;
+  return r;
+}
+
+}  // namespace tlb

@@ -1,0 +1,102 @@
+// Paired timing of a reference and a candidate forward in ABBA order (ref, cand, cand, ref,
+// ref, cand, ...): a drift of the GPU clock or temperature during a point hits both sides
+// alike, and each pair's ratio t_ref / t_cand is taken from two adjacent runs. The speedup is
+// the median of the pair ratios with a distribution-free interval (statistics.hpp).
+//
+// The timer sees the device only through RunClock, so tests drive it with fake callables and
+// a fake clock; CudaRunClock is the real one: CUDA events on the paths' stream around each
+// run, an optional L2 flush before it, an SM clock probe after it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "statistics.hpp"
+
+namespace tlb {
+
+enum class Side : uint8_t { ref = 0, cand = 1 };
+
+// Run order of pairs [first_pair, first_pair + pairs): pair k runs (ref, cand) when k is even
+// and (cand, ref) when k is odd, so any block of two pairs is ABBA.
+std::vector<Side> abba_schedule(size_t first_pair, size_t pairs);
+
+// Times enqueued work. One batch: enqueue(0..count-1), then collect(count).
+class RunClock {
+ public:
+  virtual ~RunClock() = default;
+  // Enqueues `work` (which enqueues one forward) bracketed by timing markers, as run `slot`
+  // of the current batch.
+  virtual void enqueue(size_t slot, const std::function<void()>& work) = 0;
+  // Waits for the batch and returns each run's device time in ms and the SM clock in MHz
+  // sampled right after it (NaN where no sample was taken).
+  virtual void collect(size_t count, std::vector<double>& ms, std::vector<double>& mhz) = 0;
+  // Monotonic host time in ms, for the per-point budget.
+  virtual double now_ms() = 0;
+};
+
+class CudaRunClock final : public RunClock {
+ public:
+  struct Options {
+    bool l2_flush = false;     // write 2x the L2 size before every run (cold runs)
+    bool sample_clock = true;  // SM clock probe after every run
+  };
+  CudaRunClock(cudaStream_t stream, const Options& opt);
+  ~CudaRunClock() override;
+  CudaRunClock(const CudaRunClock&) = delete;
+  CudaRunClock& operator=(const CudaRunClock&) = delete;
+
+  void enqueue(size_t slot, const std::function<void()>& work) override;
+  void collect(size_t count, std::vector<double>& ms, std::vector<double>& mhz) override;
+  double now_ms() override;
+  uint64_t l2_flush_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The highest SM clock seen in the whole run: a sample under `throttle_fraction` of it was
+// taken while the GPU was throttled (power, thermal) and is not compared with the others.
+struct ClockTracker {
+  double throttle_fraction = 0.9;
+  double max_mhz = 0;
+  void observe(double mhz);
+  bool throttled(double mhz) const;  // false for NaN (no sample): unknown is not throttled
+};
+
+struct TimerOptions {
+  size_t warmup_min_runs = 3;   // per side
+  double warmup_min_ms = 25;    // per side, summed device time
+  stats::StoppingRule stop;
+  double confidence = 0.95;     // level of the speedup interval
+  double batch_target_ms = 20;  // device time enqueued between two looks at the results
+};
+
+struct PairedMeasurement {
+  stats::Summary ref, cand;          // per-run ms of the pairs used
+  stats::MedianInterval speedup;     // of t_ref / t_cand over the pairs used
+  size_t pairs = 0;                  // used: neither run throttled
+  size_t pairs_attempted = 0;
+  size_t throttled_samples = 0;      // timed runs under the clock threshold
+  size_t throttled_pairs = 0;        // pairs left out because a run was throttled
+  size_t warmup_runs = 0;            // per side
+  double min_mhz = 0, max_mhz = 0;   // over the timed runs (NaN when not sampled)
+  double elapsed_ms = 0;             // warm-up included
+  stats::StopReason stop = stats::StopReason::running;
+};
+
+// Warms both sides up (>= warmup_min_runs and >= warmup_min_ms each, in ABBA order), then
+// times pairs in batches until opt.stop says so. `abandon` is polled between batches (Ctrl-C):
+// when it returns true the measurement ends with stop == interrupted.
+PairedMeasurement measure_paired(RunClock& clock, const std::function<void()>& ref,
+                                 const std::function<void()>& cand, const TimerOptions& opt,
+                                 ClockTracker& tracker,
+                                 const std::function<bool()>& abandon = nullptr);
+
+}  // namespace tlb

@@ -1,0 +1,179 @@
+// The paired timer driven by fake forwards on a fake clock: ABBA order from warm-up to the
+// last pair, warm-up rules, the speedup and its interval, drift cancellation, throttled
+// samples left out, budget and interruption.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+
+#include "paired_timer.hpp"
+
+using namespace tlb;
+
+namespace {
+
+// Virtual device: work advances `now`; the clock reads it back. `mhz_of_run` gives the SM
+// clock sampled after the i-th run ever enqueued.
+class FakeRunClock final : public RunClock {
+ public:
+  double now = 0;
+  size_t runs = 0;
+  std::function<double(size_t)> mhz_of_run = [](size_t) { return 1980.0; };
+
+  void advance(double ms) { now += ms; }
+  void enqueue(size_t slot, const std::function<void()>& work) override {
+    if (ms_.size() <= slot) {
+      ms_.resize(slot + 1);
+      mhz_.resize(slot + 1);
+    }
+    const double start = now;
+    work();
+    ms_[slot] = now - start;
+    mhz_[slot] = mhz_of_run(runs++);
+  }
+  void collect(size_t count, std::vector<double>& ms, std::vector<double>& mhz) override {
+    ms.assign(ms_.begin(), ms_.begin() + static_cast<std::ptrdiff_t>(count));
+    mhz.assign(mhz_.begin(), mhz_.begin() + static_cast<std::ptrdiff_t>(count));
+  }
+  double now_ms() override { return now; }
+
+ private:
+  std::vector<double> ms_, mhz_;
+};
+
+TimerOptions quick_options() {
+  TimerOptions o;
+  o.warmup_min_runs = 3;
+  o.warmup_min_ms = 25;
+  o.stop.min_pairs = 10;
+  o.stop.max_pairs = 2000;
+  o.stop.budget_ms = 1e9;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("ABBA schedule alternates the side that goes first", "[timer]") {
+  auto s = abba_schedule(0, 4);
+  std::string str;
+  for (Side x : s) str += x == Side::ref ? 'R' : 'C';
+  CHECK(str == "RCCRRCCR");
+  auto t = abba_schedule(1, 2);
+  std::string str2;
+  for (Side x : t) str2 += x == Side::ref ? 'R' : 'C';
+  CHECK(str2 == "CRRC");
+}
+
+TEST_CASE("timer runs warm-up and timing in one unbroken ABBA order", "[timer]") {
+  FakeRunClock clock;
+  std::string order;
+  auto ref = [&] { order += 'R'; clock.advance(2.0); };
+  auto cand = [&] { order += 'C'; clock.advance(1.0); };
+  ClockTracker tracker;
+  PairedMeasurement m = measure_paired(clock, ref, cand, quick_options(), tracker);
+  REQUIRE(order.size() % 2 == 0);
+  for (size_t k = 0; k < order.size() / 2; ++k) {
+    const std::string pair = order.substr(2 * k, 2);
+    INFO("pair " << k << " of " << order);
+    CHECK(pair == (k % 2 == 0 ? "RC" : "CR"));
+  }
+  // Warm-up: 1 ms per candidate run needs 25 runs to reach 25 ms.
+  CHECK(m.warmup_runs >= 25);
+  CHECK(m.pairs + m.warmup_runs == order.size() / 2);
+  CHECK(m.stop == stats::StopReason::converged);
+  CHECK(m.speedup.median == Approx(2.0));
+  CHECK(m.ref.median == Approx(2.0));
+  CHECK(m.cand.median == Approx(1.0));
+  CHECK(m.pairs >= 10);
+}
+
+TEST_CASE("warm-up takes at least 3 runs per side even for slow forwards", "[timer]") {
+  FakeRunClock clock;
+  int ref_runs = 0;
+  auto ref = [&] { ++ref_runs; clock.advance(40.0); };
+  auto cand = [&] { clock.advance(30.0); };
+  ClockTracker tracker;
+  TimerOptions o = quick_options();
+  o.stop.budget_ms = 1;  // spent by the warm-up: the floor of 5 pairs is all that follows
+  PairedMeasurement m = measure_paired(clock, ref, cand, o, tracker);
+  CHECK(m.warmup_runs == 3);
+  CHECK(m.stop == stats::StopReason::budget);
+  CHECK(m.pairs == 5);
+  CHECK(ref_runs == 8);
+}
+
+TEST_CASE("timer recovers a noisy speedup inside its interval", "[timer]") {
+  FakeRunClock clock;
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> noise(0.0, 0.03);
+  auto ref = [&] { clock.advance(3.0 * noise(rng)); };
+  auto cand = [&] { clock.advance(2.0 * noise(rng)); };
+  ClockTracker tracker;
+  PairedMeasurement m = measure_paired(clock, ref, cand, quick_options(), tracker);
+  CHECK(m.stop == stats::StopReason::converged);
+  CHECK(m.speedup.lo <= 1.5);
+  CHECK(m.speedup.hi >= 1.5);
+  CHECK(m.speedup.rel_half_width() <= 0.01);
+  CHECK(m.speedup.confidence >= 0.95);
+}
+
+TEST_CASE("ABBA pairing cancels a steady clock drift", "[timer]") {
+  // Every run is 0.2 % slower than the one before (a GPU heating up). Equal work on both
+  // sides must still give a ratio of 1: in AB order every pair would read ~0.998.
+  FakeRunClock clock;
+  double scale = 1.0;
+  auto step = [&] {
+    clock.advance(1.0 * scale);
+    scale *= 1.002;
+  };
+  ClockTracker tracker;
+  TimerOptions o = quick_options();
+  o.stop.min_pairs = 40;
+  PairedMeasurement m = measure_paired(clock, step, step, o, tracker);
+  CHECK(std::fabs(m.speedup.median - 1.0) < 5e-4);
+}
+
+TEST_CASE("throttled samples are counted and left out of the ratios", "[timer]") {
+  FakeRunClock clock;
+  // Runs 60..79 are sampled at 1500 MHz against a maximum of 1980: under 90 %.
+  clock.mhz_of_run = [](size_t i) { return i >= 60 && i < 80 ? 1500.0 : 1980.0; };
+  auto ref = [&] { clock.advance(2.0); };
+  auto cand = [&] { clock.advance(1.0); };
+  ClockTracker tracker;
+  TimerOptions o = quick_options();
+  o.stop.min_pairs = 60;
+  PairedMeasurement m = measure_paired(clock, ref, cand, o, tracker);
+  // 25 warm-up pairs = runs 0..49; the throttled runs fall in timed pairs 5..14.
+  CHECK(m.warmup_runs == 25);
+  CHECK(m.throttled_samples == 20);
+  CHECK(m.throttled_pairs == 10);
+  CHECK(m.pairs + m.throttled_pairs == m.pairs_attempted);
+  CHECK(m.min_mhz == 1500.0);
+  CHECK(m.max_mhz == 1980.0);
+  CHECK(tracker.max_mhz == 1980.0);
+}
+
+TEST_CASE("budget ends a noisy point and interruption ends any point", "[timer]") {
+  FakeRunClock clock;
+  std::mt19937_64 rng(3);
+  std::lognormal_distribution<double> noise(0.0, 0.5);  // far too noisy to reach ±1 %
+  auto ref = [&] { clock.advance(1.0 * noise(rng)); };
+  auto cand = [&] { clock.advance(1.0 * noise(rng)); };
+  ClockTracker tracker;
+  TimerOptions o = quick_options();
+  o.stop.budget_ms = 200;
+  PairedMeasurement m = measure_paired(clock, ref, cand, o, tracker);
+  CHECK(m.stop == stats::StopReason::budget);
+  CHECK(m.elapsed_ms >= 200);
+  CHECK(m.elapsed_ms < 200 + 30);  // batches are sized not to overshoot the budget
+
+  FakeRunClock clock2;
+  int polls = 0;
+  auto ref2 = [&] { clock2.advance(1.0 * noise(rng)); };
+  auto cand2 = [&] { clock2.advance(1.0 * noise(rng)); };
+  PairedMeasurement m2 =
+      measure_paired(clock2, ref2, cand2, quick_options(), tracker, [&] { return ++polls > 5; });
+  CHECK(m2.stop == stats::StopReason::interrupted);
+}
