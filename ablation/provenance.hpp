@@ -1,0 +1,41 @@
+// Where a result came from: the device, its clocks and memory, the driver, CUDA runtime and
+// cuBLAS versions, and the tool's own version and commit. `tlbench info` prints it and every
+// run.json records it.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace tlb {
+
+// Whether a CUDA device can be used; `why` says why not ("no CUDA device: ...").
+bool cuda_device_present(std::string* why);
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  std::string uuid;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  uint64_t memory_total = 0, memory_free = 0;
+  int l2_bytes = 0;
+  int sm_clock_khz = 0;       // peak SM clock
+  int memory_clock_khz = 0;   // peak memory clock
+  int memory_bus_bits = 0;
+  int ecc = 0;
+  int driver_version = 0;     // e.g. 13000
+  int runtime_version = 0;
+  int cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
+};
+// Throws DeviceError when the device cannot be queried.
+DeviceInfo query_device(int index = 0);
+
+// 13000 -> "13.0"; 12080 -> "12.8".
+std::string cuda_version_string(int v);
+
+nlohmann::json to_json(const DeviceInfo& d);
+// {"name": "tlbench", "version": ..., "git_commit": ...}
+nlohmann::json tool_json();
+
+}  // namespace tlb

@@ -1,0 +1,74 @@
+#include "run_control.hpp"
+
+#include <fmt/core.h>
+
+#include <csignal>
+#include <cstdlib>
+
+#include "config.hpp"
+
+namespace tlb {
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void on_stop_signal(int sig) { g_signal = sig; }
+
+}  // namespace
+
+void install_interrupt_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  // One-shot: the first Ctrl-C asks for a clean stop, a second one kills the process.
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool interrupt_requested() { return g_signal != 0; }
+int interrupt_signal() { return g_signal; }
+void clear_interrupt() { g_signal = 0; }
+
+bool FaultInjection::matches(int id, DType d, const std::string& bits) const {
+  return armed && id == case_id && d == dtype && bits == config;
+}
+
+FaultInjection fault_injection_from_env() {
+  FaultInjection f;
+  const char* v = std::getenv("TLBENCH_INJECT_FAULT");
+  if (!v || !*v) return f;
+  const std::string s = v;
+  const size_t a = s.find(':'), b = a == std::string::npos ? a : s.find(':', a + 1);
+  auto bad = [&](const std::string& why) {
+    return ConfigError(fmt::format("TLBENCH_INJECT_FAULT=\"{}\": {} (expected "
+                                   "<case id>:<dtype>:<bits>, e.g. 2:fp16:11000)", s, why));
+  };
+  if (b == std::string::npos) throw bad("not three fields");
+  try {
+    size_t used = 0;
+    f.case_id = std::stoi(s.substr(0, a), &used);
+    if (used != a) throw bad("case id is not a number");
+  } catch (const std::logic_error&) {
+    throw bad("case id is not a number");
+  }
+  if (!parse_dtype(s.substr(a + 1, b - a - 1), f.dtype)) throw bad("unknown dtype");
+  f.config = s.substr(b + 1);
+  if (f.config.empty() || f.config.find_first_not_of("01") != std::string::npos)
+    throw bad("bits must be 0s and 1s");
+  f.armed = true;
+  return f;
+}
+
+std::optional<long> sigint_after_from_env() {
+  const char* v = std::getenv("TLBENCH_INJECT_SIGINT_AFTER");
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 0)
+    throw ConfigError(fmt::format("TLBENCH_INJECT_SIGINT_AFTER=\"{}\": expected a count >= 0", v));
+  return n;
+}
+
+}  // namespace tlb

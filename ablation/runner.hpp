@@ -1,0 +1,76 @@
+// `tlbench run`: measures every point of the grid, case by case and dtype by dtype.
+//
+// Per (case, dtype): the fp32 golden is computed once and its output kept on the device; the
+// case's weights and input are generated once; the baseline (the reference, or attn-only where
+// the dense reference cannot fit) is built once and its output kept. Per configuration, in the
+// seeded order: predicted memory against the budget (nonviable points are never attempted),
+// construction (an allocation failure is an `oom` row), one poisoned run checked against the
+// baseline and the golden, then paired ABBA timing against the baseline. Each row is on disk
+// before the next point starts.
+//
+// Stops: Ctrl-C/SIGTERM and sticky device faults end the run cleanly (run.json says
+// "interrupted" / "device-fault"), and `tlbench run --resume DIR` measures what is left,
+// never a point twice.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "accuracy.hpp"
+#include "config.hpp"
+#include "grid.hpp"
+#include "paired_timer.hpp"
+
+namespace tlb {
+
+struct RunOptions {
+  std::string cases_path;       // cases.json
+  std::string techniques_path;  // empty: techniques.json beside the cases file, else built in
+  std::string cases_sel, configs_sel, dtypes_sel;  // as given to --cases/--configs/--dtypes
+  std::string out_dir;          // empty: runs/<UTC timestamp>
+  bool resume = false;          // out_dir is a run to continue
+  bool quick = false;
+  uint64_t seed = kDefaultRunSeed;
+  Fp32Math fp32_math = Fp32Math::tf32;
+  bool l2_flush = false;
+  bool aa = false;              // A/A: the reference against itself, one point per case and dtype
+  bool layer_trace = false;
+  Tolerance tol;
+  // 0 = the mode's default (see resolve_defaults).
+  int64_t min_reps = 0, max_reps = 0;
+  double point_budget_ms = 0;
+  double target_rel_ci = 0.01;
+  double memory_margin_mib = 1024;  // left free under cudaMemGetInfo's free memory
+  bool json = false;            // summary JSON on stdout at the end
+  std::string command_line;     // as typed, for run.json
+};
+
+// Defaults of a full run and of --quick. A full run: >= 10 and <= 2000 pairs, 150 ms per
+// point (warm-up included; with construction and the accuracy run a point takes ~0.25 s, so
+// the official 1344-point sweep fits in 8 minutes). --quick: >= 5 and <= 200 pairs, 25 ms,
+// warm-up >= 3 runs and >= 5 ms: the official sweep in about a minute, for smoke runs.
+struct ModeDefaults {
+  int64_t min_reps, max_reps;
+  double point_budget_ms, warmup_min_ms;
+};
+ModeDefaults mode_defaults(bool quick);
+void resolve_defaults(RunOptions& o);
+TimerOptions timer_options(const RunOptions& o);
+
+nlohmann::json options_to_json(const RunOptions& o);
+// Throws ConfigError naming `source` and the key on a missing or mistyped option.
+RunOptions options_from_json(const nlohmann::json& j, const std::string& source);
+
+// Validates everything (configs, selection, output folder) before writing anything, checks for
+// a device, then runs. Returns the exit code: 0 ok; 1 a measured point failed the golden
+// criterion; 3 device fault or no device; 130 interrupted. Throws ConfigError (exit 2) on bad
+// input: nothing has been written then.
+int run_command(RunOptions opt);
+
+// FNV-1a 64 of a file's bytes, hex: run.json records it so a resume with an edited cases file
+// is refused rather than silently mixing two grids.
+std::string file_fingerprint(const std::string& path);
+
+}  // namespace tlb

@@ -1,0 +1,119 @@
+// `tlbench run`: parses the options and hands them to the runner (ablation/runner.hpp).
+// Exit codes (SPEC §7): 0 ok, 1 a measured point failed the golden accuracy criterion,
+// 2 usage/config error (nothing written), 3 device failure, 130 interrupted.
+#include <fmt/core.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "config.hpp"
+#include "runner.hpp"
+
+namespace {
+
+std::string join_command_line(const std::vector<std::string>& args) {
+  std::string s = "tlbench run";
+  for (const std::string& a : args) {
+    const bool plain = !a.empty() && a.find_first_of(" \t\"'\\$`") == std::string::npos;
+    s += ' ';
+    if (plain) {
+      s += a;
+    } else {
+      s += '\'';
+      for (char c : a) s += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      s += '\'';
+    }
+  }
+  return s;
+}
+
+// The options as given (CLI11 keeps no argv per subcommand), for run.json and resume notes.
+std::string typed_command_line(const CLI::App& cmd) {
+  std::vector<std::string> typed;
+  for (const CLI::Option* opt : cmd.get_options()) {
+    if (opt->count() == 0 || opt->get_name() == "--help") continue;
+    if (opt->get_type_size() == 0) {
+      typed.push_back(opt->get_name());
+      continue;
+    }
+    for (const std::string& v : opt->results()) {
+      typed.push_back(opt->get_name());
+      typed.push_back(v);
+    }
+  }
+  return join_command_line(typed);
+}
+
+struct RunArgs {
+  tlb::RunOptions opt;
+  std::string out, resume, fp32_math = "tf32";
+};
+
+const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& rc) {
+  auto a = std::make_shared<RunArgs>();
+  tlb::RunOptions& o = a->opt;
+  CLI::App* cmd = root.add_subcommand(
+      "run", "Measure the grid: every configuration against the reference, paired (ABBA), with "
+             "accuracy checks; results written point by point");
+  CLI::Option* config = cmd->add_option("--config", o.cases_path, "cases file (cases.json)");
+  cmd->add_option("--techniques", o.techniques_path,
+                  "techniques file (default: techniques.json beside --config, else the built-in five)");
+  cmd->add_option("--dtypes", o.dtypes_sel, "fp16,bf16,fp32 (default: each case's own)");
+  cmd->add_option("--cases", o.cases_sel, "case ids and ranges, e.g. 1-5,9 (default: all)");
+  cmd->add_option("--configs", o.configs_sel,
+                  "configuration patterns over 0/1/x, one character per technique, e.g. 11000,1xxxx");
+  CLI::Option* out = cmd->add_option("--out", a->out, "output folder; must not exist (default: runs/<UTC time>)");
+  CLI::Option* resume = cmd->add_option(
+      "--resume", a->resume, "continue the run in this folder with its recorded options");
+  cmd->add_flag("--quick", o.quick, "smoke run: fewer repetitions and a 25 ms budget per point");
+  cmd->add_option("--seed", o.seed, "seed of the configuration order and of the data")
+      ->capture_default_str();
+  cmd->add_option("--fp32-math", a->fp32_math, "fp32 math of the fused path: tf32 or ieee")
+      ->capture_default_str();
+  cmd->add_flag("--l2-flush", o.l2_flush, "flush the L2 cache before every timed run (cold)");
+  cmd->add_flag("--aa", o.aa, "A/A: time the reference against itself per case and dtype (noise floor)");
+  cmd->add_flag("--layer-trace", o.layer_trace, "record each layer's rel-L2 error against the golden");
+  cmd->add_option("--atol", o.tol.atol, "strict criterion: absolute tolerance")->capture_default_str();
+  cmd->add_option("--rtol", o.tol.rtol, "strict criterion: relative tolerance")->capture_default_str();
+  cmd->add_option("--min-reps", o.min_reps, "minimum timed pairs per point (default 10; --quick 5)");
+  cmd->add_option("--max-reps", o.max_reps, "maximum timed pairs per point (default 2000; --quick 200)");
+  cmd->add_option("--point-budget-ms", o.point_budget_ms,
+                  "wall time per point for warm-up and timing (default 150; --quick 25)");
+  cmd->add_option("--mem-reserve-mib", o.memory_margin_mib,
+                  "device memory left unused under the free memory at start (shared GPUs)")
+      ->capture_default_str();
+  cmd->add_flag("--json", o.json, "print a summary JSON document on stdout at the end");
+
+  cmd->callback([a, cmd, config, out, resume, &rc]() {
+    tlb::RunOptions& o = a->opt;
+    o.command_line = typed_command_line(*cmd);
+    if (resume->count() > 0) {
+      if (out->count() > 0)
+        throw tlb::ConfigError("--out and --resume exclude each other: --resume continues the "
+                               "folder it names");
+      // The run's own options are recorded in run.json; anything else given is ignored, said so.
+      std::vector<std::string> ignored;
+      for (const CLI::Option* opt : cmd->get_options())
+        if (opt->count() > 0 && opt != resume && opt->get_name() != "--json" &&
+            opt->get_name() != "--help")
+          ignored.push_back(opt->get_name());
+      for (const std::string& n : ignored)
+        fmt::print(stderr, "tlbench: note: --resume takes every option from {}/run.json; "
+                           "ignoring {}\n", a->resume, n);
+      o.out_dir = a->resume;
+      o.resume = true;
+    } else {
+      if (config->count() == 0)
+        throw tlb::ConfigError("run: --config is required (or --resume DIR to continue a run)");
+      o.out_dir = a->out;
+      if (!tlb::parse_fp32_math(a->fp32_math, o.fp32_math))
+        throw tlb::ConfigError(
+            fmt::format("--fp32-math \"{}\": expected tf32 or ieee", a->fp32_math));
+    }
+    rc = tlb::run_command(o);
+  });
+});
+
+}  // namespace

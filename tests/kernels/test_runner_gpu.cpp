@@ -1,0 +1,443 @@
+// The measurement engine on a real device: the accuracy reductions against an fp64 host loop
+// (every dtype, planted NaN/Inf, sizes past the block cap), the CUDA run clock and SM clock
+// probe, and `tlbench run` end to end through the binary: a tiny grid, A/A, a reference too
+// big for the memory budget, SIGINT then --resume, and an injected kernel fault then --resume.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "accuracy.hpp"
+#include "accuracy/compare.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "common/rounding.hpp"
+#include "paired_timer.hpp"
+#include "test_support.hpp"
+#include "timing/clock_probe.hpp"
+#include "timing/l2_flush.hpp"
+#include "writers.hpp"
+
+using namespace tlb;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// Host values of `n` elements in `dtype` and their device copy.
+struct DeviceVector {
+  std::vector<double> host;  // the stored values, exactly
+  DeviceBuffer dev;
+};
+
+DeviceVector upload(const std::vector<float>& values, DType dtype) {
+  DeviceVector v;
+  const size_t n = values.size();
+  v.dev = DeviceBuffer(std::max<size_t>(n, 1) * static_cast<size_t>(dtype_bytes(dtype)));
+  if (dtype == DType::fp32) {
+    for (float f : values) v.host.push_back(f);
+    TLB_CUDA_CHECK(cudaMemcpy(v.dev.get(), values.data(), n * 4, cudaMemcpyHostToDevice));
+    return v;
+  }
+  std::vector<uint16_t> bits(n);
+  for (size_t i = 0; i < n; ++i) {
+    bits[i] = dtype == DType::fp16 ? f32_to_f16_bits(values[i]) : f32_to_bf16_bits(values[i]);
+    v.host.push_back(dtype == DType::fp16 ? f16_bits_to_f32(bits[i]) : bf16_bits_to_f32(bits[i]));
+  }
+  TLB_CUDA_CHECK(cudaMemcpy(v.dev.get(), bits.data(), n * 2, cudaMemcpyHostToDevice));
+  return v;
+}
+
+struct RunResult {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs the tlbench binary with `env` prefixed, capturing stdout and stderr.
+RunResult tlbench(const std::string& args, const fs::path& dir, const std::string& env = "") {
+  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  const std::string cmd = env + " " + TLBENCH_BINARY + " " + args + " > " + out.string() +
+                          " 2> " + err.string();
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("tlbench_gpu_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Two small cases: odd sequence, a padding mask with a one-token element, d_model not a
+// power of two.
+const char* kTinyCases = R"({"cases": [
+  {"id": 1, "name": "tiny-odd", "batch": 2, "seq": 7, "d_model": 64, "heads": 2, "d_ff": 128,
+   "layers": 2, "mask": "causal"},
+  {"id": 2, "name": "tiny-pad", "batch": 2, "seq": 33, "d_model": 96, "heads": 3, "d_ff": 256,
+   "layers": 1, "mask": "padding", "valid_lens": [33, 1]}
+]})";
+
+fs::path write_cases(const fs::path& dir, const std::string& text) {
+  const fs::path p = dir / "cases.json";
+  std::ofstream(p) << text;
+  return p;
+}
+
+std::vector<PointRow> rows_of(const fs::path& run) {
+  return read_points_jsonl((run / "points.jsonl").string());
+}
+
+std::map<std::string, int> count_keys(const std::vector<PointRow>& rows) {
+  std::map<std::string, int> n;
+  for (const PointRow& r : rows) ++n[std::to_string(r.case_id) + "|" + r.dtype + "|" + r.config + "|" + r.policy];
+  return n;
+}
+
+const std::string kTinyArgs = "--quick --dtypes fp16,fp32 --configs 00000,11000,11111";
+constexpr size_t kTinyPoints = 2 * 2 * 3;
+
+}  // namespace
+
+TEST_CASE("compare kernels match an fp64 host loop, NaN and Inf included", "[gpu][accuracy]") {
+  TLB_REQUIRE_GPU();
+  cudaStream_t stream = nullptr;
+  TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::mt19937_64 rng(2024);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_real_distribution<float> jitter(-0.03f, 0.03f);
+  const Tolerance tol;
+  // 1.3M elements exceed 1024 blocks x 1024 elements: the grid-stride loop is exercised.
+  for (size_t n : {size_t{1}, size_t{1000}, size_t{1300007}}) {
+    for (DType dtype : {DType::fp16, DType::bf16, DType::fp32}) {
+      INFO("n = " << n << " dtype " << to_string(dtype));
+      std::vector<float> ref(n), cand(n), golden(n);
+      for (size_t i = 0; i < n; ++i) {
+        golden[i] = normal(rng);
+        ref[i] = golden[i] * (1.f + jitter(rng) * 0.1f);
+        cand[i] = ref[i] * (1.f + jitter(rng)) + (i % 97 == 0 ? 0.01f : 0.f);
+        if (i % 1009 == 5) ref[i] = 0.f;  // exact zeros in the reference: relative error floor
+      }
+      if (n > 100) {
+        cand[17] = NAN;
+        cand[n - 2] = INFINITY;
+        cand[n / 2] = -INFINITY;
+        ref[n / 3] = NAN;
+      }
+      DeviceVector dc = upload(cand, dtype), dr = upload(ref, dtype);
+      DeviceBuffer dg(n * sizeof(float));
+      TLB_CUDA_CHECK(cudaMemcpy(dg.get(), golden.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+
+      // fp64 host loop over the stored values, the same definitions as the kernels.
+      double max_abs = 0, max_rel = 0, err = 0, gsq = 0;
+      uint64_t viol = 0, nan = 0, inf = 0, ref_bad = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const double c = dc.host[i], r = dr.host[i], g = golden[i];
+        if (std::isnan(c)) ++nan;
+        else if (std::isinf(c)) ++inf;
+        if (!std::isfinite(r)) ++ref_bad;
+        const double d = std::fabs(c - r);
+        if (!(d <= tol.atol + tol.rtol * std::fabs(r))) ++viol;
+        if (std::isfinite(c) && std::isfinite(r)) {
+          max_abs = std::max(max_abs, d);
+          max_rel = std::max(max_rel, d / std::max(std::fabs(r), tol.atol));
+        }
+        err += (c - g) * (c - g);
+        gsq += g * g;
+      }
+      const StrictStats s = compare_to_reference(dc.dev.get(), dr.dev.get(), dtype, n, tol, stream);
+      CHECK(s.elements == n);
+      CHECK(s.violations == viol);
+      CHECK(s.nan == nan);
+      CHECK(s.inf == inf);
+      CHECK(s.ref_nonfinite == ref_bad);
+      CHECK(s.max_abs == max_abs);  // a maximum does not depend on the order
+      CHECK(s.max_rel == max_rel);
+      CHECK(strict_pass(s) == (viol == 0 && nan == 0 && inf == 0));
+
+      const GoldenError ge = compare_to_golden(dc.dev.get(), dtype, dg.as<float>(), n, stream);
+      CHECK(ge.nan == nan);
+      CHECK(ge.inf == inf);
+      if (nan > 0) {
+        CHECK(std::isnan(ge.rel_l2));
+      } else {
+        CHECK(ge.rel_l2 == Approx(std::sqrt(err / gsq)).epsilon(1e-10));
+      }
+      // A candidate equal to the golden has no error.
+      if (dtype == DType::fp32) {
+        const GoldenError zero = compare_to_golden(dg.get(), DType::fp32, dg.as<float>(), n, stream);
+        CHECK(zero.rel_l2 == 0.0);
+      }
+    }
+  }
+  // n = 0 touches nothing.
+  const StrictStats empty = compare_to_reference(nullptr, nullptr, DType::fp16, 0, tol, stream);
+  CHECK(empty.elements == 0);
+  CHECK(strict_pass(empty));
+  TLB_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("CUDA run clock times real work and reads a plausible SM clock", "[gpu][timer]") {
+  TLB_REQUIRE_GPU();
+  cudaStream_t stream = nullptr;
+  TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    DeviceBuffer probe(sizeof(ClockProbeSample));
+    launch_clock_probe(probe.as<ClockProbeSample>(), kClockProbeSpinNs, stream);
+    ClockProbeSample s;
+    TLB_CUDA_CHECK(cudaMemcpyAsync(&s, probe.get(), sizeof s, cudaMemcpyDeviceToHost, stream));
+    TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
+    CHECK(s.valid == 1);
+    CHECK(s.ns >= kClockProbeSpinNs);
+    const double mhz = clock_probe_mhz(s);
+    INFO("SM clock " << mhz << " MHz");
+    CHECK(mhz > 100);
+    CHECK(mhz < 5000);
+  }
+  // Writing 256 MiB against writing 128 MiB: bandwidth-bound, so about 2x.
+  const size_t big = size_t{256} << 20, small = size_t{128} << 20;
+  DeviceBuffer a(big), b(small);
+  CudaRunClock::Options co;
+  co.l2_flush = true;
+  CudaRunClock clock(stream, co);
+  int device = 0, l2 = 0;
+  TLB_CUDA_CHECK(cudaGetDevice(&device));
+  TLB_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  CHECK(clock.l2_flush_bytes() >= 2 * static_cast<uint64_t>(l2));
+  unsigned v = 0;
+  TimerOptions to;
+  to.stop.min_pairs = 20;
+  to.stop.budget_ms = 2000;
+  ClockTracker tracker;
+  const PairedMeasurement m = measure_paired(
+      clock, [&] { launch_l2_flush(a.get(), big, ++v, stream); },
+      [&] { launch_l2_flush(b.get(), small, ++v, stream); }, to, tracker);
+  INFO("speedup " << m.speedup.median << " [" << m.speedup.lo << ", " << m.speedup.hi << "], ref "
+                  << m.ref.median << " ms, cand " << m.cand.median << " ms, clock "
+                  << m.min_mhz << "-" << m.max_mhz << " MHz");
+  CHECK(m.speedup.median > 1.6);
+  CHECK(m.speedup.median < 2.4);
+  CHECK(m.speedup.lo <= m.speedup.median);
+  CHECK(m.speedup.hi >= m.speedup.median);
+  CHECK(m.pairs >= 20);
+  CHECK(m.max_mhz > 100);
+  CHECK(tracker.max_mhz >= m.max_mhz);
+  TLB_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
+  TLB_REQUIRE_GPU();
+  const fs::path dir = fresh_dir("run");
+  const fs::path cases = write_cases(dir, kTinyCases);
+  const fs::path out = dir / "out";
+  RunResult r = tlbench("run --config " + cases.string() + " " + kTinyArgs + " --layer-trace --json --out " +
+                            out.string(),
+                        dir);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const json summary = json::parse(r.out);
+  CHECK(summary["state"] == "complete");
+  CHECK(summary["points_on_disk"] == kTinyPoints);
+
+  const auto rows = rows_of(out);
+  REQUIRE(rows.size() == kTinyPoints);
+  for (const auto& [key, n] : count_keys(rows)) CHECK(n == 1);
+  for (const PointRow& p : rows) {
+    INFO(p.case_id << " " << p.dtype << " " << p.config << " " << p.status << " " << p.note);
+    CHECK((p.status == "ok" || p.status.rfind("fallback:", 0) == 0));
+    CHECK(p.baseline == "00000");
+    REQUIRE(p.speedup.has_value());
+    CHECK(*p.speedup > 0);
+    CHECK(*p.speedup_ci_low <= *p.speedup);
+    CHECK(*p.speedup_ci_high >= *p.speedup);
+    CHECK(*p.reps >= 5);
+    CHECK(*p.ref_ms > 0);
+    CHECK(*p.cand_ms > 0);
+    CHECK(*p.tflops > 0);
+    CHECK(*p.peak_bytes > 0);
+    CHECK(*p.predicted_bytes > 0);
+    CHECK(*p.nan_count == 0);
+    CHECK(*p.inf_count == 0);
+    CHECK(p.strict_pass.has_value());
+    REQUIRE(p.golden_rel_l2.has_value());
+    REQUIRE(p.golden_rel_l2_ref.has_value());
+    CHECK(*p.golden_rel_l2_ref < (p.dtype == "fp16" ? 1e-2 : 1e-4));
+    CHECK(p.golden_pass == true);
+    CHECK(p.layer_rel_l2.size() == static_cast<size_t>(p.layers));
+    CHECK(!p.dispatch.empty());
+    CHECK(!p.timestamp.empty());
+    if (p.config == "00000") CHECK(*p.strict_violations == 0);
+  }
+  const json run = json::parse(slurp(out / "run.json"));
+  CHECK(run["state"] == "complete");
+  CHECK(!run["device"]["name"].get<std::string>().empty());
+  CHECK(run["device"]["sm_count"].get<int>() > 0);
+  CHECK(run["tool"]["git_commit"].is_string());
+  CHECK(run["seed"].is_number());
+  CHECK(run["techniques"].size() == 5);
+  CHECK(run["groups"].size() == 4);
+  for (const json& g : run["groups"]) CHECK(g["golden_computed"] == true);
+  CHECK(fs::exists(out / "matrix_fp16.csv"));
+  CHECK(fs::exists(out / "matrix_fp32.csv"));
+  // points.csv holds the header and the same rows.
+  {
+    std::ifstream csv(out / "points.csv");
+    std::string header;
+    std::getline(csv, header);
+    CHECK(header == csv_header());
+  }
+
+  // The same folder again without --resume: refused, nothing touched.
+  const std::string before = slurp(out / "points.jsonl");
+  r = tlbench("run --config " + cases.string() + " --out " + out.string(), dir);
+  CHECK(r.rc == 2);
+  CHECK(slurp(out / "points.jsonl") == before);
+
+  // A/A: one reference-against-itself point per case and dtype, ratios near 1.
+  const fs::path aa = dir / "aa";
+  r = tlbench("run --config " + cases.string() + " --dtypes fp16,fp32 --aa --quick --out " + aa.string(), dir);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.err.find("A/A noise floor") != std::string::npos);
+  const auto aa_rows = rows_of(aa);
+  REQUIRE(aa_rows.size() == 4);
+  for (const PointRow& p : aa_rows) {
+    CHECK(p.status == "aa");
+    CHECK(p.config == "00000");
+    REQUIRE(p.speedup.has_value());
+    CHECK(*p.speedup > 0.8);  // tiny launch-bound forwards: loose, but a swapped side would show
+    CHECK(*p.speedup < 1.25);
+    CHECK(*p.strict_violations == 0);
+    CHECK(p.golden_pass == true);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tlbench run: a reference over the memory budget is nonviable, attn-only is the baseline",
+          "[gpu][runner]") {
+  TLB_REQUIRE_GPU();
+  const fs::path dir = fresh_dir("nonviable");
+  // fp16 dense scores: 4 x 4 x 8192^2 x 2 B = 2 GiB; everything else is a few hundred MiB.
+  const fs::path cases = write_cases(dir, R"({"cases": [
+    {"id": 7, "name": "long-narrow", "batch": 4, "seq": 8192, "d_model": 256, "heads": 4,
+     "d_ff": 512, "layers": 1, "mask": "causal"}]})");
+  size_t free_b = 0, total_b = 0;
+  TLB_CUDA_CHECK(cudaFree(nullptr));
+  TLB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  // Leave the child about 1.5 GiB minus its own context: under the scores, over the rest.
+  const size_t reserve_mib = (free_b >> 20) - 1536;
+  const fs::path out = dir / "out";
+  const RunResult r = tlbench(
+      "run --config " + cases.string() + " --dtypes fp16 --configs 00000,01000,11000,10000 --quick " +
+          "--mem-reserve-mib " + std::to_string(reserve_mib) + " --out " + out.string(),
+      dir);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto rows = rows_of(out);
+  REQUIRE(rows.size() == 4);
+  for (const PointRow& p : rows) {
+    INFO(p.config << " " << p.status << " " << p.note);
+    CHECK(p.baseline == "01000");
+    if (p.config[1] == '0') {
+      CHECK(p.status == "nonviable");
+      CHECK(!p.ref_ms.has_value());
+      CHECK(!p.speedup.has_value());
+      CHECK(p.note.find("attn-only") != std::string::npos);
+    } else {
+      CHECK((p.status == "ok" || p.status.rfind("fallback:", 0) == 0));
+      REQUIRE(p.speedup.has_value());
+      CHECK(!p.golden_rel_l2_ref.has_value());  // the reference did not run
+      REQUIRE(p.golden_rel_l2.has_value());
+      CHECK(*p.golden_threshold == 5e-3);       // the fp16 floor
+      CHECK(p.golden_pass == true);
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tlbench run: SIGINT then --resume gives every point exactly once", "[gpu][runner]") {
+  TLB_REQUIRE_GPU();
+  const fs::path dir = fresh_dir("sigint");
+  const fs::path cases = write_cases(dir, kTinyCases);
+  const fs::path out = dir / "out";
+  RunResult r = tlbench("run --config " + cases.string() + " " + kTinyArgs + " --out " + out.string(),
+                        dir, "TLBENCH_INJECT_SIGINT_AFTER=5");
+  INFO(r.err);
+  REQUIRE(r.rc == 130);
+  CHECK(r.err.find("interrupted; resume with: tlbench run --resume " + out.string()) !=
+        std::string::npos);
+  CHECK(rows_of(out).size() == 5);
+  CHECK(json::parse(slurp(out / "run.json"))["state"] == "interrupted");
+
+  r = tlbench("run --resume " + out.string(), dir);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto rows = rows_of(out);
+  CHECK(rows.size() == kTinyPoints);
+  const auto counts = count_keys(rows);
+  CHECK(counts.size() == kTinyPoints);
+  for (const auto& [key, n] : counts) {
+    INFO(key);
+    CHECK(n == 1);
+  }
+  const json run = json::parse(slurp(out / "run.json"));
+  CHECK(run["state"] == "complete");
+  CHECK(run["segments"].size() == 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tlbench run: an injected kernel fault stops with exit 3 and resume completes",
+          "[gpu][runner]") {
+  TLB_REQUIRE_GPU();
+  const fs::path dir = fresh_dir("fault");
+  const fs::path cases = write_cases(dir, kTinyCases);
+  const fs::path out = dir / "out";
+  RunResult r = tlbench("run --config " + cases.string() + " " + kTinyArgs + " --out " + out.string(),
+                        dir, "TLBENCH_INJECT_FAULT=2:fp16:11000");
+  INFO(r.err);
+  REQUIRE(r.rc == 3);
+  CHECK(r.err.find("injected fault") != std::string::npos);
+  CHECK(r.err.find("resume with: tlbench run --resume " + out.string()) != std::string::npos);
+  const auto before = rows_of(out);
+  CHECK(before.size() < kTinyPoints);
+  for (const PointRow& p : before) CHECK(!(p.case_id == 2 && p.dtype == "fp16" && p.config == "11000"));
+  CHECK(json::parse(slurp(out / "run.json"))["state"] == "device-fault");
+
+  r = tlbench("run --resume " + out.string(), dir);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto rows = rows_of(out);
+  CHECK(rows.size() == kTinyPoints);
+  for (const auto& [key, n] : count_keys(rows)) {
+    INFO(key);
+    CHECK(n == 1);
+  }
+  bool faulted_point_measured = false;
+  for (const PointRow& p : rows)
+    if (p.case_id == 2 && p.dtype == "fp16" && p.config == "11000") faulted_point_measured = p.speedup.has_value();
+  CHECK(faulted_point_measured);
+  fs::remove_all(dir);
+}
