@@ -42,7 +42,7 @@ void check_starts(const std::string& msg, const std::string& prefix, const std::
 
 }  // namespace
 
-TEST_CASE("--cases takes ids and ranges and keeps them sorted and unique", "[grid]") {
+TEST_CASE("selection: --cases takes ids and ranges and keeps them sorted and unique", "[grid]") {
   const tlb::Selection sel = tlb::parse_selection("9, 1-5,3", "", "", official_cases(),
                                                   tlb::default_techniques());
   CHECK(sel.case_ids == std::vector<int>{1, 2, 3, 4, 5, 9});
@@ -68,7 +68,7 @@ TEST_CASE("malformed --cases values name the option and the value", "[grid]") {
   check_starts(selection_error("20-30", "", ""), "--cases: range '20-30' selects no case");
 }
 
-TEST_CASE("--configs takes patterns over 0, 1 and x, one character per technique", "[grid]") {
+TEST_CASE("selection: --configs takes patterns over 0, 1 and x, one character per technique", "[grid]") {
   const tlb::Selection sel = tlb::parse_selection("", "11000,1xxxx,11000", "", official_cases(),
                                                   tlb::default_techniques());
   CHECK(sel.config_patterns == std::vector<std::string>{"11000", "1xxxx"});
@@ -81,7 +81,7 @@ TEST_CASE("--configs takes patterns over 0, 1 and x, one character per technique
   check_starts(selection_error("", "11000,", ""), "--configs: empty pattern in '11000,'");
 }
 
-TEST_CASE("--dtypes takes known dtype names", "[grid]") {
+TEST_CASE("selection: --dtypes takes known dtype names", "[grid]") {
   const tlb::Selection sel =
       tlb::parse_selection("", "", "bf16,fp16,bf16", official_cases(), tlb::default_techniques());
   CHECK(sel.dtypes == std::vector<DType>{DType::bf16, DType::fp16});

@@ -240,7 +240,7 @@ TEST_CASE("a smaller memory budget makes large points nonviable, never small one
       CHECK(dp.viable_points + dp.nonviable_points == dp.selected_points);
 }
 
-TEST_CASE("--mem-gib: an explicit budget wins and a bad one is a config error", "[plan]") {
+TEST_CASE("plan budget: --mem-gib: an explicit budget wins and a bad one is a config error", "[plan]") {
   const tlb::MemoryBudget b = tlb::resolve_memory_budget(24.5);
   CHECK(b.bytes == static_cast<uint64_t>(24.5 * kGiB));
   CHECK_FALSE(b.from_device);
