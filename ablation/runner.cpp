@@ -673,7 +673,7 @@ void Runner::record_group(const Group& g) {
   json& groups = doc_["groups"];
   if (!groups.is_array()) groups = json::array();
   for (json& old : groups)
-    if (old.value("case_id", -1) == g.spec.id && old.value("dtype", "") == e["dtype"]) {
+    if (old.value("case_id", -1) == g.spec.id && old.value("dtype", std::string()) == e["dtype"].get<std::string>()) {
       old = e;
       return;
     }
