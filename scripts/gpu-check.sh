@@ -23,7 +23,7 @@ for step in "${steps[@]}"; do
       cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
         -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTLBENCH_PTXAS_VERBOSE=ON >"$OUT/configure.log" 2>&1 \
         || { tail -30 "$OUT/configure.log"; exit 1; }
-      if ! cmake --build $BUILD -j "$(nproc)" >"$OUT/build.log" 2>&1; then
+      if ! cmake --build $BUILD -j "$(nproc)" -- -k 0 >"$OUT/build.log" 2>&1; then
         grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1
       fi
       $BIN --version | tee -a "$OUT/summary.txt"
