@@ -56,9 +56,8 @@ StrictStats compare_to_reference(const void* cand, const void* ref, DType dtype,
   const int blocks = compare_block_count(n);
   if (blocks == 0) return s;
   DeviceBuffer partials(sizeof(CompareBlockPartial) * static_cast<size_t>(blocks));
-  launch_compare_to_reference(cand, ref, dtype, n, static_cast<float>(tol.atol),
-                              static_cast<float>(tol.rtol), partials.as<CompareBlockPartial>(),
-                              stream);
+  launch_compare_to_reference(cand, ref, dtype, n, tol.atol, tol.rtol,
+                              partials.as<CompareBlockPartial>(), stream);
   std::vector<CompareBlockPartial> host(static_cast<size_t>(blocks));
   TLB_CUDA_CHECK(cudaMemcpyAsync(host.data(), partials.get(), partials.bytes(),
                                  cudaMemcpyDeviceToHost, stream));

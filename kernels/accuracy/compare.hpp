@@ -35,7 +35,7 @@ constexpr int kCompareMaxBlocks = 1024;
 int compare_block_count(size_t n);
 
 void launch_compare_to_reference(const void* cand, const void* ref, DType dtype, size_t n,
-                                 float atol, float rtol, CompareBlockPartial* partials,
+                                 double atol, double rtol, CompareBlockPartial* partials,
                                  cudaStream_t stream);
 void launch_compare_to_golden(const void* cand, DType dtype, const float* golden, size_t n,
                               GoldenBlockPartial* partials, cudaStream_t stream);

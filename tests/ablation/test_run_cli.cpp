@@ -1,0 +1,209 @@
+// `tlbench run` before it touches a device: its options survive run.json for --resume, and
+// every refusal (existing --out, --resume of a folder that is not a run, an edited cases file,
+// malformed fault-injection variables, --out with --resume) is exit 2 with nothing written.
+// Without a GPU the run says "no CUDA device: ..." and exits 3, again writing nothing.
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "config.hpp"
+#include "runner.hpp"
+
+using namespace tlb;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Scratch {
+  fs::path dir;
+  explicit Scratch(const std::string& name) {
+    dir = fs::temp_directory_path() / ("tlbench-runcli-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  // Everything in the folder except the captured output, for "nothing written" checks.
+  std::vector<std::string> listing() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      const std::string n = e.path().filename().string();
+      if (n != "stdout.txt" && n != "stderr.txt") names.push_back(fs::relative(e.path(), dir).string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+};
+
+Result tlbench(const std::string& args, const Scratch& s, const std::string& env = "") {
+  const fs::path out = s.dir / "stdout.txt", err = s.dir / "stderr.txt";
+  const std::string cmd = "cd " + s.dir.string() + " && " + env + " " + TLBENCH_BINARY + " " +
+                          args + " > " + out.string() + " 2> " + err.string();
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+const std::string kCases = std::string(TLBENCH_SOURCE_DIR) + "/configs/cases.json";
+
+int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+}  // namespace
+
+TEST_CASE("run options round-trip through run.json", "[run]") {
+  RunOptions o;
+  o.cases_path = "/x/cases.json";
+  o.cases_sel = "1-3";
+  o.configs_sel = "1xxxx";
+  o.dtypes_sel = "fp16";
+  o.out_dir = "runs/a";
+  o.quick = true;
+  o.seed = 0xfedcba9876543210ull;
+  o.fp32_math = Fp32Math::ieee;
+  o.l2_flush = true;
+  o.aa = true;
+  o.layer_trace = true;
+  o.tol.atol = 1e-3;
+  o.tol.rtol = 5e-2;
+  o.min_reps = 7;
+  o.max_reps = 70;
+  o.point_budget_ms = 33.5;
+  o.memory_margin_mib = 2048;
+  const nlohmann::json j = nlohmann::json::parse(options_to_json(o).dump());
+  const RunOptions b = options_from_json(j, "run.json");
+  CHECK(options_to_json(b) == options_to_json(o));
+  CHECK(b.seed == o.seed);
+  CHECK(b.fp32_math == Fp32Math::ieee);
+
+  nlohmann::json bad = j;
+  bad.erase("seed");
+  CHECK_THROWS_WITH(options_from_json(bad, "r.json"), Catch::Contains("$.options.seed: missing"));
+  bad = j;
+  bad["aa"] = "yes";
+  CHECK_THROWS_WITH(options_from_json(bad, "r.json"), Catch::Contains("$.options.aa"));
+}
+
+TEST_CASE("mode defaults: a full run fits the official sweep, --quick is a smoke run", "[run]") {
+  RunOptions full;
+  resolve_defaults(full);
+  CHECK(full.min_reps == 10);
+  CHECK(full.max_reps == 2000);
+  // 1344 points in 8 minutes leave ~0.36 s a point; the budget covers warm-up and timing.
+  CHECK(full.point_budget_ms * 1344 / 1000.0 < 8 * 60 * 0.6);
+  const TimerOptions t = timer_options(full);
+  CHECK(t.warmup_min_runs == 3);
+  CHECK(t.warmup_min_ms == 25);
+  CHECK(t.stop.target_rel_half_width == 0.01);
+  RunOptions quick;
+  quick.quick = true;
+  resolve_defaults(quick);
+  CHECK(quick.point_budget_ms * 1344 / 1000.0 < 60);
+  RunOptions bad;
+  bad.min_reps = 50;
+  bad.max_reps = 10;
+  CHECK_THROWS_AS(resolve_defaults(bad), ConfigError);
+}
+
+TEST_CASE("tlbench run refuses bad output folders and hooks with exit 2, writing nothing", "[run][cli]") {
+  Scratch s("refuse");
+  fs::create_directories(s.dir / "taken");
+  std::ofstream(s.dir / "taken" / "keep.txt") << "x";
+
+  Result r = tlbench("run --config " + kCases + " --out taken", s);
+  CHECK(r.rc == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("taken") != std::string::npos);
+  CHECK(r.err.find("--resume") != std::string::npos);
+
+  r = tlbench("run --resume taken", s);  // a folder without run.json
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("run.json") != std::string::npos);
+
+  r = tlbench("run --resume nowhere", s);
+  CHECK(r.rc == 2);
+
+  r = tlbench("run --resume taken --out other", s);
+  CHECK(r.rc == 2);
+
+  r = tlbench("run --config " + kCases + " --out fresh", s, "TLBENCH_INJECT_FAULT=1:fp64:00000");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("TLBENCH_INJECT_FAULT") != std::string::npos);
+
+  r = tlbench("run --config " + kCases + " --out fresh", s, "TLBENCH_INJECT_SIGINT_AFTER=soon");
+  CHECK(r.rc == 2);
+
+  r = tlbench("run --config " + kCases + " --out fresh --fp32-math fast", s);
+  CHECK(r.rc == 2);
+
+  r = tlbench("run --config " + kCases + " --out fresh --min-reps 50 --max-reps 5", s);
+  CHECK(r.rc == 2);
+
+  CHECK(s.listing() == std::vector<std::string>{"taken", "taken/keep.txt"});
+}
+
+TEST_CASE("tlbench run --resume refuses a cases file edited since the run began", "[run][cli]") {
+  Scratch s("edited");
+  const fs::path cases = s.dir / "cases.json";
+  fs::copy_file(kCases, cases);
+  RunOptions o;
+  o.cases_path = cases.string();
+  o.out_dir = (s.dir / "run").string();
+  resolve_defaults(o);
+  fs::create_directories(s.dir / "run");
+  const std::string fingerprint = file_fingerprint(cases.string());
+  nlohmann::json doc = {{"options", options_to_json(o)},
+                        {"state", "interrupted"},
+                        {"cases_file", {{"path", cases.string()}, {"fingerprint", fingerprint}}}};
+  std::ofstream(s.dir / "run" / "run.json") << doc.dump(2);
+  std::ofstream(cases, std::ios::app) << "\n";  // one byte more
+  CHECK(file_fingerprint(cases.string()) != fingerprint);
+  const std::string before = slurp(s.dir / "run" / "run.json");
+  const Result r = tlbench("run --resume run", s);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("changed since the run began") != std::string::npos);
+  CHECK(slurp(s.dir / "run" / "run.json") == before);
+}
+
+TEST_CASE("tlbench run without a GPU: one line and exit 3, nothing written", "[run][cli]") {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
+    SUCCEED("a GPU is present: covered by the [gpu] runner tests");
+    return;
+  }
+  cudaGetLastError();
+  Scratch s("nogpu");
+  Result r = tlbench("run --config " + kCases + " --cases 1 --dtypes fp16", s);
+  CHECK(r.rc == 3);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.rfind("no CUDA device: ", 0) == 0);
+  CHECK(r.out.empty());
+  CHECK(s.listing().empty());  // not even runs/
+  r = tlbench("info", s);
+  CHECK(r.rc == 3);
+  CHECK(r.err.rfind("no CUDA device: ", 0) == 0);
+}
