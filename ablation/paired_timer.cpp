@@ -47,10 +47,15 @@ struct CudaRunClock::Impl {
       stop.push_back(b);
     }
     if (opt.sample_clock && probes.bytes() < slots * sizeof(ClockProbeSample)) {
-      // Grow geometrically: batches only get longer as a point goes on.
+      // Grow geometrically. This can happen in the middle of a batch, so the samples already
+      // taken move along (after the probes that write them have finished).
       const size_t cap = std::max(slots, 2 * probes.bytes() / sizeof(ClockProbeSample));
-      TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
-      probes = DeviceBuffer(cap * sizeof(ClockProbeSample));
+      DeviceBuffer grown(cap * sizeof(ClockProbeSample));
+      if (probes.bytes() > 0)
+        TLB_CUDA_CHECK(cudaMemcpyAsync(grown.get(), probes.get(), probes.bytes(),
+                                       cudaMemcpyDeviceToDevice, stream));
+      TLB_CUDA_CHECK(cudaStreamSynchronize(stream));  // before the old buffer is freed
+      probes = std::move(grown);
       probes_host.resize(cap);
     }
   }
@@ -66,7 +71,7 @@ CudaRunClock::CudaRunClock(cudaStream_t stream, const Options& opt) : impl_(new 
     const uint64_t bytes = std::max<uint64_t>(2ull * static_cast<uint64_t>(l2), 1ull << 20);
     impl_->flush = DeviceBuffer((bytes + 15) / 16 * 16);
   }
-  impl_->reserve(64);
+  impl_->reserve(512);  // the timer's largest batch: 256 pairs
 }
 
 CudaRunClock::~CudaRunClock() {
