@@ -1,8 +1,10 @@
 // Flash attention forward on Hopper warpgroup MMA (sm_90a): S = Q K^T and O += P V as wgmma with
 // Q and P as register operands and K, V read by the tensor cores straight from 128-byte-swizzled
-// shared memory (no ldmatrix traffic for them). The online softmax, masks, split-KV partials and
-// epilogue are the mma.sync kernel's: the accumulator layouts agree. fp16/bf16, head_dim 64 and
-// 128, any seq, every mask; 128 query rows (two warpgroups of 64) x 64-key tiles.
+// shared memory (no ldmatrix traffic for them); each warpgroup runs the softmax of one key tile
+// while the tensor cores still multiply the previous tile's P V. The online softmax, masks,
+// split-KV partials and epilogue are the mma.sync kernel's: the accumulator layouts agree.
+// fp16/bf16, head_dim 64 and 128, any seq, every mask; 128 query rows (two warpgroups of 64) x
+// 64-key tiles.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -20,7 +22,7 @@
 namespace tlb::attn {
 namespace {
 
-// 196 / 119 registers (sm_90a, no spills) and 97 / 49 KB of shared memory at head_dim 128 / 64:
+// 203 / 128 registers (sm_90a, no spills) and 97 / 49 KB of shared memory at head_dim 128 / 64:
 // one block per SM at 128, two at 64.
 constexpr int kRows = 128;    // two warpgroups x 64 query rows
 constexpr int kKV = 64;       // keys per tile: S is 32 fp32 registers per thread
@@ -49,16 +51,31 @@ __device__ __forceinline__ void load_kv_tile(T* tile, const T* g, int64_t row0, 
 }
 
 // d (64 x kN per warpgroup) += A (registers) * B (descriptor).
+// d (64 x kN per warpgroup) = A (registers) * B (descriptor) + (accumulate ? d : 0).
 template <typename T, int kTransB, int kN>
-__device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc) {
+__device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
+                                         int accumulate) {
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   if constexpr (kN == 64) {
-    if constexpr (kBf16) ptx::wgmma_m64n64k16_rs_bf16<kTransB>(d, a, desc, 1);
-    else ptx::wgmma_m64n64k16_rs_f16<kTransB>(d, a, desc, 1);
+    if constexpr (kBf16) ptx::wgmma_m64n64k16_rs_bf16<kTransB>(d, a, desc, accumulate);
+    else ptx::wgmma_m64n64k16_rs_f16<kTransB>(d, a, desc, accumulate);
   } else {
     static_assert(kN == 128, "head_dim 64 or 128");
-    if constexpr (kBf16) ptx::wgmma_m64n128k16_rs_bf16<kTransB>(d, a, desc, 1);
-    else ptx::wgmma_m64n128k16_rs_f16<kTransB>(d, a, desc, 1);
+    if constexpr (kBf16) ptx::wgmma_m64n128k16_rs_bf16<kTransB>(d, a, desc, accumulate);
+    else ptx::wgmma_m64n128k16_rs_f16<kTransB>(d, a, desc, accumulate);
+  }
+}
+
+// P (scores after the softmax) rounded to T as the A operand of P V: the C layout of two
+// adjacent n8 tiles is the A layout of one k16 step.
+template <typename T, int kNT>
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[kNT / 2][4], const float (&s)[1][kNT][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kNT / 2; ++kk) {
+    pa[kk][0] = pack2<T>(s[0][2 * kk][0], s[0][2 * kk][1]);
+    pa[kk][1] = pack2<T>(s[0][2 * kk][2], s[0][2 * kk][3]);
+    pa[kk][2] = pack2<T>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+    pa[kk][3] = pack2<T>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
   }
 }
 
@@ -72,7 +89,7 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
 #endif  // TLB_PTX_SM90A
 
 template <typename T, int kD>
-__global__ void __launch_bounds__(kThreads, 1) flash_fwd_wgmma(const FlashParams p) {
+__global__ void __launch_bounds__(kThreads, kD == 64 ? 2 : 1) flash_fwd_wgmma(const FlashParams p) {
 #if TLB_PTX_SM90A
   constexpr int kNT = kKV / 8, kDN = kD / 8, kKS = kD / 16;
   constexpr int kTileElems = kKV * kD;
@@ -108,74 +125,100 @@ __global__ void __launch_bounds__(kThreads, 1) flash_fwd_wgmma(const FlashParams
     for (int e = 0; e < 4; ++e) o[0][dn][e] = 0.0f;
   float(&o_flat)[kDN * 4] = reinterpret_cast<float(&)[kDN * 4]>(o[0]);
 
+  // S = Q K^T of tile `it` into s: K is the K-major B operand; a 16-column k step is a 32-byte
+  // offset inside the 128-byte rows of its column block. The first step overwrites s.
+  float s[1][kNT][4];
+  float(&s_flat)[kNT * 4] = reinterpret_cast<float(&)[kNT * 4]>(s[0]);
+  auto issue_scores = [&](const uint32_t (&qf)[kKS][4], int it) {
+    const uint32_t k_tile = sk + (it & 1) * kTileBytes;
+#pragma unroll
+    for (int ks = 0; ks < kKS; ++ks) {
+      const uint64_t desc = ptx::wgmma_desc_sw128(k_tile + (ks >> 2) * kColBlockBytes + (ks & 3) * 32, 16, 1024);
+      wgmma_rs<T, 0, kKV>(s_flat, qf[ks], desc, ks > 0);
+    }
+    ptx::wgmma_commit_group();
+  };
+  auto mask_tile = [&](int it) {
+    const int64_t kv0 = kr.begin + static_cast<int64_t>(it) * kKV;
+    if (tile_needs_mask(p, kv0, kKV, kr.end, row0)) mask_scores(s, row0, kv0, kr.end, causal, lane);
+  };
+
   if (n_tiles > 0) {
+    // K and V of a tile live in separate double buffers; K runs one tile ahead of V, since
+    // tile it+1's scores are computed while tile it's P V is still on the tensor cores.
+    auto load_k = [&](int it) {
+      load_kv_tile<T, kD>(sK + (it & 1) * kTileElems, gK, kr.begin + static_cast<int64_t>(it) * kKV, p.seq, tid);
+    };
+    auto load_v = [&](int it) {
+      load_kv_tile<T, kD>(sV + (it & 1) * kTileElems, gV, kr.begin + static_cast<int64_t>(it) * kKV, p.seq, tid);
+    };
     load_tile_async<T, kD, kRows, kThreads>(sQ, gQ, c.q0, p.seq, tid);
-    load_kv_tile<T, kD>(sK, gK, kr.begin, p.seq, tid);
-    load_kv_tile<T, kD>(sV, gV, kr.begin, p.seq, tid);
+    load_k(0);
+    load_v(0);
+    if (n_tiles > 1) load_k(1);
     ptx::cp_async_commit();
     ptx::cp_async_wait<0>();
+    ptx::fence_proxy_async_shared();  // cp.async writes (generic proxy) before wgmma reads (async)
     __syncthreads();
     uint32_t qf[kKS][4];
 #pragma unroll
     for (int ks = 0; ks < kKS; ++ks) load_q_frag<kD>(qf[ks], sq, warp_row, ks, lane);
 
-    for (int it = 0; it < n_tiles; ++it) {
-      const int stage = it & 1;
-      const int64_t kv0 = kr.begin + static_cast<int64_t>(it) * kKV;
-      // Tile `it` landed (loaded during the previous tile's work). cp.async wrote it through the
-      // generic proxy and wgmma reads through the async proxy, hence the proxy fence before the
-      // barrier; past the barrier every warpgroup is done with tile it-1, whose buffers then
-      // take it+1.
-      ptx::cp_async_wait<0>();
-      ptx::fence_proxy_async_shared();
-      __syncthreads();
-      if (it + 1 < n_tiles) {
-        load_kv_tile<T, kD>(sK + (stage ^ 1) * kTileElems, gK, kv0 + kKV, p.seq, tid);
-        load_kv_tile<T, kD>(sV + (stage ^ 1) * kTileElems, gV, kv0 + kKV, p.seq, tid);
-      }
-      ptx::cp_async_commit();
+    float alpha[1][2];
+    ptx::wgmma_fence();
+    issue_scores(qf, 0);
+    ptx::wgmma_wait_group<0>();
+    fence_operands(s_flat);
+    mask_tile(0);
+    softmax_scores(s, m, l, alpha, p.scale_log2);  // O is still zero: nothing to rescale
+    uint32_t pa[kKV / 16][4];
+    pack_p<T>(pa, s);
 
-      // S = Q K^T: K is the K-major B operand; a 16-column k step is a 32-byte offset inside
-      // the 128-byte rows of its column block.
-      float s[1][kNT][4];
-      float(&s_flat)[kNT * 4] = reinterpret_cast<float(&)[kNT * 4]>(s[0]);
-#pragma unroll
-      for (int i = 0; i < kNT * 4; ++i) s_flat[i] = 0.0f;
-      const uint32_t k_tile = sk + stage * kTileBytes;
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kKS; ++ks) {
-        const uint64_t desc = ptx::wgmma_desc_sw128(k_tile + (ks >> 2) * kColBlockBytes + (ks & 3) * 32, 16, 1024);
-        wgmma_rs<T, 0, kKV>(s_flat, qf[ks], desc);
-      }
-      ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<0>();
-      fence_operands(s_flat);
-
-      if (tile_needs_mask(p, kv0, kKV, kr.end, row0)) mask_scores(s, row0, kv0, kr.end, causal, lane);
-      softmax_update<false>(s, o, m, l, p.scale_log2);
-      uint32_t pa[kKV / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < kKV / 16; ++kk) {
-        pa[kk][0] = pack2<T>(s[0][2 * kk][0], s[0][2 * kk][1]);
-        pa[kk][1] = pack2<T>(s[0][2 * kk][2], s[0][2 * kk][3]);
-        pa[kk][2] = pack2<T>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-        pa[kk][3] = pack2<T>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-      }
-
-      // O += P V: V is the MN-major B operand (head_dim contiguous): a 16-key k step is two
-      // 8-row atoms (2048 bytes); the next 64 head-dim columns are the next column block.
-      const uint32_t v_tile = sv + stage * kTileBytes;
-      ptx::wgmma_fence();
+    // O += P V of tile it: V is the MN-major B operand (a 16-key k step is two 8-row atoms,
+    // 2048 bytes; the next 64 head-dim columns are the next column block).
+    auto issue_pv = [&](int it) {
+      const uint32_t v_tile = sv + (it & 1) * kTileBytes;
 #pragma unroll
       for (int kk = 0; kk < kKV / 16; ++kk) {
         const uint64_t desc = ptx::wgmma_desc_sw128(v_tile + kk * 16 * 128, kColBlockBytes, 1024);
-        wgmma_rs<T, 1, kD>(o_flat, pa[kk], desc);
+        wgmma_rs<T, 1, kD>(o_flat, pa[kk], desc, 1);
       }
       ptx::wgmma_commit_group();
+    };
+    // Resident and visible after this barrier: K of tile it+1 and V of tile it (loaded during
+    // the previous step). Past it, every warpgroup is done with K of tile it and V of tile it-1,
+    // whose buffers take K of it+2 and V of it+1.
+    auto next_step = [&](int it) {
+      ptx::cp_async_wait<0>();
+      ptx::fence_proxy_async_shared();
+      __syncthreads();
+      if (it + 2 < n_tiles) load_k(it + 2);
+      if (it + 1 < n_tiles) load_v(it + 1);
+      ptx::cp_async_commit();
+    };
+
+    // Every tile but the last: tile it+1's scores, then tile it's P V; the softmax of tile it+1
+    // runs while P V is still on the tensor cores. (The wgmma sequence is the same on every
+    // pass, so ptxas can keep the groups in flight.)
+    for (int it = 0; it + 1 < n_tiles; ++it) {
+      next_step(it);
+      ptx::wgmma_fence();
+      issue_scores(qf, it + 1);
+      issue_pv(it);
+      ptx::wgmma_wait_group<1>();  // the scores; P V may still run
+      fence_operands(s_flat);
+      mask_tile(it + 1);
+      const bool rescale = softmax_scores(s, m, l, alpha, p.scale_log2);
       ptx::wgmma_wait_group<0>();
       fence_operands(o_flat);
+      if (rescale) rescale_o(o, alpha);
+      pack_p<T>(pa, s);  // P of tile it is no longer read by the tensor cores
     }
+    next_step(n_tiles - 1);
+    ptx::wgmma_fence();
+    issue_pv(n_tiles - 1);
+    ptx::wgmma_wait_group<0>();
+    fence_operands(o_flat);
   }
   store_rows<T, kD>(p, c, split, row0, o, m, l, lane);
 #else

@@ -79,19 +79,18 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], int64_t row0,
       }
 }
 
-// One step of the online softmax over a tile of raw scores s (scale not yet applied):
-// updates the running max m (raw units) and the running sum l (this lane's columns only; the
-// quad's partial sums are added once at the end, since every rescale factor is shared by the
-// row), rescales O, and leaves exp2(s*scale_log2 - m*scale_log2) in s. A row whose keys are
-// all masked so far keeps m = -inf and contributes exact zeros, never NaN. Once the running
-// maxima settle, most tiles leave every max of the warp unchanged (factor exactly 1): the warp
-// then skips the O rescale, which is the bulk of the softmax's arithmetic.
-// kFirst: O and l are still zero, nothing to rescale.
-template <bool kFirst, int MT, int NT, int DN>
-__device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&o)[MT][DN][4],
-                                               float (&m)[MT][2], float (&l)[MT][2],
+// The scores half of one online-softmax step over a tile of raw scores s (scale not yet
+// applied): updates the running max m (raw units) and the running sum l (this lane's columns
+// only; the quad's partial sums are added once at the end, since every rescale factor is shared
+// by the row), leaves exp2(s*scale_log2 - m*scale_log2) in s and the factor O must be rescaled
+// by in alpha. Returns whether any row of the warp needs a rescale: once the running maxima
+// settle, most tiles leave every max of the warp unchanged (factor exactly 1), and the warp
+// skips the O rescale, the bulk of the softmax's arithmetic. A row whose keys are all masked so
+// far keeps m = -inf and contributes exact zeros, never NaN.
+template <int MT, int NT>
+__device__ __forceinline__ bool softmax_scores(float (&s)[MT][NT][4], float (&m)[MT][2],
+                                               float (&l)[MT][2], float (&alpha)[MT][2],
                                                float scale_log2) {
-  float alpha[MT][2];
   bool rescale = false;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -112,29 +111,39 @@ __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&o)
           s[mt][nt][e] = pv;
           sum += pv;
         }
-      if constexpr (kFirst) {
-        l[mt][h] = sum;
-      } else {
-        // (-inf - finite) gives factor 0 for a row's first visible key; an unchanged max
-        // (including a still fully masked row) gives exactly 1.
-        alpha[mt][h] = mx == m[mt][h] ? 1.0f : ptx::ex2_approx((m[mt][h] - mx) * scale_log2);
-        rescale |= alpha[mt][h] != 1.0f;
-        l[mt][h] = fmaf(l[mt][h], alpha[mt][h], sum);
-      }
+      // (-inf - finite) gives factor 0 for a row's first visible key; an unchanged max
+      // (including a still fully masked row) gives exactly 1.
+      alpha[mt][h] = mx == m[mt][h] ? 1.0f : ptx::ex2_approx((m[mt][h] - mx) * scale_log2);
+      rescale |= alpha[mt][h] != 1.0f;
+      l[mt][h] = fmaf(l[mt][h], alpha[mt][h], sum);
       m[mt][h] = mx;
     }
-  if constexpr (!kFirst) {
-    if (__any_sync(0xffffffffu, rescale)) {
+  return __any_sync(0xffffffffu, rescale);
+}
+
+template <int MT, int DN>
+__device__ __forceinline__ void rescale_o(float (&o)[MT][DN][4], const float (&alpha)[MT][2]) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int dn = 0; dn < DN; ++dn) {
-          o[mt][dn][0] *= alpha[mt][0];
-          o[mt][dn][1] *= alpha[mt][0];
-          o[mt][dn][2] *= alpha[mt][1];
-          o[mt][dn][3] *= alpha[mt][1];
-        }
+    for (int dn = 0; dn < DN; ++dn) {
+      o[mt][dn][0] *= alpha[mt][0];
+      o[mt][dn][1] *= alpha[mt][0];
+      o[mt][dn][2] *= alpha[mt][1];
+      o[mt][dn][3] *= alpha[mt][1];
     }
+}
+
+// One whole online-softmax step: scores, then the O rescale where a max moved.
+// kFirst: O and l are still zero, nothing to rescale.
+template <bool kFirst, int MT, int NT, int DN>
+__device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&o)[MT][DN][4],
+                                               float (&m)[MT][2], float (&l)[MT][2],
+                                               float scale_log2) {
+  float alpha[MT][2];
+  const bool rescale = softmax_scores(s, m, l, alpha, scale_log2);
+  if constexpr (!kFirst) {
+    if (rescale) rescale_o(o, alpha);
   }
 }
 
