@@ -20,9 +20,9 @@ namespace tlb {
 // comma-separated list of "auto", "standard", "short", "splitkv", "splitkv:N" (N key ranges)
 // and, for fp16/bf16, a tile shape "q128w8", "q128w4" or "q64w4" (query rows x warps per
 // block) and an engine for the 128-row tile: "wgmma" (sm_90a warpgroup MMA, on an sm_90 GPU)
-// or "mma" (mma.sync). The environment variable TLBENCH_ATTN_VARIANT applies a spec to every call of the
-// process (A/B runs); there, parts that cannot run a shape (short on a long sequence) are
-// ignored for it. The returned variant name always says what ran.
+// or "mma" (mma.sync). The environment variable TLBENCH_ATTN_VARIANT applies a spec to every
+// call of the process (A/B runs); there, parts that cannot run a shape (short on a long
+// sequence) are ignored for it. The returned variant name always says what ran.
 struct AttentionArgs {
   DType dtype = DType::fp16;
   Fp32Math fp32_math = Fp32Math::tf32;
