@@ -776,6 +776,7 @@ int Runner::finish(const std::string& state, const std::string& message) {
     fmt::print(stderr, "tlbench: could not write the matrices: {}\n", e.what());
   }
   doc_["matrices"] = matrices;
+  if (tracker_.max_mhz > 0) doc_["segments"].back()["sm_clock_max_observed_mhz"] = tracker_.max_mhz;
   doc_["end_time"] = utc_timestamp();
   doc_["segments"].back()["end_time"] = doc_["end_time"];
   if (opt_.aa) doc_["aa_noise_floor"] = summary_json(state, 0)["aa_noise_floor"];
@@ -785,8 +786,12 @@ int Runner::finish(const std::string& state, const std::string& message) {
   if (state == "interrupted") rc = 130;
   else if (state == "device-fault") rc = 3;
   else {
-    for (const PointRow& r : rows_)
-      if (r.golden_pass && !*r.golden_pass) rc = 1;
+    // A point that could not run (status error: a device or library failure that did not
+    // poison the context) is a device failure for CI, ahead of an accuracy failure.
+    for (const PointRow& r : rows_) {
+      if (r.status == "error") rc = 3;
+      else if (r.golden_pass && !*r.golden_pass && rc == 0) rc = 1;
+    }
   }
 
   std::map<std::string, int> by_status;
@@ -797,12 +802,16 @@ int Runner::finish(const std::string& state, const std::string& message) {
   fmt::print(stderr, "{} of {} points on disk ({}); {} measured now in {}; results in {}\n",
              rows_.size(), sched_.size(), counts.empty() ? "none" : counts, written_,
              human_duration(wall_seconds() - t_start_), opt_.out_dir);
-  if (rc == 1) {
-    int n = 0;
-    for (const PointRow& r : rows_)
-      if (r.golden_pass && !*r.golden_pass) ++n;
-    fmt::print(stderr, "{} point(s) failed the golden accuracy criterion (see note in points.csv)\n", n);
+  int failed = 0, errors = 0;
+  for (const PointRow& r : rows_) {
+    failed += r.golden_pass && !*r.golden_pass;
+    errors += r.status == "error";
   }
+  if (failed > 0)
+    fmt::print(stderr, "{} point(s) failed the golden accuracy criterion (see note in points.csv)\n",
+               failed);
+  if (errors > 0)
+    fmt::print(stderr, "{} point(s) could not run (status error; see note in points.csv)\n", errors);
   if (!message.empty()) fmt::print(stderr, "{}\n", message);
   if (opt_.json) fmt::print("{}\n", summary_json(state, rc).dump(2));
   return rc;

@@ -65,8 +65,8 @@ RunOptions options_from_json(const nlohmann::json& j, const std::string& source)
 
 // Validates everything (configs, selection, output folder) before writing anything, checks for
 // a device, then runs. Returns the exit code: 0 ok; 1 a measured point failed the golden
-// criterion; 3 device fault or no device; 130 interrupted. Throws ConfigError (exit 2) on bad
-// input: nothing has been written then.
+// criterion; 3 device fault, no device, or a point that could not run (status error); 130
+// interrupted. Throws ConfigError (exit 2) on bad input: nothing has been written then.
 int run_command(RunOptions opt);
 
 // FNV-1a 64 of a file's bytes, hex: run.json records it so a resume with an edited cases file
