@@ -19,20 +19,30 @@ constexpr int kKV = 32;       // keys per tile (64 would double the fp32 tiles p
 constexpr int kThreads = 128; // 4 warps
 
 // ---------------------------------------------------------------------------------------------
-// tf32 tensor-core kernel. Row strides are padded so the fragment reads are conflict-free:
-// Q and K are read as float2 (two head-dim columns per lane) with a stride = 8 (mod 32) words,
-// V as single words with a stride = 4 (mod 32).
+// tf32 tensor-core kernel. Tiles are unpadded rows of kD floats (96 KB in all at head_dim 128, so
+// the kernel also fits the 99 KB per block of Ada and consumer Ampere parts); an XOR on the
+// 8-float group index keeps the fragment reads conflict-free. Q and K are read as float2 (two
+// head-dim columns per lane) by lanes whose rows differ in row % 4: group ^= row % 4. V is read
+// as single words by lanes whose rows differ in (row / 2) % 4: group ^= (row / 2) % 4. The XOR
+// moves whole 16-byte chunks, so cp.async still copies them.
 template <int kD>
 struct Tf32Layout {
-  static constexpr int kQS = kD + 8, kKS = kD + 8, kVS = kD + 4;
-  static constexpr int kQ = kRows * kQS, kK = kKV * kKS, kV = kKV * kVS;
+  static constexpr int kQ = kRows * kD, kK = kKV * kD, kV = kKV * kD;
   static constexpr int kBytes = (kQ + 2 * kK + 2 * kV) * 4;
 };
 
-// Rows [row0, row0 + kTileRows) of a [seq, kD] fp32 matrix into a tile with row stride kStride;
-// rows >= seq become zeros. convert_own_tf32 later rounds exactly the chunks this thread
-// copied, which is why the index mapping is shared.
-template <int kD, int kTileRows, int kStride>
+enum class Swizzle { qk, v };
+
+template <Swizzle kSw, int kD>
+__device__ __forceinline__ int tf32_offset(int row, int col) {
+  const int x = kSw == Swizzle::qk ? (row & 3) : ((row >> 1) & 3);
+  return row * kD + (col ^ (x << 3));
+}
+
+// Rows [row0, row0 + kTileRows) of a [seq, kD] fp32 matrix into a swizzled tile; rows >= seq
+// become zeros. convert_own_tf32 later rounds exactly the chunks this thread copied, which is
+// why the index mapping is shared.
+template <Swizzle kSw, int kD, int kTileRows>
 __device__ __forceinline__ void load_f32_async(float* tile, const float* g, int64_t row0,
                                                int64_t seq, int tid) {
   constexpr int kChunks = kD / 4;
@@ -43,21 +53,21 @@ __device__ __forceinline__ void load_f32_async(float* tile, const float* g, int6
     const int r = i / kChunks, ch = i % kChunks;
     const int64_t row = row0 + r;
     const bool valid = row < seq;
-    ptx::cp_async_16_zfill(ptx::smem_addr(tile + r * kStride + ch * 4),
+    ptx::cp_async_16_zfill(ptx::smem_addr(tile + tf32_offset<kSw, kD>(r, ch * 4)),
                            valid ? g + row * kD + ch * 4 : g, valid);
   }
 }
 
 // Rounds this thread's chunks of a landed tile to TF32 in place (once per tile instead of once
 // per fragment read). Visible to other threads after the next barrier.
-template <int kD, int kTileRows, int kStride>
+template <Swizzle kSw, int kD, int kTileRows>
 __device__ __forceinline__ void convert_own_tf32(float* tile, int tid) {
   constexpr int kChunks = kD / 4;
 #pragma unroll
   for (int it = 0; it < kTileRows * kChunks / kThreads; ++it) {
     const int i = tid + it * kThreads;
     const int r = i / kChunks, ch = i % kChunks;
-    float4* p = reinterpret_cast<float4*>(tile + r * kStride + ch * 4);
+    float4* p = reinterpret_cast<float4*>(tile + tf32_offset<kSw, kD>(r, ch * 4));
     float4 v = *p;
     v.x = __uint_as_float(ptx::to_tf32(__float_as_uint(v.x)));
     v.y = __uint_as_float(ptx::to_tf32(__float_as_uint(v.y)));
@@ -67,7 +77,7 @@ __device__ __forceinline__ void convert_own_tf32(float* tile, int tid) {
   }
 }
 
-// 194 / 130 registers (sm_90a, no spills), 101 / 53 KB of shared memory at head_dim 128 / 64.
+// 233 / 158 registers (sm_90a, no spills), 96 / 48 KB of shared memory at head_dim 128 / 64.
 template <int kD>
 __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams p) {
   using L = Tf32Layout<kD>;
@@ -99,12 +109,12 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
     for (int e = 0; e < 4; ++e) o[0][dn][e] = 0.0f;
 
   if (n_tiles > 0) {
-    load_f32_async<kD, kRows, L::kQS>(sQ, gQ, c.q0, p.seq, tid);
-    load_f32_async<kD, kKV, L::kKS>(sK, gK, kr.begin, p.seq, tid);
-    load_f32_async<kD, kKV, L::kVS>(sV, gV, kr.begin, p.seq, tid);
+    load_f32_async<Swizzle::qk, kD, kRows>(sQ, gQ, c.q0, p.seq, tid);
+    load_f32_async<Swizzle::qk, kD, kKV>(sK, gK, kr.begin, p.seq, tid);
+    load_f32_async<Swizzle::v, kD, kKV>(sV, gV, kr.begin, p.seq, tid);
     ptx::cp_async_commit();
     ptx::cp_async_wait<0>();
-    convert_own_tf32<kD, kRows, L::kQS>(sQ, tid);
+    convert_own_tf32<Swizzle::qk, kD, kRows>(sQ, tid);
 
     // One barrier per key tile: it publishes tile `it` (loaded during the previous tile's work,
     // each thread having rounded its own chunks) and tells that every warp is done with tile
@@ -115,12 +125,12 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
       float* k_tile = sK + stage * L::kK;
       float* v_tile = sV + stage * L::kV;
       ptx::cp_async_wait<0>();
-      convert_own_tf32<kD, kKV, L::kKS>(k_tile, tid);
-      convert_own_tf32<kD, kKV, L::kVS>(v_tile, tid);
+      convert_own_tf32<Swizzle::qk, kD, kKV>(k_tile, tid);
+      convert_own_tf32<Swizzle::v, kD, kKV>(v_tile, tid);
       __syncthreads();
       if (it + 1 < n_tiles) {
-        load_f32_async<kD, kKV, L::kKS>(sK + (stage ^ 1) * L::kK, gK, kv0 + kKV, p.seq, tid);
-        load_f32_async<kD, kKV, L::kVS>(sV + (stage ^ 1) * L::kV, gV, kv0 + kKV, p.seq, tid);
+        load_f32_async<Swizzle::qk, kD, kKV>(sK + (stage ^ 1) * L::kK, gK, kv0 + kKV, p.seq, tid);
+        load_f32_async<Swizzle::v, kD, kKV>(sV + (stage ^ 1) * L::kV, gV, kv0 + kKV, p.seq, tid);
       }
       ptx::cp_async_commit();
 
@@ -130,13 +140,13 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
       float s[1][kNT][4] = {};
 #pragma unroll
       for (int ks = 0; ks < kD / 8; ++ks) {
-        const float2 qlo = *reinterpret_cast<const float2*>(sQ + (warp_row + g) * L::kQS + ks * 8 + 2 * t);
-        const float2 qhi = *reinterpret_cast<const float2*>(sQ + (warp_row + g + 8) * L::kQS + ks * 8 + 2 * t);
+        const float2 qlo = *reinterpret_cast<const float2*>(sQ + tf32_offset<Swizzle::qk, kD>(warp_row + g, ks * 8 + 2 * t));
+        const float2 qhi = *reinterpret_cast<const float2*>(sQ + tf32_offset<Swizzle::qk, kD>(warp_row + g + 8, ks * 8 + 2 * t));
         const uint32_t a[4] = {__float_as_uint(qlo.x), __float_as_uint(qhi.x), __float_as_uint(qlo.y),
                                __float_as_uint(qhi.y)};
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) {
-          const float2 kv = *reinterpret_cast<const float2*>(k_tile + (nt * 8 + g) * L::kKS + ks * 8 + 2 * t);
+          const float2 kv = *reinterpret_cast<const float2*>(k_tile + tf32_offset<Swizzle::qk, kD>(nt * 8 + g, ks * 8 + 2 * t));
           const uint32_t b[2] = {__float_as_uint(kv.x), __float_as_uint(kv.y)};
           ptx::mma_m16n8k8_tf32(s[0][nt], a, b);
         }
@@ -150,10 +160,10 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
       for (int kk = 0; kk < kNT; ++kk) {
         const uint32_t a[4] = {ptx::to_tf32(__float_as_uint(s[0][kk][0])), ptx::to_tf32(__float_as_uint(s[0][kk][2])),
                                ptx::to_tf32(__float_as_uint(s[0][kk][1])), ptx::to_tf32(__float_as_uint(s[0][kk][3]))};
-        const float* v0 = v_tile + (kk * 8 + 2 * t) * L::kVS + g;
 #pragma unroll
         for (int dn = 0; dn < kDN; ++dn) {
-          const uint32_t b[2] = {__float_as_uint(v0[dn * 8]), __float_as_uint(v0[L::kVS + dn * 8])};
+          const uint32_t b[2] = {__float_as_uint(v_tile[tf32_offset<Swizzle::v, kD>(kk * 8 + 2 * t, dn * 8 + g)]),
+                                 __float_as_uint(v_tile[tf32_offset<Swizzle::v, kD>(kk * 8 + 2 * t + 1, dn * 8 + g)])};
           ptx::mma_m16n8k8_tf32(o[0][dn], a, b);
         }
       }
