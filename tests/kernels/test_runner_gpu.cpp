@@ -259,8 +259,8 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
   INFO(r.err);
   REQUIRE(r.rc == 0);
   const json summary = json::parse(r.out);
-  CHECK(summary["state"] == "complete");
-  CHECK(summary["points_on_disk"] == kTinyPoints);
+  CHECK(summary["state"].get<std::string>() == "complete");
+  CHECK(summary["points_on_disk"].get<size_t>() == kTinyPoints);
 
   const auto rows = rows_of(out);
   REQUIRE(rows.size() == kTinyPoints);
@@ -292,14 +292,14 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
     if (p.config == "00000") CHECK(*p.strict_violations == 0);
   }
   const json run = json::parse(slurp(out / "run.json"));
-  CHECK(run["state"] == "complete");
+  CHECK(run["state"].get<std::string>() == "complete");
   CHECK(!run["device"]["name"].get<std::string>().empty());
   CHECK(run["device"]["sm_count"].get<int>() > 0);
   CHECK(run["tool"]["git_commit"].is_string());
   CHECK(run["seed"].is_number());
   CHECK(run["techniques"].size() == 5);
   CHECK(run["groups"].size() == 4);
-  for (const json& g : run["groups"]) CHECK(g["golden_computed"] == true);
+  for (const json& g : run["groups"]) CHECK(g["golden_computed"].get<bool>());
   CHECK(fs::exists(out / "matrix_fp16.csv"));
   CHECK(fs::exists(out / "matrix_fp32.csv"));
   // points.csv holds the header and the same rows.
@@ -390,7 +390,7 @@ TEST_CASE("tlbench run: SIGINT then --resume gives every point exactly once", "[
   CHECK(r.err.find("interrupted; resume with: tlbench run --resume " + out.string()) !=
         std::string::npos);
   CHECK(rows_of(out).size() == 5);
-  CHECK(json::parse(slurp(out / "run.json"))["state"] == "interrupted");
+  CHECK(json::parse(slurp(out / "run.json"))["state"].get<std::string>() == "interrupted");
 
   r = tlbench("run --resume " + out.string(), dir);
   INFO(r.err);
@@ -404,7 +404,7 @@ TEST_CASE("tlbench run: SIGINT then --resume gives every point exactly once", "[
     CHECK(n == 1);
   }
   const json run = json::parse(slurp(out / "run.json"));
-  CHECK(run["state"] == "complete");
+  CHECK(run["state"].get<std::string>() == "complete");
   CHECK(run["segments"].size() == 2);
   fs::remove_all(dir);
 }
@@ -424,7 +424,7 @@ TEST_CASE("tlbench run: an injected kernel fault stops with exit 3 and resume co
   const auto before = rows_of(out);
   CHECK(before.size() < kTinyPoints);
   for (const PointRow& p : before) CHECK(!(p.case_id == 2 && p.dtype == "fp16" && p.config == "11000"));
-  CHECK(json::parse(slurp(out / "run.json"))["state"] == "device-fault");
+  CHECK(json::parse(slurp(out / "run.json"))["state"].get<std::string>() == "device-fault");
 
   r = tlbench("run --resume " + out.string(), dir);
   INFO(r.err);
