@@ -21,9 +21,9 @@ for step in "${steps[@]}"; do
     build)
       log "configure + build"
       cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
-        -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTLBENCH_PTXAS_VERBOSE=ON >"$OUT/configure.log" 2>&1 \
-        || { tail -30 "$OUT/configure.log"; exit 1; }
-      if ! cmake --build $BUILD -j "$(nproc)" -- -k 0 >"$OUT/build.log" 2>&1; then
+        -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTLBENCH_PTXAS_VERBOSE=ON >"$OUT/build.log" 2>&1 \
+        || { tail -30 "$OUT/build.log"; exit 1; }
+      if ! cmake --build $BUILD -j "$(nproc)" -- -k 0 >>"$OUT/build.log" 2>&1; then
         grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1
       fi
       $BIN --version | tee -a "$OUT/summary.txt"
@@ -74,8 +74,11 @@ for step in "${steps[@]}"; do
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done
-# Bundle run folders so they come back as one file each.
+# Bundle each run folder with its summary and log so it comes back as one file.
 for d in aa sweep quick; do
-  [[ -d $OUT/$d ]] && tar -C "$OUT" -czf "$OUT/$d.tar.gz" "$d" && rm -rf "${OUT:?}/$d"
+  if [[ -d $OUT/$d ]]; then
+    mv "$OUT/$d.json" "$OUT/$d.stderr" "$OUT/$d/" 2>/dev/null
+    tar -C "$OUT" -czf "$OUT/$d.tar.gz" "$d" && rm -rf "${OUT:?}/$d"
+  fi
 done
 log "done"
