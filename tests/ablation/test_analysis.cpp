@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "analysis.hpp"
+#include "ablation_test_util.hpp"
 #include "config.hpp"
 #include "results_reader.hpp"
 
@@ -30,27 +31,13 @@ namespace {
 
 const std::string kFixture = std::string(TLBENCH_SOURCE_DIR) + "/tests/fixtures/results-small";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using tlb::test::slurp;
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("tlb-analysis-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return tlb::test::fresh_dir("tlb-analysis", name); }
 
 // Runs a command line, returns its exit code; stdout+stderr go to `output`.
 int run_cli(const std::string& args, std::string& output) {
-  const fs::path log = fresh_dir("cli") / "out.txt";
-  const std::string cmd = std::string(TLBENCH_BINARY) + " " + args + " > " + log.string() + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  output = slurp(log);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return tlb::test::run_merged(std::string(TLBENCH_BINARY) + " " + args, output, fresh_dir("cli"));
 }
 
 Point make_point(int case_id, const std::string& bits, double speedup, double log_hw,

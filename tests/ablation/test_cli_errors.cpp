@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "ablation_test_util.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -30,52 +32,24 @@ double children_cpu_seconds() {
          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using tlb::test::shell_quote;
+using tlb::test::slurp;
 
 // A scratch folder per test, removed afterwards.
-struct Scratch {
-  fs::path dir;
-  explicit Scratch(const std::string& name) {
-    dir = fs::temp_directory_path() / ("tlbench-cli-" + name + "-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(dir / name) << text;
-    return (dir / name).string();
-  }
+struct Scratch : tlb::test::Scratch {
+  explicit Scratch(const std::string& name) : tlb::test::Scratch("tlbench-cli", name) {}
 };
 
 Result run_tlbench(const std::string& args, const Scratch& s) {
-  const fs::path out = s.dir / "stdout.txt", err = s.dir / "stderr.txt";
-  const std::string cmd = shell_quote(TLBENCH_BINARY) + " " + args + " >" + shell_quote(out.string()) +
-                          " 2>" + shell_quote(err.string());
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = children_cpu_seconds();
-  const int status = std::system(cmd.c_str());
+  tlb::test::CommandResult c = tlb::test::run_command(shell_quote(TLBENCH_BINARY) + " " + args, s.dir);
   Result r;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.cpu_seconds = children_cpu_seconds() - cpu_start;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove(out);
-  fs::remove(err);
+  r.exit_code = c.exit_code;
+  r.out = std::move(c.out);
+  r.err = std::move(c.err);
   return r;
 }
 

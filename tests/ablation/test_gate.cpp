@@ -16,6 +16,7 @@
 #include <tuple>
 #include <unistd.h>
 
+#include "ablation_test_util.hpp"
 #include "config.hpp"
 #include "gate.hpp"
 #include "results_reader.hpp"
@@ -40,19 +41,9 @@ const char* kFixtureThresholds = R"({
   ]
 })";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using tlb::test::slurp;
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("tlb-gate-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return tlb::test::fresh_dir("tlb-gate", name); }
 
 void write(const fs::path& p, const std::string& text) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
@@ -95,11 +86,7 @@ GateReport gate(const std::string& thresholds, const fs::path& results,
 }
 
 int run_cli(const std::string& args, std::string& output) {
-  const fs::path log = fresh_dir("cli") / "out.txt";
-  const std::string cmd = std::string(TLBENCH_BINARY) + " " + args + " > " + log.string() + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  output = slurp(log);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return tlb::test::run_merged(std::string(TLBENCH_BINARY) + " " + args, output, fresh_dir("cli"));
 }
 
 std::string parse_error(const std::string& text) {

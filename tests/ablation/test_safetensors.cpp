@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ablation_test_util.hpp"
 #include "common/rng.hpp"
 #include "common/rounding.hpp"
 #include "export.hpp"
@@ -31,22 +32,8 @@ using nlohmann::json;
 
 namespace {
 
-struct Scratch {
-  fs::path dir;
-  explicit Scratch(const std::string& name) {
-    dir = fs::temp_directory_path() / ("tlbench-st-" + name + "-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(dir / name) << text;
-    return path(name);
-  }
+struct Scratch : tlb::test::Scratch {
+  explicit Scratch(const std::string& name) : tlb::test::Scratch("tlbench-st", name) {}
 };
 
 std::vector<uint8_t> slurp_bytes(const std::string& p) {
@@ -224,35 +211,12 @@ TEST_CASE("export names every parameter as torch.nn.TransformerEncoder's state_d
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
+using Result = tlb::test::CommandResult;
+using tlb::test::slurp;
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+std::string quote(const std::string& s) { return tlb::test::shell_quote(s); }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Result run_command(const std::string& cmd_line, const Scratch& s) {
-  const fs::path out = s.dir / "stdout.txt", err = s.dir / "stderr.txt";
-  const int status = std::system((cmd_line + " >" + quote(out.string()) + " 2>" + quote(err.string())).c_str());
-  Result r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
+Result run_command(const std::string& cmd_line, const Scratch& s) { return tlb::test::run_command(cmd_line, s.dir); }
 
 Result run_tlbench(const std::string& args, const Scratch& s) {
   return run_command(quote(TLBENCH_BINARY) + " " + args, s);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "common/cuda_check.hpp"
+#include "common/rounding.hpp"
 #include "oracle/layer_oracle.hpp"
 
 namespace tlb::test {
@@ -67,7 +68,7 @@ PathResult run_path(const CaseData& data, const PathOptions& opt, cudaStream_t s
 
 namespace {
 template <typename W>
-ErrorStats compare_impl(const std::vector<float>& got, const std::vector<W>& want) {
+ErrorStats compare_impl(const std::vector<float>& got, const std::vector<W>& want, bool finite_only) {
   if (got.size() != want.size())
     throw std::invalid_argument("compare: " + std::to_string(got.size()) + " values against " +
                                 std::to_string(want.size()));
@@ -78,6 +79,7 @@ ErrorStats compare_impl(const std::vector<float>& got, const std::vector<W>& wan
     const double g = got[i], w = static_cast<double>(want[i]);
     if (std::isnan(g)) ++e.nan;
     if (std::isinf(g)) ++e.inf;
+    if (finite_only && !std::isfinite(g)) continue;
     const double diff = g - w;
     num += diff * diff;
     den += w * w;
@@ -88,16 +90,73 @@ ErrorStats compare_impl(const std::vector<float>& got, const std::vector<W>& wan
     }
   }
   e.rel_l2 = den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
-  if (e.nan > 0) e.rel_l2 = std::nan("");
+  if (e.nan > 0 && !finite_only) e.rel_l2 = std::nan("");
   return e;
 }
 }  // namespace
 
 ErrorStats compare(const std::vector<float>& got, const std::vector<double>& want) {
-  return compare_impl(got, want);
+  return compare_impl(got, want, false);
 }
 ErrorStats compare(const std::vector<float>& got, const std::vector<float>& want) {
-  return compare_impl(got, want);
+  return compare_impl(got, want, false);
+}
+ErrorStats compare_finite(const std::vector<float>& got, const std::vector<double>& want) {
+  return compare_impl(got, want, true);
+}
+ErrorStats compare_finite(const std::vector<float>& got, const std::vector<float>& want) {
+  return compare_impl(got, want, true);
+}
+
+void encode_value(float v, DType dt, uint8_t* dst) {
+  if (dt == DType::fp32) {
+    std::memcpy(dst, &v, 4);
+  } else {
+    const uint16_t b = dt == DType::fp16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v);
+    std::memcpy(dst, &b, 2);
+  }
+}
+
+float decode_value(const uint8_t* src, DType dt) {
+  if (dt == DType::fp32) {
+    float v;
+    std::memcpy(&v, src, 4);
+    return v;
+  }
+  uint16_t b;
+  std::memcpy(&b, src, 2);
+  return dt == DType::fp16 ? f16_bits_to_f32(b) : bf16_bits_to_f32(b);
+}
+
+DeviceBuffer upload_values(const std::vector<float>& values, DType dt) {
+  const size_t esz = static_cast<size_t>(dtype_bytes(dt));
+  std::vector<uint8_t> bytes(values.size() * esz);
+  for (size_t i = 0; i < values.size(); ++i) encode_value(values[i], dt, &bytes[i * esz]);
+  DeviceBuffer dev(bytes.size());
+  TLB_CUDA_CHECK(cudaMemcpy(dev.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  return dev;
+}
+
+void poison(void* ptr, size_t bytes) { TLB_CUDA_CHECK(cudaMemset(ptr, 0xff, bytes)); }
+
+GuardedOutput::GuardedOutput(size_t n, DType dt)
+    : n_(n), dt_(dt), esz_(static_cast<size_t>(dtype_bytes(dt))), buf_(2 * kGuardBytes + n * esz_) {}
+
+void GuardedOutput::poison() {
+  TLB_CUDA_CHECK(cudaMemset(buf_.get(), kSentinel, buf_.bytes()));
+  test::poison(ptr(), n_ * esz_);
+}
+
+std::vector<float> GuardedOutput::read(bool* guards_intact) const {
+  std::vector<uint8_t> bytes(buf_.bytes());
+  TLB_CUDA_CHECK(cudaMemcpy(bytes.data(), buf_.get(), bytes.size(), cudaMemcpyDeviceToHost));
+  *guards_intact = true;
+  for (size_t i = 0; i < kGuardBytes; ++i) {
+    if (bytes[i] != kSentinel || bytes[bytes.size() - 1 - i] != kSentinel) *guards_intact = false;
+  }
+  std::vector<float> out(n_);
+  for (size_t i = 0; i < n_; ++i) out[i] = decode_value(&bytes[kGuardBytes + i * esz_], dt_);
+  return out;
 }
 
 std::string describe(const ErrorStats& e) {

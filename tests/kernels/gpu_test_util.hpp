@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/device_buffer.hpp"
 #include "common/types.hpp"
 #include "stack/layer_stack.hpp"
 
@@ -56,6 +57,41 @@ struct ErrorStats {
 ErrorStats compare(const std::vector<float>& got, const std::vector<double>& want);
 ErrorStats compare(const std::vector<float>& got, const std::vector<float>& want);
 std::string describe(const ErrorStats& e);
+
+// Finite-only comparison for single-kernel tests: NaN and Inf elements are counted in `nan` and
+// `inf` and left out of rel_l2 and max_abs, so the kernel's accuracy and its unwritten or
+// overflowed elements are reported (and checked) separately.
+ErrorStats compare_finite(const std::vector<float>& got, const std::vector<double>& want);
+ErrorStats compare_finite(const std::vector<float>& got, const std::vector<float>& want);
+
+// One value's bits in `dt` (2 or 4 bytes at dst), and back.
+void encode_value(float v, DType dt, uint8_t* dst);
+float decode_value(const uint8_t* src, DType dt);
+// Values (already rounded to `dt`) as a device tensor in an allocation of exactly its size, so
+// that compute-sanitizer flags any read past it.
+DeviceBuffer upload_values(const std::vector<float>& values, DType dt);
+// NaN-fills device memory (0xff bytes are NaN in fp16, bf16 and fp32).
+void poison(void* ptr, size_t bytes);
+
+// An output with guard regions on both sides: guards hold a byte pattern, the output itself
+// is NaN until the kernel writes it.
+class GuardedOutput {
+ public:
+  static constexpr size_t kGuardBytes = 4096;
+  static constexpr uint8_t kSentinel = 0xa5;
+
+  GuardedOutput(size_t n, DType dt);
+  void* ptr() const { return buf_.as<uint8_t>() + kGuardBytes; }
+  void poison();
+  // The output values; `guards_intact` says whether every guard byte kept its pattern.
+  std::vector<float> read(bool* guards_intact) const;
+
+ private:
+  size_t n_;
+  DType dt_;
+  size_t esz_;
+  DeviceBuffer buf_;
+};
 // True when the two vectors hold the same bits (NaNs included).
 bool bit_identical(const std::vector<float>& a, const std::vector<float>& b);
 

@@ -21,6 +21,7 @@
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "common/rounding.hpp"
+#include "gpu_test_util.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -65,26 +66,6 @@ struct Shape {
   }
 };
 
-void encode(float v, DType dt, uint8_t* dst) {
-  if (dt == DType::fp32) {
-    std::memcpy(dst, &v, 4);
-  } else {
-    const uint16_t b = dt == DType::fp16 ? tlb::f32_to_f16_bits(v) : tlb::f32_to_bf16_bits(v);
-    std::memcpy(dst, &b, 2);
-  }
-}
-
-float decode(const uint8_t* src, DType dt) {
-  if (dt == DType::fp32) {
-    float v;
-    std::memcpy(&v, src, 4);
-    return v;
-  }
-  uint16_t b;
-  std::memcpy(&b, src, 2);
-  return dt == DType::fp16 ? tlb::f16_bits_to_f32(b) : tlb::bf16_bits_to_f32(b);
-}
-
 // A tensor's values (already rounded to the dtype) on the host and its bits on the device, in
 // an allocation of exactly its size (compute-sanitizer then flags any read past it).
 struct Tensor {
@@ -94,16 +75,10 @@ struct Tensor {
 
 Tensor make_tensor(size_t n, DType dt, float stddev, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, stddev);
-  const size_t esz = static_cast<size_t>(tlb::dtype_bytes(dt));
   Tensor t;
   t.host.resize(n);
-  std::vector<uint8_t> bytes(n * esz);
-  for (size_t i = 0; i < n; ++i) {
-    t.host[i] = tlb::round_to_dtype(normal(rng), dt);
-    encode(t.host[i], dt, &bytes[i * esz]);
-  }
-  t.dev = DeviceBuffer(bytes.size());
-  TLB_CUDA_CHECK(cudaMemcpy(t.dev.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  for (size_t i = 0; i < n; ++i) t.host[i] = tlb::round_to_dtype(normal(rng), dt);
+  t.dev = tlb::test::upload_values(t.host, dt);
   return t;
 }
 
@@ -182,11 +157,7 @@ struct Run {
 
 // One call of flash_attention: output fenced by guard bytes and NaN inside, workspace NaN too.
 Run run_flash(const Problem& p, const Mode& mode, const char* force) {
-  constexpr size_t kGuard = 4096;
-  constexpr uint8_t kSentinel = 0xa5;
   const Shape& s = p.shape;
-  const size_t esz = static_cast<size_t>(tlb::dtype_bytes(mode.dtype));
-  const size_t out_bytes = s.elems() * esz;
 
   AttentionArgs a;
   a.dtype = mode.dtype;
@@ -203,24 +174,17 @@ Run run_flash(const Problem& p, const Mode& mode, const char* force) {
   a.scale = s.scale();
   a.force = force;
 
-  DeviceBuffer out(2 * kGuard + out_bytes);
-  TLB_CUDA_CHECK(cudaMemset(out.get(), kSentinel, out.bytes()));
-  TLB_CUDA_CHECK(cudaMemset(out.as<uint8_t>() + kGuard, 0xff, out_bytes));
-  a.o = out.as<uint8_t>() + kGuard;
+  tlb::test::GuardedOutput out(s.elems(), mode.dtype);
+  out.poison();
+  a.o = out.ptr();
   DeviceBuffer ws(tlb::flash_attention_workspace_bytes(a));
-  if (ws) TLB_CUDA_CHECK(cudaMemset(ws.get(), 0xff, ws.bytes()));
+  if (ws) tlb::test::poison(ws.get(), ws.bytes());
   a.workspace = ws.get();
 
   Run r;
   r.variant = tlb::flash_attention(a, nullptr);
   TLB_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<uint8_t> bytes(out.bytes());
-  TLB_CUDA_CHECK(cudaMemcpy(bytes.data(), out.get(), bytes.size(), cudaMemcpyDeviceToHost));
-  r.guards_intact = true;
-  for (size_t i = 0; i < kGuard; ++i)
-    if (bytes[i] != kSentinel || bytes[bytes.size() - 1 - i] != kSentinel) r.guards_intact = false;
-  r.out.resize(s.elems());
-  for (size_t i = 0; i < s.elems(); ++i) r.out[i] = decode(&bytes[kGuard + i * esz], mode.dtype);
+  r.out = out.read(&r.guards_intact);
   return r;
 }
 
@@ -231,18 +195,10 @@ struct Errors {
 
 template <typename Ref>
 Errors compare(const std::vector<float>& got, const std::vector<Ref>& ref) {
+  const tlb::test::ErrorStats stats = tlb::test::compare_finite(got, ref);
   Errors e;
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) {
-      ++e.nonfinite;
-      continue;
-    }
-    const double d = static_cast<double>(got[i]) - static_cast<double>(ref[i]);
-    num += d * d;
-    den += static_cast<double>(ref[i]) * static_cast<double>(ref[i]);
-  }
-  e.rel_l2 = den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+  e.rel_l2 = stats.rel_l2;
+  e.nonfinite = static_cast<size_t>(stats.nan + stats.inf);
   return e;
 }
 

@@ -19,6 +19,7 @@
 #include "common/rng.hpp"
 #include "common/rounding.hpp"
 #include "gemm/gemm.hpp"
+#include "gpu_test_util.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -27,6 +28,7 @@ using tlb::DeviceBuffer;
 using tlb::DType;
 using tlb::GemmArgs;
 using tlb::GemmEpilogue;
+using tlb::test::GuardedOutput;
 
 struct Mode {
   DType dtype;
@@ -55,26 +57,6 @@ uint64_t key_for(uint64_t a, uint64_t b, uint64_t c) {
   return tlb::mix64(tlb::mix64(a * 0x9e3779b97f4a7c15ull + b) ^ (c + 0x5851f42d4c957f2dull));
 }
 
-void encode(float v, DType dt, uint8_t* dst) {
-  if (dt == DType::fp32) {
-    std::memcpy(dst, &v, 4);
-  } else {
-    const uint16_t b = dt == DType::fp16 ? tlb::f32_to_f16_bits(v) : tlb::f32_to_bf16_bits(v);
-    std::memcpy(dst, &b, 2);
-  }
-}
-
-float decode(const uint8_t* src, DType dt) {
-  if (dt == DType::fp32) {
-    float v;
-    std::memcpy(&v, src, 4);
-    return v;
-  }
-  uint16_t b;
-  std::memcpy(&b, src, 2);
-  return dt == DType::fp16 ? tlb::f16_bits_to_f32(b) : tlb::bf16_bits_to_f32(b);
-}
-
 // An input tensor: its values (already rounded to the dtype) on the host and its bits in an
 // allocation of exactly its size on the device.
 struct Input {
@@ -87,76 +69,11 @@ Input make_input(size_t n, DType dt, tlb::DistKind kind, double bound, uint64_t 
   dist.key = key;
   dist.kind = kind;
   dist.bound = bound;
-  const size_t esz = static_cast<size_t>(tlb::dtype_bytes(dt));
   Input t;
   t.host.resize(n);
-  std::vector<uint8_t> bytes(n * esz);
-  for (size_t i = 0; i < n; ++i) {
-    t.host[i] = tlb::sample_rounded(dist, i, dt);
-    encode(t.host[i], dt, &bytes[i * esz]);
-  }
-  t.dev = DeviceBuffer(bytes.size());
-  TLB_CUDA_CHECK(cudaMemcpy(t.dev.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  for (size_t i = 0; i < n; ++i) t.host[i] = tlb::sample_rounded(dist, i, dt);
+  t.dev = tlb::test::upload_values(t.host, dt);
   return t;
-}
-
-// An output with guard regions on both sides: guards hold a byte pattern, the output itself
-// is NaN (0xff bytes are NaN in fp16, bf16 and fp32) until the kernel writes it.
-class GuardedOutput {
- public:
-  static constexpr size_t kGuardBytes = 4096;
-  static constexpr uint8_t kSentinel = 0xa5;
-
-  GuardedOutput(size_t n, DType dt)
-      : n_(n), dt_(dt), esz_(static_cast<size_t>(tlb::dtype_bytes(dt))),
-        buf_(2 * kGuardBytes + n * esz_) {}
-
-  void* ptr() const { return buf_.as<uint8_t>() + kGuardBytes; }
-
-  void poison() {
-    TLB_CUDA_CHECK(cudaMemset(buf_.get(), kSentinel, buf_.bytes()));
-    TLB_CUDA_CHECK(cudaMemset(ptr(), 0xff, n_ * esz_));
-  }
-
-  // The output values; `guards_intact` says whether every guard byte kept its pattern.
-  std::vector<float> read(bool* guards_intact) const {
-    std::vector<uint8_t> bytes(buf_.bytes());
-    TLB_CUDA_CHECK(cudaMemcpy(bytes.data(), buf_.get(), bytes.size(), cudaMemcpyDeviceToHost));
-    *guards_intact = true;
-    for (size_t i = 0; i < kGuardBytes; ++i) {
-      if (bytes[i] != kSentinel || bytes[bytes.size() - 1 - i] != kSentinel) *guards_intact = false;
-    }
-    std::vector<float> out(n_);
-    for (size_t i = 0; i < n_; ++i) out[i] = decode(&bytes[kGuardBytes + i * esz_], dt_);
-    return out;
-  }
-
- private:
-  size_t n_;
-  DType dt_;
-  size_t esz_;
-  DeviceBuffer buf_;
-};
-
-struct Errors {
-  double rel_l2 = 0.0;
-  size_t nans = 0;  // NaN or Inf: never written, or computed wrong
-};
-
-Errors compare(const std::vector<float>& got, const std::vector<double>& ref) {
-  double num = 0.0, den = 0.0;
-  Errors e;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) {
-      ++e.nans;
-      continue;
-    }
-    const double d = static_cast<double>(got[i]) - ref[i];
-    num += d * d;
-    den += ref[i] * ref[i];
-  }
-  e.rel_l2 = den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
-  return e;
 }
 
 // The GEMM's inputs and its fp64 product acc[m][n] = sum_k A[m][k] W[n][k] (no bias yet).
@@ -254,9 +171,10 @@ void check_every_variant(const Mode& mode, GemmArgs a, std::vector<GuardedOutput
       INFO("output " << oi);
       bool guards_intact = false;
       const std::vector<float> got = outputs[oi]->read(&guards_intact);
-      const Errors e = compare(got, refs[oi]);
+      const tlb::test::ErrorStats e = tlb::test::compare_finite(got, refs[oi]);
+      const int64_t nans = e.nan + e.inf;  // NaN or Inf: never written, or computed wrong
       CHECK(guards_intact);
-      CHECK(e.nans == 0);
+      CHECK(nans == 0);
       CHECK(e.rel_l2 <= mode.tolerance);
     }
   }
