@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ablation_test_util.hpp"
 #include "config.hpp"
 #include "runner.hpp"
 
@@ -27,46 +28,16 @@ struct Result {
   std::string out, err;
 };
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::slurp;
 
-struct Scratch {
-  fs::path dir;
-  explicit Scratch(const std::string& name) {
-    dir = fs::temp_directory_path() / ("tlbench-runcli-" + name + "-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  // Everything in the folder except the captured output, for "nothing written" checks.
-  std::vector<std::string> listing() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::recursive_directory_iterator(dir)) {
-      const std::string n = e.path().filename().string();
-      if (n != "stdout.txt" && n != "stderr.txt") names.push_back(fs::relative(e.path(), dir).string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  }
+struct Scratch : test::Scratch {
+  explicit Scratch(const std::string& name) : test::Scratch("tlbench-runcli", name) {}
 };
 
 Result tlbench(const std::string& args, const Scratch& s, const std::string& env = "") {
-  const fs::path out = s.dir / "stdout.txt", err = s.dir / "stderr.txt";
-  const std::string cmd = "cd " + s.dir.string() + " && " + env + " " + TLBENCH_BINARY + " " +
-                          args + " > " + out.string() + " 2> " + err.string();
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  const test::CommandResult c =
+      test::run_command("cd " + s.dir.string() + " && " + env + " " + TLBENCH_BINARY + " " + args, s.dir);
+  return Result{c.exit_code, c.out, c.err};
 }
 
 const std::string kCases = std::string(TLBENCH_SOURCE_DIR) + "/configs/cases.json";
