@@ -17,18 +17,26 @@ inline float attention_scale(const LayerShape& s) {
 }
 
 // qkv: [T, d] · Wqkv[3d, d]^T + bqkv, scattered to q, k, v in [batch, heads, seq, head_dim].
-inline GemmArgs qkv_gemm_args(const LayerShape& s, DType dt, Fp32Math math, const void* a,
-                              const void* w_qkv, const void* b_qkv, void* q, void* k, void* v) {
+// The part every projection shares: out[M, N] = epilogue(A[M, K] · W[N, K]^T + bias).
+inline GemmArgs linear_args(DType dt, Fp32Math math, GemmEpilogue epilogue, int64_t M, int64_t N,
+                            int64_t K, const void* a, const void* w, const void* bias) {
   GemmArgs g;
   g.dtype = dt;
   g.fp32_math = math;
-  g.epilogue = GemmEpilogue::bias_qkv_split;
-  g.M = s.tokens();
-  g.N = 3 * s.d_model;
-  g.K = s.d_model;
+  g.epilogue = epilogue;
+  g.M = M;
+  g.N = N;
+  g.K = K;
   g.A = a;
-  g.W = w_qkv;
-  g.bias = b_qkv;
+  g.W = w;
+  g.bias = bias;
+  return g;
+}
+
+inline GemmArgs qkv_gemm_args(const LayerShape& s, DType dt, Fp32Math math, const void* a,
+                              const void* w_qkv, const void* b_qkv, void* q, void* k, void* v) {
+  GemmArgs g = linear_args(dt, math, GemmEpilogue::bias_qkv_split, s.tokens(), 3 * s.d_model,
+                           s.d_model, a, w_qkv, b_qkv);
   g.q = q;
   g.k = k;
   g.v = v;
@@ -42,17 +50,9 @@ inline GemmArgs qkv_gemm_args(const LayerShape& s, DType dt, Fp32Math math, cons
 // ffn up: hidden[T, d_ff] = act(a · W1^T + b1).
 inline GemmArgs ffn_up_args(const LayerShape& s, DType dt, Fp32Math math, const void* a,
                             const void* w1, const void* b1, void* hidden) {
-  GemmArgs g;
-  g.dtype = dt;
-  g.fp32_math = math;
-  g.epilogue = GemmEpilogue::bias_activation;
+  GemmArgs g = linear_args(dt, math, GemmEpilogue::bias_activation, s.tokens(), s.d_ff,
+                           s.d_model, a, w1, b1);
   g.activation = s.activation;
-  g.M = s.tokens();
-  g.N = s.d_ff;
-  g.K = s.d_model;
-  g.A = a;
-  g.W = w1;
-  g.bias = b1;
   g.out = hidden;
   return g;
 }
@@ -60,16 +60,8 @@ inline GemmArgs ffn_up_args(const LayerShape& s, DType dt, Fp32Math math, const 
 // ffn down: y[T, d] = residual + hidden · W2^T + b2.
 inline GemmArgs ffn_down_args(const LayerShape& s, DType dt, Fp32Math math, const void* hidden,
                               const void* w2, const void* b2, const void* residual, void* y) {
-  GemmArgs g;
-  g.dtype = dt;
-  g.fp32_math = math;
-  g.epilogue = GemmEpilogue::bias_residual;
-  g.M = s.tokens();
-  g.N = s.d_model;
-  g.K = s.d_ff;
-  g.A = hidden;
-  g.W = w2;
-  g.bias = b2;
+  GemmArgs g = linear_args(dt, math, GemmEpilogue::bias_residual, s.tokens(), s.d_model, s.d_ff,
+                           hidden, w2, b2);
   g.residual = residual;
   g.out = y;
   return g;
