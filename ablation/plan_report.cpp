@@ -160,8 +160,9 @@ double estimated_forward_seconds(const LayerShape& s, DType dtype, const StageSw
   const double qkv = 2 * T * 3 * d * d, out_proj = 2 * T * d * d, ffn = 4 * T * d * f;
   double attn = 4 * B * S * S * d;
   if (s.mask == MaskKind::causal) attn *= 0.5;
-  // The reference writes the scores, the softmax reads and writes them, P.V reads them.
-  const double scores_traffic = 4 * B * H * S * S * e;
+  // The reference writes the fp32 scores, the softmax reads them and writes the probabilities
+  // in the dtype, P.V reads those.
+  const double scores_traffic = B * H * S * S * (2 * 4 + 2 * e);
   // Bias, residual, LayerNorm and GELU passes over [tokens, d] (d_ff for GELU) rows.
   const double elementwise_ref = (10 * T * d + 2 * T * f) * e, elementwise_fused = 4 * T * d * e;
 
@@ -212,7 +213,8 @@ Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selec
     dp.weights_bytes = buffer_bytes(data, "weights");
     dp.input_bytes = buffer_bytes(data, "input");
     dp.memory = case_memory(s, dp.dtype);
-    dp.activation_bytes = total_bytes(ref_ws) - buffer_bytes(ref_ws, "scores");
+    dp.activation_bytes =
+        total_bytes(ref_ws) - buffer_bytes(ref_ws, "scores") - buffer_bytes(ref_ws, "probs");
     dp.reference_peak = path_peak_bytes(s, dp.dtype, StageSwitch{}, "", {paths.fp32_math, false});
     dp.fused_peak = path_peak_bytes(s, dp.dtype, all_on, cs.policy, paths);
     dp.golden_peak = dp.memory.golden_peak;

@@ -17,7 +17,7 @@ std::vector<void*> dense_attention_pointer_table(const DenseAttentionArgs& a) {
   // One table type for all three operands; cuBLAS only reads through the V and P entries.
   std::vector<void*> t(static_cast<size_t>(3 * bh));
   char* v = static_cast<char*>(const_cast<void*>(a.v));
-  char* p = static_cast<char*>(a.scores);
+  char* p = static_cast<char*>(a.probs);
   char* o = static_cast<char*>(a.o);
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t h = 0; h < a.heads; ++h) {
@@ -37,7 +37,7 @@ bool dense_attention_pointers_aligned(const DenseAttentionArgs& a) {
   const uint64_t s = static_cast<uint64_t>(a.seq), dh = static_cast<uint64_t>(a.head_dim);
   const uint64_t d = static_cast<uint64_t>(a.heads) * dh;
   auto aligned = [](uint64_t x) { return x % 16 == 0; };
-  return aligned(reinterpret_cast<uintptr_t>(a.v)) && aligned(reinterpret_cast<uintptr_t>(a.scores)) &&
+  return aligned(reinterpret_cast<uintptr_t>(a.v)) && aligned(reinterpret_cast<uintptr_t>(a.probs)) &&
          aligned(reinterpret_cast<uintptr_t>(a.o)) && aligned(s * dh * e) && aligned(s * s * e) &&
          aligned(s * d * e) && aligned(dh * e);
 }
@@ -52,13 +52,14 @@ void attention_dense(cublasHandle_t handle, const DenseAttentionArgs& a) {
   const int64_t s = a.seq, dh = a.head_dim, d = a.heads * a.head_dim;
   const int64_t e = dtype_bytes(a.dtype);
 
-  // scores[z] (row-major [s, s]) = q[z] · k[z]^T: the Linear form with W = k (see linear()).
+  // scores[z] (row-major [s, s], fp32) = q[z] · k[z]^T: the Linear form with W = k (see
+  // linear()); inputs in the dtype, the fp32 accumulator stored as it is.
   TLB_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(
       handle, CUBLAS_OP_T, CUBLAS_OP_N, s, s, dh, &one, a.k, t, dh, s * dh, a.q, t, dh, s * dh,
-      &zero, a.scores, t, s, s * s, bh, ct, CUBLAS_GEMM_DEFAULT));
+      &zero, a.scores, CUDA_R_32F, s, s * s, bh, ct, CUBLAS_GEMM_DEFAULT));
 
-  masked_softmax(a.dtype, a.scores, a.batch, a.heads, a.seq, a.mask, a.valid_lens, a.scale,
-                 stream);
+  masked_softmax(a.dtype, a.scores, a.probs, a.batch, a.heads, a.seq, a.mask, a.valid_lens,
+                 a.scale, stream);
 
   // o[b, :, h*dh:(h+1)*dh] (row-major [s, dh], row stride d) = P[z] · v[z]. Column-major
   // cuBLAS computes its transpose, o^T = v^T · P^T, with both operands read as stored. Heads
@@ -76,7 +77,7 @@ void attention_dense(cublasHandle_t handle, const DenseAttentionArgs& a) {
   }
   for (int64_t b = 0; b < a.batch; ++b) {
     const char* v = static_cast<const char*>(a.v) + b * a.heads * s * dh * e;
-    const char* p = static_cast<const char*>(a.scores) + b * a.heads * s * s * e;
+    const char* p = static_cast<const char*>(a.probs) + b * a.heads * s * s * e;
     char* o = static_cast<char*>(a.o) + b * s * d * e;
     TLB_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(handle, CUBLAS_OP_N, CUBLAS_OP_N, dh, s, s,
                                                    &one, v, t, dh, s * dh, p, t, s, s * s, &zero,

@@ -1,7 +1,9 @@
 // The reference attention (SPEC §2, "E"): materialised. scores = q · k^T for every
-// (batch, head) by one strided-batched cuBLAS GEMM into a dense [batch, heads, seq, seq]
-// buffer, the masked softmax in place, then P · V by batched cuBLAS GEMMs that write each
-// head's slice of o [batch, seq, heads*head_dim] directly (no transpose pass).
+// (batch, head) by one strided-batched cuBLAS GEMM into a dense fp32 [batch, heads, seq, seq]
+// buffer (fp32 output of the fp32-accumulating GEMM, as a careful engineer and PyTorch's fused
+// attention keep them: rounding a score of 10 to fp16 moves its exp by 0.5 %), the masked
+// softmax from it into P in the working dtype, then P · V by batched cuBLAS GEMMs that write
+// each head's slice of o [batch, seq, heads*head_dim] directly (no transpose pass).
 #pragma once
 
 #include <cublas_v2.h>
@@ -24,7 +26,8 @@ struct DenseAttentionArgs {
   const void* k = nullptr;
   const void* v = nullptr;
   void* o = nullptr;                // [batch, seq, heads*head_dim]
-  void* scores = nullptr;           // [batch, heads, seq, seq] in dtype
+  float* scores = nullptr;          // [batch, heads, seq, seq], fp32
+  void* probs = nullptr;            // [batch, heads, seq, seq] in dtype; may equal scores (fp32)
   float scale = 1.0f;
   // Device array of dense_attention_pointer_count() pointers, filled once from
   // dense_attention_pointer_table() (the P·V GEMM's per-head operands), or null: then P·V
@@ -34,7 +37,7 @@ struct DenseAttentionArgs {
 };
 
 // The P·V GEMM's operand table: for each (batch, head), in order, the V pointers, then the P
-// (scores) pointers, then the output pointers. Depends only on the buffers, never on data.
+// (probs) pointers, then the output pointers. Depends only on the buffers, never on data.
 int64_t dense_attention_pointer_count(int64_t batch, int64_t heads);
 std::vector<void*> dense_attention_pointer_table(const DenseAttentionArgs& a);
 

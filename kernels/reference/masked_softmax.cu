@@ -1,6 +1,7 @@
-// Reference masked softmax over a materialised scores buffer: one block per row. Pass 1 keeps
-// a running (max, sum of exp) per thread and merges them across the block; pass 2 writes the
-// probabilities (0 for masked keys). Two reads and one write per score; any seq length.
+// Reference masked softmax over a materialised fp32 scores buffer: one block per row. Pass 1
+// keeps a running (max, sum of exp) per thread and merges them across the block; pass 2 writes
+// the probabilities in the working dtype (0 for masked keys). Two reads of each score and one
+// write of each probability; any seq length.
 #include "reference/masked_softmax.hpp"
 
 #include <cmath>
@@ -23,14 +24,15 @@ __device__ __forceinline__ void merge_stats(float& m, float& l, float m2, float 
 }
 
 template <typename T>
-__global__ void masked_softmax_kernel(T* scores, int64_t rows, int64_t seq, int64_t heads,
-                                      MaskKind mask, const int* __restrict__ valid_lens,
+__global__ void masked_softmax_kernel(const float* scores, T* probs, int64_t rows, int64_t seq,
+                                      int64_t heads, MaskKind mask, const int* __restrict__ valid_lens,
                                       float scale) {
   __shared__ float warp_m[32], warp_l[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int warps = static_cast<int>(blockDim.x >> 5);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    T* p = scores + row * seq;
+    const float* x_row = scores + row * seq;
+    T* p = probs + row * seq;
     const int64_t i = row % seq;
     const int64_t b = row / seq / heads;
     int64_t visible = seq;
@@ -39,7 +41,7 @@ __global__ void masked_softmax_kernel(T* scores, int64_t rows, int64_t seq, int6
 
     float m = -INFINITY, l = 0.0f;
     for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) {
-      const float x = to_float(p[j]) * scale;
+      const float x = x_row[j] * scale;
       if (x > m) {
         l = l * expf(m - x) + 1.0f;  // m = -inf: expf(-inf) = 0 and l is still 0
         m = x;
@@ -65,7 +67,7 @@ __global__ void masked_softmax_kernel(T* scores, int64_t rows, int64_t seq, int6
 
     const float inv_l = 1.0f / l;
     for (int64_t j = threadIdx.x; j < seq; j += blockDim.x) {
-      const float prob = j < visible ? expf(to_float(p[j]) * scale - m) * inv_l : 0.0f;
+      const float prob = j < visible ? expf(x_row[j] * scale - m) * inv_l : 0.0f;
       p[j] = from_float<T>(prob);
     }
   }
@@ -73,15 +75,16 @@ __global__ void masked_softmax_kernel(T* scores, int64_t rows, int64_t seq, int6
 
 }  // namespace
 
-void masked_softmax(DType dtype, void* scores, int64_t batch, int64_t heads, int64_t seq,
-                    MaskKind mask, const int* valid_lens, float scale, cudaStream_t stream) {
+void masked_softmax(DType dtype, const float* scores, void* probs, int64_t batch, int64_t heads,
+                    int64_t seq, MaskKind mask, const int* valid_lens, float scale,
+                    cudaStream_t stream) {
   const int64_t rows = batch * heads * seq;
   if (rows <= 0) return;
   const int threads = row_threads(seq, 512);
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     masked_softmax_kernel<T><<<grid_for(rows, 1), threads, 0, stream>>>(
-        static_cast<T*>(scores), rows, seq, heads, mask, valid_lens, scale);
+        scores, static_cast<T*>(probs), rows, seq, heads, mask, valid_lens, scale);
     TLB_LAUNCH_CHECK(stream);
   });
 }

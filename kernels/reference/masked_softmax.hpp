@@ -1,5 +1,5 @@
-// The reference attention's softmax (SPEC §2, "E"): in place over a dense
-// [batch, heads, seq, seq] scores buffer, scaled, masked, fp32 math.
+// The reference attention's softmax (SPEC §2, "E"): from a dense fp32 [batch, heads, seq, seq]
+// scores buffer to the probabilities in the working dtype, scaled, masked, fp32 math.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,11 +10,14 @@
 
 namespace tlb::reference {
 
-// Row (b, h, i) becomes softmax_j(scale * scores[b, h, i, j]) over the keys it may see
-// (causal: j <= i; padding: j < valid_lens[b]; none: all) and exactly 0 elsewhere, so the
+// Row (b, h, i) of probs becomes softmax_j(scale * scores[b, h, i, j]) over the keys it may
+// see (causal: j <= i; padding: j < valid_lens[b]; none: all) and exactly 0 elsewhere, so the
 // dense P·V that follows ignores masked keys. A row with no visible key (valid_len 0) is all
-// zeros, never NaN. valid_lens is a device pointer, read only for the padding mask.
-void masked_softmax(DType dtype, void* scores, int64_t batch, int64_t heads, int64_t seq,
-                    MaskKind mask, const int* valid_lens, float scale, cudaStream_t stream);
+// zeros, never NaN. valid_lens is a device pointer, read only for the padding mask. probs may
+// be the scores buffer itself when dtype is fp32 (each element is read before it is written,
+// by the same thread); otherwise the two must not overlap.
+void masked_softmax(DType dtype, const float* scores, void* probs, int64_t batch, int64_t heads,
+                    int64_t seq, MaskKind mask, const int* valid_lens, float scale,
+                    cudaStream_t stream);
 
 }  // namespace tlb::reference

@@ -220,7 +220,7 @@ struct StackPath::Impl {
   char* y_buf[2] = {nullptr, nullptr};
   char *normed = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *attn_out = nullptr;
   char *h1 = nullptr, *proj = nullptr, *hidden = nullptr, *qkv_packed = nullptr;
-  char *scores = nullptr, *flash_ws = nullptr, *layer_outputs = nullptr;
+  char *scores = nullptr, *probs = nullptr, *flash_ws = nullptr, *layer_outputs = nullptr;
   void* const* pv_pointers = nullptr;
 
   Impl(const CaseData& d, const PathOptions& o, cudaStream_t st);
@@ -282,6 +282,8 @@ StackPath::Impl::Impl(const CaseData& d, const PathOptions& o, cudaStream_t st)
   hidden = carve.get("ffn_hidden");
   qkv_packed = carve.find("qkv_packed");
   scores = carve.find("scores");
+  probs = carve.find("probs");
+  if (probs == nullptr) probs = scores;  // fp32: the softmax runs in place
   flash_ws = carve.find("flash_workspace");
   layer_outputs = carve.find("layer_outputs");
   char* pv_table = carve.find("attn_pv_pointers");
@@ -297,7 +299,8 @@ StackPath::Impl::Impl(const CaseData& d, const PathOptions& o, cudaStream_t st)
     a.seq = s.seq;
     a.head_dim = s.head_dim();
     a.v = v;
-    a.scores = scores;
+    a.scores = reinterpret_cast<float*>(scores);
+    a.probs = probs;
     a.o = attn_out;
     const std::vector<void*> table = reference::dense_attention_pointer_table(a);
     TLB_CUDA_CHECK(cudaMemcpy(pv_table, table.data(), table.size() * sizeof(void*),
@@ -508,7 +511,8 @@ void StackPath::Impl::forward() {
       a.k = k;
       a.v = v;
       a.o = attn_out;
-      a.scores = scores;
+      a.scores = reinterpret_cast<float*>(scores);
+      a.probs = probs;
       a.scale = attention_scale(s);
       a.pv_pointers = pv_pointers;
       reference::attention_dense(blas.h, a);

@@ -104,7 +104,9 @@ std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
   if (any_reference_qkv) b.push_back({"qkv_packed", T * 3 * d * e});
   if (!golden) {
     if (any_reference_attn) {
-      b.push_back({"scores", B * H * S * S * e});
+      // fp32 scores; the probabilities in the dtype beside them (in place for fp32).
+      b.push_back({"scores", B * H * S * S * sizeof(float)});
+      if (dtype != DType::fp32) b.push_back({"probs", B * H * S * S * e});
       // The batched P·V GEMM's per-head operand pointers (V, P, O for each batch and head).
       b.push_back({"attn_pv_pointers", 3 * B * H * sizeof(void*)});
     }
@@ -131,8 +133,9 @@ CaseMemory case_memory(const LayerShape& s, DType dtype) {
   CaseMemory m;
   m.data = aligned_total_bytes(data_layout(s, dtype));
   const uint64_t e = static_cast<uint64_t>(dtype_bytes(dtype));
+  const uint64_t per_score = sizeof(float) + (dtype == DType::fp32 ? 0 : e);
   m.scores = static_cast<uint64_t>(s.batch * s.heads) * static_cast<uint64_t>(s.seq) *
-             static_cast<uint64_t>(s.seq) * e;
+             static_cast<uint64_t>(s.seq) * per_score;
   m.reference_path = aligned_total_bytes(workspace_layout(s, dtype, StageSwitch{}, ""));
   m.golden_peak = aligned_total_bytes(data_layout(s, DType::fp32)) +
                   aligned_total_bytes(workspace_layout(s, dtype, StageSwitch{}, "", true));

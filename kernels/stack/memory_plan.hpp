@@ -47,7 +47,8 @@ constexpr uint64_t kCublasWorkspaceBytes = 32ull << 20;
 
 struct CaseMemory {
   uint64_t data = 0;            // weights + input in the dtype
-  uint64_t scores = 0;          // one dense [batch, heads, seq, seq] scores buffer
+  uint64_t scores = 0;          // the dense [batch, heads, seq, seq] fp32 scores and, unless
+                                // fp32, the probabilities in the dtype
   uint64_t reference_path = 0;  // reference workspace (scores included)
   uint64_t golden_peak = 0;     // fp32 data + golden workspace, alone on the device
 };

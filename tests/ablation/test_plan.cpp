@@ -101,9 +101,11 @@ TEST_CASE("path peaks add data, workspace and one cuBLAS workspace", "[plan]") {
   CHECK(ref == tlb::aligned_total_bytes(tlb::data_layout(s, DType::bf16)) +
                    tlb::aligned_total_bytes(tlb::workspace_layout(s, DType::bf16, StageSwitch{}, "")) +
                    tlb::kCublasWorkspaceBytes);
-  // The reference holds the dense scores buffer; the attn path does not.
+  // The reference holds the dense fp32 scores and the bf16 probabilities; the attn path does not.
   const uint64_t scores = tlb::case_memory(s, DType::bf16).scores;
-  CHECK(scores == 8ull * 12 * 128 * 128 * 2);
+  CHECK(scores == 8ull * 12 * 128 * 128 * (4 + 2));
+  // fp32 runs its softmax in place: the scores buffer only.
+  CHECK(tlb::case_memory(s, DType::fp32).scores == 8ull * 12 * 128 * 128 * 4);
   CHECK(ref > tlb::path_peak_bytes(s, DType::bf16, only(Stage::attn), ""));
 }
 

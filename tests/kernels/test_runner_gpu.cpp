@@ -340,7 +340,8 @@ TEST_CASE("tlbench run: a reference over the memory budget is nonviable, attn-on
           "[gpu][runner]") {
   TLB_REQUIRE_GPU();
   const fs::path dir = fresh_dir("nonviable");
-  // fp16 dense scores: 4 x 4 x 8192^2 x 2 B = 2 GiB; everything else is a few hundred MiB.
+  // fp16 dense scores and probabilities: 4 x 4 x 8192^2 x (4 + 2) B = 6 GiB; everything else
+  // is a few hundred MiB.
   const fs::path cases = write_cases(dir, R"({"cases": [
     {"id": 7, "name": "long-narrow", "batch": 4, "seq": 8192, "d_model": 256, "heads": 4,
      "d_ff": 512, "layers": 1, "mask": "causal"}]})");
