@@ -192,54 +192,57 @@ PairedMeasurement measure_paired(RunClock& clock, const std::function<void()>& r
   const double t0 = clock.now_ms();
   auto abandoned = [&] { return abandon && abandon(); };
 
-  // Warm-up, in the same ABBA order, two pairs at a time: the first batch also tells how long
-  // a forward takes, which sizes everything after it.
-  std::vector<PairSample> warm;
-  double ref_sum = 0, cand_sum = 0;
-  size_t warm_pairs = 0;
-  while (warm_pairs < opt.warmup_min_runs || ref_sum < opt.warmup_min_ms ||
-         cand_sum < opt.warmup_min_ms) {
+  // Warm-up. The baseline has just been timed against the previous configuration (or run by
+  // the group's setup), so warmup_ref_runs runs bring it back; the candidate was just built:
+  // >= warmup_min_runs runs and >= warmup_min_ms of device time, in batches sized by the
+  // first one. The first batch also tells how long a forward takes, which sizes the rest.
+  std::vector<double> warm_ref, warm_cand;
+  double cand_sum = 0;
+  bool first = true;
+  while (first || warm_cand.size() < opt.warmup_min_runs || cand_sum < opt.warmup_min_ms) {
     if (abandoned()) {
       r.stop = stats::StopReason::interrupted;
       r.elapsed_ms = clock.now_ms() - t0;
       return r;
     }
-    size_t batch = 2;
-    if (warm_pairs > 0) {
-      auto runs_to_fill = [&](double sum) {
-        const double per_run = std::max(sum / static_cast<double>(warm_pairs), 1e-4);
-        return static_cast<size_t>(std::ceil(std::max(opt.warmup_min_ms - sum, 0.0) / per_run));
-      };
-      const size_t by_time = std::max(runs_to_fill(ref_sum), runs_to_fill(cand_sum));
-      size_t by_runs = opt.warmup_min_runs > warm_pairs ? opt.warmup_min_runs - warm_pairs : 0;
-      batch = std::clamp<size_t>(std::max(by_time, by_runs), 1, 256);
+    const size_t refs = first ? opt.warmup_ref_runs : 0;
+    size_t cands = 2;
+    if (!first) {
+      const double per_run = std::max(cand_sum / static_cast<double>(warm_cand.size()), 1e-4);
+      const auto by_time =
+          static_cast<size_t>(std::ceil(std::max(opt.warmup_min_ms - cand_sum, 0.0) / per_run));
+      const size_t by_runs =
+          opt.warmup_min_runs > warm_cand.size() ? opt.warmup_min_runs - warm_cand.size() : 0;
+      cands = std::clamp<size_t>(std::max(by_time, by_runs), 1, 256);
     }
-    const size_t before = warm.size();
-    run_batch(clock, ref, cand, warm_pairs, batch, warm, tracker);
-    for (size_t i = before; i < warm.size(); ++i) {
-      ref_sum += warm[i].ref_ms;
-      cand_sum += warm[i].cand_ms;
+    for (size_t i = 0; i < refs + cands; ++i) clock.enqueue(i, i < refs ? ref : cand);
+    std::vector<double> ms, mhz;
+    clock.collect(refs + cands, ms, mhz);
+    for (size_t i = 0; i < refs + cands; ++i) {
+      tracker.observe(mhz[i]);
+      if (i < refs) {
+        warm_ref.push_back(ms[i]);
+      } else {
+        warm_cand.push_back(ms[i]);
+        cand_sum += ms[i];
+      }
     }
-    warm_pairs += batch;
+    first = false;
   }
-  r.warmup_runs = warm_pairs;
+  r.warmup_runs = warm_cand.size();
+  r.warmup_ref_runs = warm_ref.size();
 
   // Pairs per batch: about batch_target_ms of device work, an even count so each batch is
-  // whole ABBA blocks.
-  std::vector<double> warm_ref, warm_cand;
-  for (const PairSample& s : warm) {
-    warm_ref.push_back(s.ref_ms);
-    warm_cand.push_back(s.cand_ms);
-  }
-  const double pair_ms =
-      std::max(stats::median(warm_ref) + stats::median(warm_cand), 1e-4);
+  // whole ABBA blocks. Without a baseline warm-up run its time is taken as the candidate's.
+  const double cand_ms = stats::median(warm_cand);
+  const double ref_ms = warm_ref.empty() ? cand_ms : stats::median(warm_ref);
+  const double pair_ms = std::max(ref_ms + cand_ms, 1e-4);
   size_t batch_pairs = static_cast<size_t>(std::llround(opt.batch_target_ms / pair_ms));
   batch_pairs = std::clamp<size_t>(batch_pairs + (batch_pairs % 2), 2, 256);
 
   std::vector<PairSample> pairs;
   Usable u;
-  // The pair index continues from the warm-up's so the ABBA alternation never breaks.
-  size_t next_pair = warm_pairs;
+  size_t next_pair = 0;
   for (;;) {
     if (abandoned()) {
       r.stop = stats::StopReason::interrupted;

@@ -71,8 +71,9 @@ struct ClockTracker {
 };
 
 struct TimerOptions {
-  size_t warmup_min_runs = 3;   // per side
-  double warmup_min_ms = 25;    // per side, summed device time
+  size_t warmup_min_runs = 3;   // candidate runs
+  double warmup_min_ms = 25;    // candidate device time, summed
+  size_t warmup_ref_runs = 1;   // baseline runs (it is warm from the previous point)
   stats::StoppingRule stop;
   double confidence = 0.95;     // level of the speedup interval
   double batch_target_ms = 20;  // device time enqueued between two looks at the results
@@ -85,14 +86,16 @@ struct PairedMeasurement {
   size_t pairs_attempted = 0;
   size_t throttled_samples = 0;      // timed runs under the clock threshold
   size_t throttled_pairs = 0;        // pairs left out because a run was throttled
-  size_t warmup_runs = 0;            // per side
+  size_t warmup_runs = 0;            // candidate warm-up runs
+  size_t warmup_ref_runs = 0;        // baseline warm-up runs
   double min_mhz = 0, max_mhz = 0;   // over the timed runs (NaN when not sampled)
   double elapsed_ms = 0;             // warm-up included
   stats::StopReason stop = stats::StopReason::running;
 };
 
-// Warms both sides up (>= warmup_min_runs and >= warmup_min_ms each, in ABBA order), then
-// times pairs in batches until opt.stop says so. `abandon` is polled between batches (Ctrl-C):
+// Warms up: warmup_ref_runs baseline runs, then candidate runs until >= warmup_min_runs and
+// >= warmup_min_ms (the baseline is warm from the point before; each configuration is new).
+// Then times pairs in ABBA order (ref, cand, cand, ref, ...) in batches until opt.stop says so. `abandon` is polled between batches (Ctrl-C):
 // when it returns true the measurement ends with stop == interrupted.
 PairedMeasurement measure_paired(RunClock& clock, const std::function<void()>& ref,
                                  const std::function<void()>& cand, const TimerOptions& opt,

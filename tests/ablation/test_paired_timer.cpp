@@ -1,5 +1,5 @@
-// The paired timer driven by fake forwards on a fake clock: ABBA order from warm-up to the
-// last pair, warm-up rules, the speedup and its interval, drift cancellation, throttled
+// The paired timer driven by fake forwards on a fake clock: one baseline warm-up run, the
+// candidate's warm-up, then ABBA order to the last pair; warm-up rules, the speedup and its interval, drift cancellation, throttled
 // samples left out, budget and interruption.
 #include <catch2/catch.hpp>
 
@@ -66,22 +66,27 @@ TEST_CASE("ABBA schedule alternates the side that goes first", "[timer]") {
   CHECK(str2 == "CRRC");
 }
 
-TEST_CASE("timer runs warm-up and timing in one unbroken ABBA order", "[timer]") {
+TEST_CASE("timer warms the candidate up, then times in one unbroken ABBA order", "[timer]") {
   FakeRunClock clock;
   std::string order;
   auto ref = [&] { order += 'R'; clock.advance(2.0); };
   auto cand = [&] { order += 'C'; clock.advance(1.0); };
   ClockTracker tracker;
   PairedMeasurement m = measure_paired(clock, ref, cand, quick_options(), tracker);
-  REQUIRE(order.size() % 2 == 0);
-  for (size_t k = 0; k < order.size() / 2; ++k) {
-    const std::string pair = order.substr(2 * k, 2);
-    INFO("pair " << k << " of " << order);
+  // Warm-up: one baseline run, then 1 ms candidate runs until 25 ms.
+  CHECK(m.warmup_ref_runs == 1);
+  CHECK(m.warmup_runs >= 25);
+  const size_t warm = 1 + m.warmup_runs;
+  REQUIRE(order.size() > warm);
+  CHECK(order.substr(0, warm) == "R" + std::string(m.warmup_runs, 'C'));
+  const std::string timed = order.substr(warm);
+  REQUIRE(timed.size() % 2 == 0);
+  for (size_t k = 0; k < timed.size() / 2; ++k) {
+    const std::string pair = timed.substr(2 * k, 2);
+    INFO("pair " << k << " of " << timed);
     CHECK(pair == (k % 2 == 0 ? "RC" : "CR"));
   }
-  // Warm-up: 1 ms per candidate run needs 25 runs to reach 25 ms.
-  CHECK(m.warmup_runs >= 25);
-  CHECK(m.pairs + m.warmup_runs == order.size() / 2);
+  CHECK(m.pairs == timed.size() / 2);
   CHECK(m.stop == stats::StopReason::converged);
   CHECK(m.speedup.median == Approx(2.0));
   CHECK(m.ref.median == Approx(2.0));
@@ -89,19 +94,22 @@ TEST_CASE("timer runs warm-up and timing in one unbroken ABBA order", "[timer]")
   CHECK(m.pairs >= 10);
 }
 
-TEST_CASE("warm-up takes at least 3 runs per side even for slow forwards", "[timer]") {
+TEST_CASE("warm-up takes at least 3 candidate runs even for slow forwards, and one baseline run",
+          "[timer]") {
   FakeRunClock clock;
-  int ref_runs = 0;
+  int ref_runs = 0, cand_runs = 0;
   auto ref = [&] { ++ref_runs; clock.advance(40.0); };
-  auto cand = [&] { clock.advance(30.0); };
+  auto cand = [&] { ++cand_runs; clock.advance(30.0); };
   ClockTracker tracker;
   TimerOptions o = quick_options();
   o.stop.budget_ms = 1;  // spent by the warm-up: the floor of 5 pairs is all that follows
   PairedMeasurement m = measure_paired(clock, ref, cand, o, tracker);
   CHECK(m.warmup_runs == 3);
+  CHECK(m.warmup_ref_runs == 1);
   CHECK(m.stop == stats::StopReason::budget);
   CHECK(m.pairs == 5);
-  CHECK(ref_runs == 8);
+  CHECK(ref_runs == 1 + 5);
+  CHECK(cand_runs == 3 + 5);
 }
 
 TEST_CASE("timer recovers a noisy speedup inside its interval", "[timer]") {
@@ -145,7 +153,8 @@ TEST_CASE("throttled samples are counted and left out of the ratios", "[timer]")
   TimerOptions o = quick_options();
   o.stop.min_pairs = 60;
   PairedMeasurement m = measure_paired(clock, ref, cand, o, tracker);
-  // 25 warm-up pairs = runs 0..49; the throttled runs fall in timed pairs 5..14.
+  // Warm-up: one baseline run and 25 candidate runs = runs 0..25; the throttled runs 60..79
+  // are timed runs 34..53, pairs 17..26.
   CHECK(m.warmup_runs == 25);
   CHECK(m.throttled_samples == 20);
   CHECK(m.throttled_pairs == 10);
