@@ -35,11 +35,26 @@ for step in "${steps[@]}"; do
       (cd $BUILD && ctest -j1 --output-on-failure --timeout 900) >"$OUT/tests.log" 2>&1
       grep -E "tests passed|tests failed|Failed|\*\*\*|Skipped" "$OUT/tests.log" | tail -40 | tee -a "$OUT/summary.txt"
       ;;
+    gputests)
+      log "GPU tests tagged ${GPU_TESTS:-[gpu]}"
+      $BUILD/tests/tlbench_gpu_tests "${GPU_TESTS:-[gpu]}" >"$OUT/gputests.log" 2>&1
+      echo "rc=$?" | tee -a "$OUT/summary.txt"; tail -4 "$OUT/gputests.log" | tee -a "$OUT/summary.txt"
+      ;;
+    profile)
+      log "per-kernel device time (ncu) of ${PROFILE_ARGS:=--cases 1 --dtypes fp16 --configs 11110}"
+      rm -rf /tmp/tlbench-profile
+      ncu --csv --metrics gpu__time_duration.sum $BIN run --config configs/cases.json $PROFILE_ARGS \
+        --quick --min-reps 2 --max-reps 2 --out /tmp/tlbench-profile >"$OUT/profile.csv" 2>"$OUT/profile.err"
+      echo "rc=$?" >>"$OUT/summary.txt"
+      python3 scripts/kernel_profile.py "$OUT/profile.csv" >"$OUT/profile.txt" 2>&1
+      head -40 "$OUT/profile.txt" >>"$OUT/summary.txt"
+      ;;
     sanitize)
       log "compute-sanitizer memcheck + racecheck over the kernel tests"
       for tool in memcheck racecheck; do
-        TLBENCH_SYNC_LAUNCHES=1 compute-sanitizer --tool $tool --error-exitcode 9 \
-          $BUILD/tests/tlbench_gpu_tests "[kernels]" >"$OUT/sanitize-$tool.log" 2>&1
+        TLBENCH_SYNC_LAUNCHES=1 timeout "${SANITIZE_TIMEOUT:-600}" compute-sanitizer --tool $tool \
+          --error-exitcode 9 $BUILD/tests/tlbench_gpu_tests -s -r compact "${SANITIZE_TESTS:-[kernels]}" \
+          >"$OUT/sanitize-$tool.log" 2>&1
         echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)" | tee -a "$OUT/summary.txt"
       done
       ;;
