@@ -29,13 +29,15 @@ void configure_handle(cublasHandle_t handle, cudaStream_t stream, void* workspac
 }
 
 void linear(cublasHandle_t handle, DType d, GemmPrecision p, int64_t M, int64_t N, int64_t K,
-            const void* A, int64_t lda, const void* W, int64_t ldw, void* C, int64_t ldc) {
+            const void* A, int64_t lda, const void* W, int64_t ldw, void* C, int64_t ldc,
+            DType c_type) {
   const float alpha = 1.0f, beta = 0.0f;
   const cudaDataType t = cuda_data_type(d);
   // Column-major cuBLAS sees row-major C[M, N] as C^T[N, M] = W[N, K] · A^T[K, M]: W is read
   // transposed from its row-major [N, K] storage, A as stored.
   TLB_CUBLAS_CHECK(cublasGemmEx_64(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, W, t, ldw,
-                                   A, t, lda, &beta, C, t, ldc, compute_type(d, p),
+                                   A, t, lda, &beta, C, cuda_data_type(c_type), ldc,
+                                   compute_type(d, p),
                                    CUBLAS_GEMM_DEFAULT));
 }
 

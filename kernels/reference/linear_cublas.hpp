@@ -27,8 +27,10 @@ void configure_handle(cublasHandle_t handle, cudaStream_t stream, void* workspac
                       uint64_t workspace_bytes);
 
 // C[M, N] = A[M, K] · W[N, K]^T, all row-major with leading dimensions lda, ldw, ldc (in
-// elements), in dtype `d`, on the handle's stream.
+// elements), A and W in dtype `d`, C in `c_type` (the dtype, or fp32 to keep the accumulator
+// unrounded), on the handle's stream.
 void linear(cublasHandle_t handle, DType d, GemmPrecision p, int64_t M, int64_t N, int64_t K,
-            const void* A, int64_t lda, const void* W, int64_t ldw, void* C, int64_t ldc);
+            const void* A, int64_t lda, const void* W, int64_t ldw, void* C, int64_t ldc,
+            DType c_type);
 
 }  // namespace tlb::reference

@@ -53,6 +53,11 @@ class Carving {
       if (layout_[i].name == name) return base_ + offsets_[i];
     return nullptr;
   }
+  uint64_t bytes(const std::string& name) const {
+    for (const BufferSpec& b : layout_)
+      if (b.name == name) return b.bytes;
+    return 0;
+  }
   char* get(const std::string& name) const {
     char* p = find(name);
     if (p == nullptr) throw std::logic_error("layer stack: no buffer '" + name + "' in the layout");
@@ -219,7 +224,9 @@ struct StackPath::Impl {
 
   char* y_buf[2] = {nullptr, nullptr};
   char *normed = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *attn_out = nullptr;
-  char *h1 = nullptr, *proj = nullptr, *hidden = nullptr, *qkv_packed = nullptr;
+  char *h1 = nullptr, *proj = nullptr, *hidden = nullptr;
+  float* gemm_f32 = nullptr;
+  int64_t gemm_f32_cols = 0;  // columns of [tokens, cols] fp32 the plan gave gemm_f32
   char *scores = nullptr, *probs = nullptr, *flash_ws = nullptr, *layer_outputs = nullptr;
   void* const* pv_pointers = nullptr;
 
@@ -248,6 +255,8 @@ struct StackPath::Impl {
   // Steps of one layer.
   void layer_norm_ref(const void* x, const void* gamma, const void* beta, void* out);
   void add_norm(const AddNormArgs& a);
+  void linear_f32(const void* a, int64_t lda, const void* w, int64_t n, int64_t kdim, float* c,
+                  int64_t ldc);
   void linear(const void* a, int64_t lda, const void* w, int64_t n, int64_t kdim, void* c,
               int64_t ldc);
   void keep(int64_t l, const void* y);
@@ -280,7 +289,9 @@ StackPath::Impl::Impl(const CaseData& d, const PathOptions& o, cudaStream_t st)
   h1 = carve.get("h1");
   proj = carve.get("proj");
   hidden = carve.get("ffn_hidden");
-  qkv_packed = carve.find("qkv_packed");
+  gemm_f32 = reinterpret_cast<float*>(carve.find("gemm_f32"));
+  gemm_f32_cols = static_cast<int64_t>(carve.bytes("gemm_f32") /
+                                       (static_cast<uint64_t>(s.tokens()) * sizeof(float)));
   scores = carve.find("scores");
   probs = carve.find("probs");
   if (probs == nullptr) probs = scores;  // fp32: the softmax runs in place
@@ -331,8 +342,15 @@ void StackPath::Impl::verify_real_operands() {
   if (!any_fused) return;
   auto refuse = [&](Stage st, const std::string& why) {
     if (!eff[st]) return;
-    if (st == Stage::qkv && qkv_packed == nullptr)
-      throw DeviceError("layer stack: the fused qkv GEMM rejects this path's operands (" + why +
+    // The reference stage writes its GEMM products to gemm_f32, sized by the plan for the
+    // stages it expected to run on the reference.
+    const int64_t needed = st == Stage::qkv   ? 3 * s.d_model
+                           : st == Stage::ffn ? std::max(s.d_ff, s.d_model)
+                           : st == Stage::norm ? s.d_model
+                                               : 0;
+    if (needed > gemm_f32_cols)
+      throw DeviceError("layer stack: the fused " + std::string(to_string(st)) +
+                            " stage rejects this path's operands (" + why +
                             ") although the memory plan expected it to run; no fallback buffer",
                         false);
     eff[st] = false;
@@ -430,7 +448,16 @@ void StackPath::Impl::add_norm(const AddNormArgs& a) {
 // c[T, n] (row stride ldc) = a[T, kdim] (row stride lda) · w[n, kdim]^T on cuBLAS.
 void StackPath::Impl::linear(const void* a, int64_t lda, const void* w, int64_t n, int64_t kdim,
                              void* c, int64_t ldc) {
-  reference::linear(blas.h, dt, precision(), s.tokens(), n, kdim, a, lda, w, kdim, c, ldc);
+  reference::linear(blas.h, dt, precision(), s.tokens(), n, kdim, a, lda, w, kdim, c, ldc, dt);
+  TLB_LAUNCH_CHECK(stream);
+}
+
+// The same product kept in fp32 for a reference bias kernel to round once (gemm_f32).
+void StackPath::Impl::linear_f32(const void* a, int64_t lda, const void* w, int64_t n,
+                                 int64_t kdim, float* c, int64_t ldc) {
+  if (c == nullptr) throw std::logic_error("layer stack: no fp32 GEMM buffer was planned");
+  reference::linear(blas.h, dt, precision(), s.tokens(), n, kdim, a, lda, w, kdim, c, ldc,
+                    DType::fp32);
   TLB_LAUNCH_CHECK(stream);
 }
 
@@ -468,11 +495,11 @@ void StackPath::Impl::forward() {
       record(Stage::qkv, gemm_fused(qkv_gemm_args(s, dt, opt.fp32_math, normed, w.w_qkv, w.b_qkv, q, k, v), stream));
       TLB_LAUNCH_CHECK(stream);
     } else {
-      // Three GEMMs over the q, k and v row blocks of Wqkv into the packed [T, 3d] buffer.
+      // Three GEMMs over the q, k and v row blocks of Wqkv into the packed fp32 [T, 3d] buffer.
       for (int64_t part = 0; part < 3; ++part)
-        linear(normed, d, static_cast<const char*>(w.w_qkv) + part * d * d * e, d, d,
-               qkv_packed + part * d * e, 3 * d);
-      reference::bias_split_heads(dt, qkv_packed, w.b_qkv, q, k, v, s.batch, s.seq, s.heads, dh,
+        linear_f32(normed, d, static_cast<const char*>(w.w_qkv) + part * d * d * e, d, d,
+                   gemm_f32 + part * d, 3 * d);
+      reference::bias_split_heads(dt, gemm_f32, w.b_qkv, q, k, v, s.batch, s.seq, s.heads, dh,
                                   stream);
       record(Stage::qkv, "reference");
     }
@@ -521,11 +548,12 @@ void StackPath::Impl::forward() {
     }
 
     // ---- out-projection (cuBLAS in every configuration), h1 = x + proj + bo, LN2(h1)
-    linear(attn_out, d, w.w_out, d, d, proj, d);
     if (st[Stage::norm]) {
+      linear(attn_out, d, w.w_out, d, d, proj, d);
       add_norm(add_norm_args(s, dt, x, proj, w.b_out, h1, normed, w.ln2_gamma, w.ln2_beta));
     } else {
-      reference::bias_add(dt, proj, w.b_out, T, d, stream);
+      linear_f32(attn_out, d, w.w_out, d, d, gemm_f32, d);
+      reference::bias_add(dt, proj, gemm_f32, w.b_out, T, d, stream);
       reference::residual_add(dt, h1, x, proj, T * d, stream);
       layer_norm_ref(h1, w.ln2_gamma, w.ln2_beta, normed);
     }
@@ -538,15 +566,17 @@ void StackPath::Impl::forward() {
       TLB_LAUNCH_CHECK(stream);
       keep(l, y);
     } else {
-      linear(normed, d, w.w_ff1, f, d, hidden, f);
-      reference::bias_add(dt, hidden, w.b_ff1, T, f, stream);
+      linear_f32(normed, d, w.w_ff1, f, d, gemm_f32, f);
+      reference::bias_add(dt, hidden, gemm_f32, w.b_ff1, T, f, stream);
       reference::activation_inplace(dt, s.activation, hidden, T * f, stream);
-      linear(hidden, f, w.w_ff2, d, f, proj, d);
       record(Stage::ffn, "reference");
       if (defers_residual(l)) {
+        // The next layer's fused add + LayerNorm adds the bias and the residual in fp32.
+        linear(hidden, f, w.w_ff2, d, f, proj, d);
         pending_b2 = w.b_ff2;
       } else {
-        reference::bias_add(dt, proj, w.b_ff2, T, d, stream);
+        linear_f32(hidden, f, w.w_ff2, d, f, gemm_f32, d);
+        reference::bias_add(dt, proj, gemm_f32, w.b_ff2, T, d, stream);
         reference::residual_add(dt, y, h1, proj, T * d, stream);
         keep(l, y);
       }

@@ -1,5 +1,7 @@
 #include "stack/memory_plan.hpp"
 
+#include <algorithm>
+
 #include <cstdint>
 #include <string>
 
@@ -81,11 +83,14 @@ std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
   const StageSwitch eff =
       golden ? StageSwitch{} : effective_stages(s, dtype, stages, nullptr, fp32_math);
   bool any_reference_attn = false, any_flash_attn = false, any_reference_qkv = false;
+  bool any_reference_norm = false, any_reference_ffn = false;
   for (bool fl : fused) {
     const bool flash = fl && eff[Stage::attn];
     any_flash_attn |= flash;
     any_reference_attn |= !flash;
     any_reference_qkv |= !(fl && eff[Stage::qkv]);
+    any_reference_norm |= !(fl && eff[Stage::norm]);
+    any_reference_ffn |= !(fl && eff[Stage::ffn]);
   }
 
   std::vector<BufferSpec> b = {
@@ -100,8 +105,13 @@ std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
       {"proj", T * d * e},       // out- and down-projection products before bias/residual
       {"ffn_hidden", T * f * e},
   };
-  // cuBLAS q/k/v products before the bias + head-split kernel (the golden always uses it).
-  if (any_reference_qkv) b.push_back({"qkv_packed", T * 3 * d * e});
+  // The reference's cuBLAS products in fp32, before its bias kernels round them once: the
+  // packed q/k/v [T, 3d], the FFN up [T, d_ff], the out- and down-projections [T, d].
+  uint64_t gemm_cols = 0;
+  if (any_reference_qkv) gemm_cols = std::max(gemm_cols, 3 * d);
+  if (any_reference_ffn) gemm_cols = std::max(gemm_cols, f);
+  if (any_reference_norm || any_reference_ffn) gemm_cols = std::max(gemm_cols, d);
+  if (gemm_cols > 0) b.push_back({"gemm_f32", T * gemm_cols * sizeof(float)});
   if (!golden) {
     if (any_reference_attn) {
       // fp32 scores; the probabilities in the dtype beside them (in place for fp32).
