@@ -74,6 +74,21 @@ for step in "${steps[@]}"; do
         >"$OUT/sweep.json" 2>"$OUT/sweep.stderr"; echo "rc=$?" >>"$OUT/summary.txt"
       tail -5 "$OUT/sweep.stderr" >>"$OUT/summary.txt"
       ;;
+    select)
+      log "run of a selection: ${SELECT_ARGS:=--cases 1 --dtypes fp16}"
+      rm -rf "$OUT/select"
+      $BIN run --config configs/cases.json $SELECT_ARGS --out "$OUT/select" >"$OUT/select.log" 2>&1
+      echo "rc=$?" >>"$OUT/summary.txt"
+      python3 - "$OUT/select/points.jsonl" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    ms = r.get("cand_ms")
+    print(f"case {r['case_id']:>2} {r['dtype']} {r['config']:>5} {r['status']:>10} "
+          f"cand {ms if ms is None else round(ms, 4)} ms speedup {r.get('speedup')} golden {r.get('golden_pass')} "
+          f"strict {r.get('strict_pass')} | {r.get('dispatch', '')}")
+PY
+      ;;
     quick)
       log "quick sweep"
       $BIN run --config configs/cases.json --quick --out "$OUT/quick" --json >"$OUT/quick.json" 2>"$OUT/quick.stderr"
@@ -90,9 +105,9 @@ for step in "${steps[@]}"; do
   esac
 done
 # Bundle each run folder with its summary and log so it comes back as one file.
-for d in aa sweep quick; do
+for d in aa sweep quick select; do
   if [[ -d $OUT/$d ]]; then
-    mv "$OUT/$d.json" "$OUT/$d.stderr" "$OUT/$d/" 2>/dev/null
+    mv "$OUT/$d.json" "$OUT/$d.stderr" "$OUT/$d.log" "$OUT/$d/" 2>/dev/null
     tar -C "$OUT" -czf "$OUT/$d.tar.gz" "$d" && rm -rf "${OUT:?}/$d"
   fi
 done
