@@ -38,16 +38,7 @@ struct GemmArgs {
   void* k = nullptr;
   void* v = nullptr;
   int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
-  // Scratch for split-K (small grids on Hopper): its first kGemmSplitKCounterBytes must be
-  // zero before the first launch that uses it; the kernels leave them zero. Null: no split-K.
-  // GEMMs sharing one workspace must run one after another (one stream).
-  void* splitk_workspace = nullptr;
-  uint64_t splitk_workspace_bytes = 0;
 };
-
-// What a caller allocates for split-K: every split the dispatcher may pick fits in it.
-constexpr uint64_t kGemmSplitKCounterBytes = 4096;
-constexpr uint64_t kGemmSplitKWorkspaceBytes = kGemmSplitKCounterBytes + (uint64_t{20} << 20);
 
 bool gemm_fused_supported(const GemmArgs& a, std::string* why);
 // Launches the variant the dispatcher picks; returns its name (e.g. "sm90_wgmma_128x128x64_s4").

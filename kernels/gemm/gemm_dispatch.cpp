@@ -73,26 +73,13 @@ struct TileModel {
 // rate an SM reaches with that many warps (a lone 4-warp CTA cannot hide latency as well as
 // 8 warps do, hence the warp factor). The tile with the smallest time wins; ties keep the
 // earlier (bigger) tile.
-double model_time_ctas(const TileModel& t, int64_t ctas, int sms) {
+double model_time(const TileModel& t, int64_t M, int64_t N, int sms) {
+  const int64_t ctas = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
   const int64_t per_sm = (ctas + sms - 1) / sms;
   const int64_t resident = std::min<int64_t>(t.ctas_per_sm, per_sm);
   const int64_t rounds = (ctas + sms * resident - 1) / (sms * resident);
   const double warp_factor = std::min(1.0, static_cast<double>(resident * t.warps) / 8.0);
   return static_cast<double>(rounds * resident) * t.bm * t.bn / (t.speed * warp_factor);
-}
-
-double model_time(const TileModel& t, int64_t M, int64_t N, int sms) {
-  return model_time_ctas(t, ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn), sms);
-}
-
-// Split-K over `splits` CTAs per tile: each does 1/splits of the K loop, and the last one per
-// tile reads the others' fp32 partials back from L2. One SM reads ~200 GB/s from L2 and
-// computes ~4.5 TFLOP/s on wgmma, so a partial's read costs the work of 45 / K of the tile's
-// whole K loop per other split (4 bytes read per 2K flops of the tile element).
-double model_time_split(const TileModel& t, int64_t M, int64_t N, int64_t K, int splits, int sms) {
-  const int64_t tiles = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
-  const double share = 1.0 / splits + (splits - 1) * 45.0 / static_cast<double>(K);
-  return model_time_ctas(t, tiles * splits, sms) * share;
 }
 
 TileModel mma_model(MmaTile t) {
@@ -122,7 +109,6 @@ struct Candidate {
   enum Kind { mma, fma, wgmma } kind;
   int tile;
   double time;
-  int splits = 1;  // wgmma split-K
 };
 
 enum class VariantPolicy { automatic, portable, sm90 };
@@ -159,22 +145,6 @@ std::vector<Candidate> ranked_candidates(const GemmArgs& a) {
         c.push_back({gemm_detail::wgmma_tile_name(t, a.dtype), Candidate::wgmma, i,
                      model_time(wgmma_model(t), a.M, a.N, dev.sms)});
       }
-      // Grids that leave most SMs idle (small M x N, e.g. a few hundred tokens) split K over
-      // 2 or 4 CTAs per 128x128 tile, each with at least two k-tiles of its own, as long as
-      // the split grid stays within two waves and the caller's workspace holds the partials.
-      const auto t = WgmmaTile::m128n128;
-      const auto shape = gemm_detail::wgmma_tile_shape(t);
-      const int64_t tiles = ((a.M + shape.bm - 1) / shape.bm) * ((a.N + shape.bn - 1) / shape.bn);
-      const int64_t k_tiles = (a.K * dtype_bytes(a.dtype) + 127) / 128;  // 128-byte k-tiles
-      for (int splits : {2, 4}) {
-        if (tiles >= dev.sms || tiles * splits > 2 * dev.sms || k_tiles < 2 * splits) continue;
-        if (a.splitk_workspace == nullptr ||
-            gemm_detail::splitk_workspace_bytes(tiles, splits, shape.bm, shape.bn) > a.splitk_workspace_bytes)
-          continue;
-        c.push_back({gemm_detail::wgmma_tile_name(t, a.dtype) + "_k" + std::to_string(splits),
-                     Candidate::wgmma, static_cast<int>(t),
-                     model_time_split(wgmma_model(t), a.M, a.N, a.K, splits, dev.sms), splits});
-      }
     }
   }
   std::stable_sort(c.begin(), c.end(),
@@ -200,7 +170,7 @@ void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
   if (c.kind == Candidate::fma) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
   } else if (c.kind == Candidate::wgmma) {
-    gemm_detail::launch_gemm_wgmma_sm90(a, static_cast<WgmmaTile>(c.tile), c.splits, stream);
+    gemm_detail::launch_gemm_wgmma_sm90(a, static_cast<WgmmaTile>(c.tile), stream);
   } else {
     gemm_detail::launch_gemm_mma(a, static_cast<MmaTile>(c.tile), stream);
   }

@@ -4,7 +4,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdint>
 #include <string>
 
 #include "gemm/gemm.hpp"
@@ -48,24 +47,9 @@ struct WgmmaTileShape {
 };
 WgmmaTileShape wgmma_tile_shape(WgmmaTile t);
 std::string wgmma_tile_name(WgmmaTile t, DType d);
-
-// Split-K of the wgmma kernel: `splits` CTAs per output tile, each over a contiguous share of
-// the k-tiles. The workspace (GemmArgs::splitk_workspace) starts with one arrival counter per
-// tile (zero between launches: the last arrival resets it), then the fp32 partial tiles.
-struct SplitK {
-  int splits = 1;
-  unsigned* counters = nullptr;
-  float* partials = nullptr;
-};
-constexpr uint64_t kSplitKCounterBytes = kGemmSplitKCounterBytes;  // 1024 tiles at most
-inline uint64_t splitk_workspace_bytes(int64_t tiles, int splits, int bm, int bn) {
-  if (tiles > static_cast<int64_t>(kSplitKCounterBytes / sizeof(unsigned))) return ~uint64_t{0};
-  return kSplitKCounterBytes + static_cast<uint64_t>(tiles) * static_cast<uint64_t>(splits) *
-                                   static_cast<uint64_t>(bm) * static_cast<uint64_t>(bn) * sizeof(float);
-}
 // Whether this build carries sm_90a machine code for the wgmma kernels (the caller checks
 // that the device is compute capability 9.0).
 bool wgmma_sm90_image_present();
-void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile t, int splits, cudaStream_t stream);
+void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile t, cudaStream_t stream);
 
 }  // namespace tlb::gemm_detail

@@ -2,16 +2,13 @@
 // tiles into a multi-stage mbarrier pipeline, one producer warpgroup and two consumer
 // warpgroups issuing wgmma (fp16/bf16 k16, tf32 k8) from shared memory, fp32 accumulation,
 // the fused epilogue on 16-byte output runs. Any M (TMA zero-fills the tails); N and K
-// multiples of 8. Small grids split K over several CTAs per tile: each writes an fp32
-// partial, the last to arrive sums them in a fixed order and runs the epilogue (one launch,
-// deterministic). sm_90a only; elsewhere the kernel body traps and the host never launches it.
+// multiples of 8. sm_90a only; elsewhere the kernel body traps and the host never launches it.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <atomic>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 #include "common/cuda_check.hpp"
@@ -80,7 +77,7 @@ constexpr int kRasterRows = 8;  // as in gemm_mma.cu: W tiles of a group stay in
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_w,
-                           const GemmArgs p, const SplitK split_k) {
+                           const GemmArgs p) {
 #if TLB_PTX_SM90A
   using T = typename C::Elem;
   extern __shared__ unsigned char smem_raw[];
@@ -92,22 +89,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   const int tiles_m = static_cast<int>((p.M + C::BM - 1) / C::BM);
   const int tiles_n = static_cast<int>((p.N + C::BN - 1) / C::BN);
-  // Split-K: CTA split * tiles + tile sums k-tiles [k_begin, k_end) of its tile.
-  const int tiles = tiles_m * tiles_n;
-  const int tile = static_cast<int>(blockIdx.x) % tiles, split = static_cast<int>(blockIdx.x) / tiles;
   int tile_m, tile_n;
   {
     const int per_group = kRasterRows * tiles_n;
-    const int group = tile / per_group, in_group = tile % per_group;
+    const int group = blockIdx.x / per_group, in_group = blockIdx.x % per_group;
     const int first_m = group * kRasterRows;
     const int rows = min(tiles_m - first_m, kRasterRows);
     tile_m = first_m + in_group % rows;
     tile_n = in_group / rows;
   }
   const int m0 = tile_m * C::BM, n0 = tile_n * C::BN;
-  const int k_tiles_all = static_cast<int>((p.K + C::BK - 1) / C::BK);
-  const int k_begin = split * k_tiles_all / split_k.splits;
-  const int k_tiles = (split + 1) * k_tiles_all / split_k.splits - k_begin;
+  const int k_tiles = static_cast<int>((p.K + C::BK - 1) / C::BK);
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
@@ -131,8 +123,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         ptx::mbarrier_wait(empty_bar + 8 * s, ((kt / C::STAGES) & 1) ^ 1);
         ptx::mbarrier_arrive_expect_tx(full_bar + 8 * s, C::kStageBytes);
         const uint32_t dst = base + s * C::kStageBytes;
-        ptx::tma_load_2d(dst, &tmap_a, (k_begin + kt) * C::BK, m0, full_bar + 8 * s);
-        ptx::tma_load_2d(dst + C::kABytes, &tmap_w, (k_begin + kt) * C::BK, n0, full_bar + 8 * s);
+        ptx::tma_load_2d(dst, &tmap_a, kt * C::BK, m0, full_bar + 8 * s);
+        ptx::tma_load_2d(dst + C::kABytes, &tmap_w, kt * C::BK, n0, full_bar + 8 * s);
       }
     }
   } else {
@@ -180,33 +172,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::named_barrier_sync(2 + consumer, 128);
     constexpr int kVec = Pack16<T>::kCount;
     constexpr int kRunsPerRow = C::BN / kVec;
-    constexpr int kTileFloats = C::BM * C::BN;
-    // This consumer's 64 rows of partial slot (tile, s), row-major [BM, BN].
-    auto slot = [&](int sp) {
-      return split_k.partials + (static_cast<int64_t>(tile) * split_k.splits + sp) * kTileFloats +
-             consumer * 64 * C::BN;
-    };
-    if (split_k.splits > 1) {
-      // Publish this split's partial tile; the last split of the tile to arrive sums all of
-      // them in split order (the same bits whichever arrives last) and runs the epilogue.
-      float* mine = slot(split);
-      for (int idx = threadIdx.x & 127; idx < 64 * C::BN / 4; idx += 128) {
-        const int row = idx / (C::BN / 4), c4 = idx % (C::BN / 4);
-        *reinterpret_cast<float4*>(mine + row * C::BN + 4 * c4) =
-            *reinterpret_cast<const float4*>(&staging[row * C::kStagePitch + 4 * c4]);
-      }
-      __threadfence();
-      ptx::named_barrier_sync(1, 128 * C::kConsumers);
-      __shared__ int last_split;
-      if (threadIdx.x == 128) {
-        const unsigned arrived = atomicAdd(split_k.counters + tile, 1u);
-        last_split = arrived == static_cast<unsigned>(split_k.splits - 1);
-        if (last_split) split_k.counters[tile] = 0;  // ready for the next launch
-      }
-      ptx::named_barrier_sync(1, 128 * C::kConsumers);
-      if (!last_split) return;
-      __threadfence();
-    }
     for (int idx = threadIdx.x & 127; idx < 64 * kRunsPerRow; idx += 128) {
       const int row = idx / kRunsPerRow, run = idx % kRunsPerRow;
       const int64_t m = static_cast<int64_t>(m0) + consumer * 64 + row;
@@ -216,21 +181,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         const float* src = &staging[row * C::kStagePitch + run * kVec];
 #pragma unroll
         for (int e = 0; e < kVec; e += 4) {
-          float4 f = *reinterpret_cast<const float4*>(src + e);
-          if (split_k.splits > 1) {
-            float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-            for (int sp = 0; sp < split_k.splits; ++sp) {
-              // L2 reads (__ldcg): the other splits wrote from other SMs.
-              const float4 x = sp == split ? f
-                                           : __ldcg(reinterpret_cast<const float4*>(
-                                                 slot(sp) + row * C::BN + run * kVec + e));
-              sum.x += x.x;
-              sum.y += x.y;
-              sum.z += x.z;
-              sum.w += x.w;
-            }
-            f = sum;
-          }
+          const float4 f = *reinterpret_cast<const float4*>(src + e);
           v[e] = f.x;
           v[e + 1] = f.y;
           v[e + 2] = f.z;
@@ -264,7 +215,7 @@ decltype(auto) with_wgmma_config(WgmmaTile tile, F&& f) {
 }
 
 template <class C>
-void launch_config(const GemmArgs& a, int splits, cudaStream_t stream) {
+void launch_config(const GemmArgs& a, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
   int dev = 0;
   TLB_CUDA_CHECK(cudaGetDevice(&dev));
@@ -279,16 +230,7 @@ void launch_config(const GemmArgs& a, int splits, cudaStream_t stream) {
   const CUtensorMap tmap_w = make_tensor_map_2d_sw128(a.W, a.dtype, static_cast<uint64_t>(a.N),
                                                       static_cast<uint64_t>(a.K), C::BN, C::BK);
   const int64_t tiles = ((a.M + C::BM - 1) / C::BM) * ((a.N + C::BN - 1) / C::BN);
-  SplitK sk;
-  if (splits > 1) {
-    if (splitk_workspace_bytes(tiles, splits, C::BM, C::BN) > a.splitk_workspace_bytes || a.splitk_workspace == nullptr)
-      throw std::invalid_argument("gemm_fused: split-K needs a larger workspace");
-    sk.splits = splits;
-    sk.counters = static_cast<unsigned*>(a.splitk_workspace);
-    sk.partials = reinterpret_cast<float*>(static_cast<char*>(a.splitk_workspace) + kSplitKCounterBytes);
-  }
-  gemm_wgmma_sm90_kernel<C><<<static_cast<unsigned>(tiles * sk.splits), C::kThreads, C::kSmemBytes, stream>>>(
-      tmap_a, tmap_w, a, sk);
+  gemm_wgmma_sm90_kernel<C><<<static_cast<unsigned>(tiles), C::kThreads, C::kSmemBytes, stream>>>(tmap_a, tmap_w, a);
   TLB_LAUNCH_CHECK(stream);
 }
 
@@ -320,10 +262,10 @@ std::string wgmma_tile_name(WgmmaTile t, DType d) {
   });
 }
 
-void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile tile, int splits, cudaStream_t stream) {
+void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile tile, cudaStream_t stream) {
   dispatch_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    with_wgmma_config<T>(tile, [&](auto c) { launch_config<decltype(c)>(a, splits, stream); });
+    with_wgmma_config<T>(tile, [&](auto c) { launch_config<decltype(c)>(a, stream); });
   });
 }
 

@@ -228,7 +228,6 @@ struct StackPath::Impl {
   float* gemm_f32 = nullptr;
   int64_t gemm_f32_cols = 0;  // columns of [tokens, cols] fp32 the plan gave gemm_f32
   char *scores = nullptr, *probs = nullptr, *flash_ws = nullptr, *layer_outputs = nullptr;
-  char* splitk_ws = nullptr;  // the fused GEMMs' split-K scratch (counters zeroed once)
   void* const* pv_pointers = nullptr;
 
   Impl(const CaseData& d, const PathOptions& o, cudaStream_t st);
@@ -258,16 +257,6 @@ struct StackPath::Impl {
   void add_norm(const AddNormArgs& a);
   void linear_f32(const void* a, int64_t lda, const void* w, int64_t n, int64_t kdim, float* c,
                   int64_t ldc);
-  // A fused GEMM with this path's split-K scratch, launched on the path's stream.
-  std::string fused_gemm(GemmArgs g) {
-    if (splitk_ws != nullptr) {
-      g.splitk_workspace = splitk_ws;
-      g.splitk_workspace_bytes = kGemmSplitKWorkspaceBytes;
-    }
-    std::string name = gemm_fused(g, stream);
-    TLB_LAUNCH_CHECK(stream);
-    return name;
-  }
   void linear(const void* a, int64_t lda, const void* w, int64_t n, int64_t kdim, void* c,
               int64_t ldc);
   void keep(int64_t l, const void* y);
@@ -307,9 +296,6 @@ StackPath::Impl::Impl(const CaseData& d, const PathOptions& o, cudaStream_t st)
   probs = carve.find("probs");
   if (probs == nullptr) probs = scores;  // fp32: the softmax runs in place
   flash_ws = carve.find("flash_workspace");
-  splitk_ws = carve.find("gemm_splitk");
-  if (splitk_ws != nullptr)
-    TLB_CUDA_CHECK(cudaMemsetAsync(splitk_ws, 0, kGemmSplitKCounterBytes, stream));
   layer_outputs = carve.find("layer_outputs");
   char* pv_table = carve.find("attn_pv_pointers");
 
@@ -506,7 +492,8 @@ void StackPath::Impl::forward() {
 
     // ---- q, k, v in [batch, heads, seq, head_dim]
     if (st[Stage::qkv]) {
-      record(Stage::qkv, fused_gemm(qkv_gemm_args(s, dt, opt.fp32_math, normed, w.w_qkv, w.b_qkv, q, k, v)));
+      record(Stage::qkv, gemm_fused(qkv_gemm_args(s, dt, opt.fp32_math, normed, w.w_qkv, w.b_qkv, q, k, v), stream));
+      TLB_LAUNCH_CHECK(stream);
     } else {
       // Three GEMMs over the q, k and v row blocks of Wqkv into the packed fp32 [T, 3d] buffer.
       for (int64_t part = 0; part < 3; ++part)
@@ -573,8 +560,10 @@ void StackPath::Impl::forward() {
 
     // ---- FFN: y = h1 + W2 · act(W1 · normed + b1) + b2
     if (st[Stage::ffn]) {
-      record(Stage::ffn, fused_gemm(ffn_up_args(s, dt, opt.fp32_math, normed, w.w_ff1, w.b_ff1, hidden)));
-      record(Stage::ffn, fused_gemm(ffn_down_args(s, dt, opt.fp32_math, hidden, w.w_ff2, w.b_ff2, h1, y)));
+      record(Stage::ffn, gemm_fused(ffn_up_args(s, dt, opt.fp32_math, normed, w.w_ff1, w.b_ff1, hidden), stream));
+      TLB_LAUNCH_CHECK(stream);
+      record(Stage::ffn, gemm_fused(ffn_down_args(s, dt, opt.fp32_math, hidden, w.w_ff2, w.b_ff2, h1, y), stream));
+      TLB_LAUNCH_CHECK(stream);
       keep(l, y);
     } else {
       linear_f32(normed, d, w.w_ff1, f, d, gemm_f32, f);

@@ -83,9 +83,8 @@ std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
   const StageSwitch eff =
       golden ? StageSwitch{} : effective_stages(s, dtype, stages, nullptr, fp32_math);
   bool any_reference_attn = false, any_flash_attn = false, any_reference_qkv = false;
-  bool any_reference_norm = false, any_reference_ffn = false, any_fused_gemm = false;
+  bool any_reference_norm = false, any_reference_ffn = false;
   for (bool fl : fused) {
-    any_fused_gemm |= fl && (eff[Stage::qkv] || eff[Stage::ffn]);
     const bool flash = fl && eff[Stage::attn];
     any_flash_attn |= flash;
     any_reference_attn |= !flash;
@@ -122,8 +121,6 @@ std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
       b.push_back({"attn_pv_pointers", 3 * B * H * sizeof(void*)});
     }
     if (any_flash_attn) b.push_back({"flash_workspace", flash_attention_workspace_bytes(s, dtype)});
-    // Split-K partials of the fused GEMMs (small grids on Hopper), shared one GEMM at a time.
-    if (any_fused_gemm) b.push_back({"gemm_splitk", kGemmSplitKWorkspaceBytes});
   }
   // The golden's streamed attention keeps its softmax statistics in registers: no scratch.
   if (keep_layer_outputs) b.push_back({"layer_outputs", L * T * d * e});

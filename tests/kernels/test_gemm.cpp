@@ -130,21 +130,8 @@ std::vector<double> reference(const Problem& p, const Shape& s, GemmEpilogue epi
   return ref;
 }
 
-// Split-K scratch shared by every GEMM of the tests (they run one after another): its
-// counters are zeroed once, and each split-K launch must leave them zero for the next.
-void* splitk_workspace() {
-  static DeviceBuffer ws = [] {
-    DeviceBuffer b(tlb::kGemmSplitKWorkspaceBytes);
-    TLB_CUDA_CHECK(cudaMemset(b.get(), 0, tlb::kGemmSplitKCounterBytes));
-    return b;
-  }();
-  return ws.get();
-}
-
 GemmArgs gemm_args(const Mode& mode, const Shape& s, const Problem& p, GemmEpilogue epi, tlb::Activation act) {
   GemmArgs a;
-  a.splitk_workspace = splitk_workspace();
-  a.splitk_workspace_bytes = tlb::kGemmSplitKWorkspaceBytes;
   a.dtype = mode.dtype;
   a.fp32_math = mode.math;
   a.epilogue = epi;
@@ -279,60 +266,6 @@ TEST_CASE("gemm without bias computes the plain product", "[gpu][kernels][gemm]"
     a.out = out.ptr();
     check_every_variant(mode, a, {&out}, {p.acc});
   }
-}
-
-TEST_CASE("gemm split-K on small grids: chosen on Hopper, deterministic, counters left zero",
-          "[gpu][kernels][gemm]") {
-  TLB_REQUIRE_GPU();
-  const Mode& mode = kModes[0];  // fp16
-  // Case 1's FFN down projection: 128 tokens, N 512, K 2048: four 128x128 tiles on 132 SMs.
-  const Shape s{128, 512, 2048};
-  const Problem p = make_problem(mode, s, true, 11);
-  const std::vector<double> ref = reference(p, s, GemmEpilogue::bias_residual, tlb::Activation::gelu);
-  GuardedOutput out(static_cast<size_t>(s.M * s.N), mode.dtype);
-  GemmArgs a = gemm_args(mode, s, p, GemmEpilogue::bias_residual, tlb::Activation::gelu);
-  a.out = out.ptr();
-  const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
-  std::vector<std::string> split;
-  for (const std::string& v : variants)
-    if (v.find("_k") != std::string::npos) split.push_back(v);
-  int major = 0, dev = 0;
-  TLB_CUDA_CHECK(cudaGetDevice(&dev));
-  TLB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  if (major != 9) {
-    CHECK(split.empty());  // split-K lives in the sm_90a kernel only
-    return;
-  }
-  REQUIRE(split.size() == 2);
-  out.poison();
-  const std::string chosen = tlb::gemm_fused(a, nullptr);
-  INFO("dispatcher chose " << chosen);
-  CHECK(chosen.find("_k") != std::string::npos);
-  TLB_CUDA_CHECK(cudaDeviceSynchronize());
-  bool guards = false;
-  const std::vector<float> first = out.read(&guards);
-  CHECK(guards);
-  for (const std::string& v : split) {
-    INFO("variant " << v);
-    for (int run = 0; run < 3; ++run) {
-      out.poison();
-      tlb::gemm_fused_variant(a, v, nullptr);
-      TLB_CUDA_CHECK(cudaDeviceSynchronize());
-      const std::vector<float> got = out.read(&guards);
-      CHECK(guards);
-      const tlb::test::ErrorStats e = tlb::test::compare_finite(got, ref);
-      CHECK(e.nan + e.inf == 0);
-      CHECK(e.rel_l2 <= mode.tolerance);
-      if (v == chosen) CHECK(tlb::test::bit_identical(got, first));
-    }
-  }
-  std::vector<unsigned> counters(tlb::kGemmSplitKCounterBytes / sizeof(unsigned));
-  TLB_CUDA_CHECK(cudaMemcpy(counters.data(), a.splitk_workspace, tlb::kGemmSplitKCounterBytes,
-                            cudaMemcpyDeviceToHost));
-  CHECK(std::all_of(counters.begin(), counters.end(), [](unsigned c) { return c == 0; }));
-  // Without a workspace no split variant is offered.
-  a.splitk_workspace = nullptr;
-  for (const std::string& v : tlb::gemm_fused_variants(a)) CHECK(v.find("_k") == std::string::npos);
 }
 
 // Shape checks come before any device query, so these run without a GPU.
