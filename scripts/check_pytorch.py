@@ -114,9 +114,17 @@ def compare(a, b, atol, rtol):
     b = b.double()
     nonfinite = int((~torch.isfinite(a)).sum()) + int((~torch.isfinite(b)).sum())
     diff = (a - b).abs()
-    outside = int((~(diff <= atol + rtol * b.abs())).sum())  # NaN counts as outside
+    allowed = atol + rtol * b.abs()
+    outside = int((~(diff <= allowed)).sum())  # NaN counts as outside
     den = torch.linalg.vector_norm(b).item()
+    # The element closest to (or furthest past) its tolerance, to show what a failure is made of.
+    excess = torch.nan_to_num(diff - allowed, nan=float("inf"))
+    worst = int(torch.argmax(excess)) if excess.numel() else 0
     return {
+        "worst": (worst // b.shape[1], worst % b.shape[1]) if excess.numel() else None,
+        "worst_a": a.reshape(-1)[worst].item() if excess.numel() else None,
+        "worst_b": b.reshape(-1)[worst].item() if excess.numel() else None,
+        "worst_allowed": allowed.reshape(-1)[worst].item() if excess.numel() else None,
         "max_abs": diff.max().item() if diff.numel() else 0.0,
         "rel_l2": torch.linalg.vector_norm(a - b).item() / den if den > 0 else float("inf"),
         "outside": outside,
@@ -207,6 +215,16 @@ def check(args):
         print(line("pytorch vs reference_output", results["reference_output"], args.atol, args.rtol))
     else:
         print(f"pytorch vs reference_output: not in the file ({meta.get('reference_output', '')})")
+    if "reference_output" in results and results["reference_output"]["worst"] is not None:
+        m = results["reference_output"]
+        r, c = m["worst"]
+        row = int(torch.nonzero(rows)[r])  # back to the [batch * seq] row
+        golden = ""
+        if "golden_output" in tensors:
+            golden = f", golden {tensors['golden_output'].reshape(-1, d)[row, c].item():.6g}"
+        print(f"  closest to its bound: batch {row // seq} token {row % seq} column {c}: pytorch "
+              f"{m['worst_a']:.6g}, reference {m['worst_b']:.6g}{golden}, |a-b| "
+              f"{abs(m['worst_a'] - m['worst_b']):.3g} vs allowed {m['worst_allowed']:.3g}")
     if "golden_output" in results:
         print(line("pytorch vs golden_output   ", results["golden_output"], args.atol, args.rtol))
     if ref_vs_golden is not None:
