@@ -377,7 +377,7 @@ std::string best_csv(const DTypeAnalysis& g) {
   std::string s =
       "case_id,case_name,baseline,best_config,best_techniques,speedup,ci_low,ci_high,ref_ms,"
       "cand_ms,tflops,status,golden_pass,golden_rel_l2,golden_rel_l2_ref,strict_pass,"
-      "max_abs_err,within_noise,auto_speedup,note\n";
+      "max_abs_err,within_noise,auto_speedup,auto_choice,note\n";
   for (const auto& b : g.best) {
     s += fmt::format("{},{},{},", b.case_id, csv_field(b.case_name), csv_field(b.baseline));
     if (b.best) {
@@ -392,6 +392,7 @@ std::string best_csv(const DTypeAnalysis& g) {
       s += ",,,,,,,,,,,,,,,";
     }
     s += (b.auto_point && b.auto_point->measured()) ? num(b.auto_point->speedup) : "";
+    s += "," + csv_field(b.auto_point ? b.auto_point->auto_choice : std::string());
     s += "," + csv_field(b.note) + "\n";
   }
   return s;
@@ -418,6 +419,7 @@ json best_json(const BestEntry& b) {
     j["note"] = b.note;
   }
   if (b.auto_point && b.auto_point->measured()) j["auto_speedup"] = *b.auto_point->speedup;
+  if (b.auto_point && !b.auto_point->auto_choice.empty()) j["auto_choice"] = b.auto_point->auto_choice;
   return j;
 }
 
@@ -670,6 +672,28 @@ void print_summary(const Analysis& a, std::FILE* out) {
     if (any_alt_baseline)
       fmt::print(out, "  * speedup against the attn-only configuration: the dense reference "
                       "does not fit\n");
+    // The auto row against the best fixed configuration: its intervals reach the best's, or
+    // how far short it falls.
+    int with_auto = 0, auto_within = 0;
+    double worst = 0;
+    std::string worst_text;
+    for (const auto& b : g.best) {
+      if (!b.best || !b.auto_point || !b.auto_point->measured()) continue;
+      ++with_auto;
+      const Point& p = *b.auto_point;
+      if (*p.speedup + p.halfwidth() >= *b.best->speedup - b.best->halfwidth()) ++auto_within;
+      const double shortfall = (1.0 - *p.speedup / *b.best->speedup) * 100.0;
+      if (shortfall > worst) {
+        worst = shortfall;
+        worst_text = fmt::format(" (case {} {}: auto {} {:.3f} vs best {} {:.3f})", b.case_id,
+                                 b.case_name, p.auto_choice, *p.speedup, b.best->config,
+                                 *b.best->speedup);
+      }
+    }
+    if (with_auto > 0)
+      fmt::print(out, "  auto: within noise of the best on {} of {} cases; largest shortfall "
+                      "{:.1f}%{}\n",
+                 auto_within, with_auto, worst, worst_text);
     const Factorial& f = g.factorial;
     if (f.effects.empty()) {
       fmt::print(out, "  technique effects: {}\n", f.note);

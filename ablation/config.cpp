@@ -437,6 +437,11 @@ TechniqueSet parse_techniques(std::string_view text, const std::string& source) 
   return set;
 }
 
+std::string layer_policy(const CaseSpec& c) {
+  if (c.policy == "auto") return std::string(static_cast<size_t>(c.shape.layers), 'F');
+  return c.policy;
+}
+
 CaseSet load_cases(const std::string& path) { return parse_cases(read_file(path), path); }
 
 TechniqueSet load_techniques(const std::string& path) {

@@ -50,6 +50,10 @@ inline uint64_t data_seed(const CaseSpec& c, uint64_t run_seed) {
   return c.seed != 0 ? c.seed : run_seed;
 }
 
+// The per-layer E/F string a case's layers run under: its own, or all 'F' where the case says
+// "auto" (the dispatcher then picks the technique set for the whole stack: the auto point).
+std::string layer_policy(const CaseSpec& c);
+
 // Throw ConfigError("<source>: <json path>: <problem>").
 CaseSet parse_cases(std::string_view text, const std::string& source);
 TechniqueSet parse_techniques(std::string_view text, const std::string& source);

@@ -86,7 +86,8 @@ std::vector<int> parse_case_list(const std::string& text, const CaseSet& case_se
   return {chosen.begin(), chosen.end()};
 }
 
-std::vector<std::string> parse_patterns(const std::string& text, const TechniqueSet& techniques) {
+std::vector<std::string> parse_patterns(const std::string& text, const TechniqueSet& techniques,
+                                        bool& named_auto) {
   const size_t n = static_cast<size_t>(techniques.size());
   std::string order;
   for (const auto& t : techniques.items) {
@@ -96,12 +97,16 @@ std::vector<std::string> parse_patterns(const std::string& text, const Technique
   std::vector<std::string> patterns;
   for (const std::string& p : split_list(text)) {
     if (p.empty()) fail("--configs", "empty pattern in '" + text + "'; expected patterns like 11000,1xxxx");
+    if (p == "auto") {
+      named_auto = true;
+      continue;
+    }
     if (p.size() != n)
       fail("--configs", "'" + p + "' has " + std::to_string(p.size()) + " characters; a pattern needs " +
                             std::to_string(n) + ", one per technique (" + order + ")");
     for (char c : p)
       if (c != '0' && c != '1' && c != 'x')
-        fail("--configs", "'" + p + "' may contain only 0, 1 and x (x = either); found '" +
+        fail("--configs", "'" + p + "' may contain only 0, 1 and x (x = either), or be auto; found '" +
                               std::string(1, c) + "'");
     if (std::find(patterns.begin(), patterns.end(), p) == patterns.end()) patterns.push_back(p);
   }
@@ -143,9 +148,33 @@ Selection parse_selection(const std::string& cases, const std::string& configs,
                           const TechniqueSet& techniques) {
   Selection sel;
   if (!cases.empty()) sel.case_ids = parse_case_list(cases, case_set);
-  if (!configs.empty()) sel.config_patterns = parse_patterns(configs, techniques);
+  if (!configs.empty()) {
+    sel.config_patterns = parse_patterns(configs, techniques, sel.auto_points);
+    sel.only_auto = sel.config_patterns.empty();
+  }
   if (!dtypes.empty()) sel.dtypes = parse_dtype_list(dtypes);
   return sel;
+}
+
+void apply_policy_option(Selection& sel, const std::string& policy) {
+  if (policy == "auto") sel.auto_points = true;
+  else if (!policy.empty() && policy != "case")
+    fail("--policy", "unknown policy '" + policy +
+                         "' (expected auto, or case for each case's own E/F policy)");
+}
+
+uint32_t selected_config_count(const Selection& sel, const TechniqueSet& techniques) {
+  uint32_t count = 0;
+  for (uint32_t c = 0; c < techniques.num_configs(); ++c) {
+    bool keep = sel.config_patterns.empty() && !sel.only_auto;
+    for (const auto& p : sel.config_patterns) keep = keep || config_matches(p, c, techniques.size());
+    count += keep;
+  }
+  return count;
+}
+
+bool wants_auto_point(const CaseSpec& c, const Selection& sel) {
+  return sel.auto_points || c.policy == "auto";
 }
 
 bool config_matches(const std::string& pattern, uint32_t config, int num_techniques) {
@@ -174,10 +203,12 @@ std::vector<GridPoint> build_grid(const CaseSet& cases, const TechniqueSet& tech
                                   const Selection& sel, uint64_t seed) {
   std::vector<uint32_t> selected_configs;
   for (uint32_t c = 0; c < techniques.num_configs(); ++c) {
-    bool keep = sel.config_patterns.empty();
+    bool keep = sel.config_patterns.empty() && !sel.only_auto;
     for (const auto& p : sel.config_patterns) keep = keep || config_matches(p, c, techniques.size());
     if (keep) selected_configs.push_back(c);
   }
+  // The auto point takes part in the shuffle under an index no configuration has.
+  const uint32_t auto_slot = techniques.num_configs();
 
   std::vector<GridPoint> grid;
   for (size_t ci = 0; ci < cases.cases.size(); ++ci) {
@@ -191,8 +222,10 @@ std::vector<GridPoint> build_grid(const CaseSet& cases, const TechniqueSet& tech
       if (!sel.dtypes.empty() && std::find(sel.dtypes.begin(), sel.dtypes.end(), d) == sel.dtypes.end())
         continue;
       std::vector<uint32_t> order = selected_configs;
+      if (wants_auto_point(cs, sel)) order.push_back(auto_slot);
       shuffle_configs(order, seed, cs.id, d);
-      for (uint32_t c : order) grid.push_back(GridPoint{ci, cs.id, d, c});
+      for (uint32_t c : order)
+        grid.push_back(c == auto_slot ? GridPoint{ci, cs.id, d, 0, true} : GridPoint{ci, cs.id, d, c});
     }
   }
   return grid;

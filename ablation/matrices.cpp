@@ -47,11 +47,12 @@ std::vector<SpeedupMatrix> build_matrices(const std::vector<PointRow>& rows) {
   for (const PointRow& r : rows) {
     if (r.status == "aa") continue;
     Acc& a = groups[group_of(r)];
-    a.names[r.config] = r.config_names;
+    // The auto row's choice differs per case ("auto=attn+norm"): the row is named "auto".
+    a.names[r.config] = r.config == "auto" ? std::string("auto") : r.config_names;
     SpeedupMatrix::Col& col = a.cases[r.case_id];
     col.case_id = r.case_id;
     col.case_name = r.case_name;
-    if (!r.baseline.empty()) col.baseline = r.baseline;
+    if (!r.baseline.empty() && r.config != "auto") col.baseline = r.baseline;
     a.cell[{r.config, r.case_id}] = &r;
   }
 

@@ -13,7 +13,7 @@ namespace tlb {
 
 struct SpeedupMatrix {
   std::string group;                      // fp16 | bf16 | fp32 (fp32-tf32/fp32-ieee if mixed)
-  std::vector<std::string> configs;       // row labels (bit strings), ascending
+  std::vector<std::string> configs;       // row labels: bit strings ascending, then "auto"
   std::vector<std::string> config_names;  // "qkv+attn", ...
   struct Col {
     int case_id = 0;
@@ -24,8 +24,8 @@ struct SpeedupMatrix {
   std::vector<std::vector<std::string>> cells;  // [config][case]
 };
 
-// A/A rows are not configurations and are left out. A point written twice (resumed runs)
-// counts once: the later row wins.
+// A/A rows are not configurations and are left out; auto rows (config "auto") form one row
+// after the bit strings. A point written twice (resumed runs) counts once: the later row wins.
 std::vector<SpeedupMatrix> build_matrices(const std::vector<PointRow>& rows);
 std::string matrix_csv(const SpeedupMatrix& m);
 // Writes DIR/matrix_<group>.csv per group; returns the file names written.

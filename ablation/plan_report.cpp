@@ -176,7 +176,7 @@ double estimated_forward_seconds(const LayerShape& s, DType dtype, const StageSw
 
 Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selection& sel,
                uint64_t seed, const MemoryBudget& budget, const PathMemoryOptions& paths,
-               const TimeModel& model) {
+               const TimeModel& model, const DispatchTable* dispatch) {
   Plan plan;
   plan.cases_source = cases.source;
   plan.techniques_source = techniques.source;
@@ -185,14 +185,13 @@ Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selec
   plan.budget = budget;
   plan.paths = paths;
   plan.model = model;
-  for (uint32_t c = 0; c < techniques.num_configs(); ++c) {
-    bool keep = sel.config_patterns.empty();
-    for (const auto& p : sel.config_patterns) keep = keep || config_matches(p, c, techniques.size());
-    plan.configs_selected += keep;
-  }
+  plan.configs_selected = selected_config_count(sel, techniques);
 
   const std::vector<GridPoint> grid = build_grid(cases, techniques, sel, seed);
   plan.total_points = grid.size();
+  for (const GridPoint& p : grid) plan.auto_points += p.automatic;
+  if (plan.auto_points > 0 && !dispatch) dispatch = &builtin_dispatch_table();
+  if (plan.auto_points > 0) plan.dispatch_origin = dispatch_provenance(*dispatch);
   const StageSwitch all_on = techniques.stages(techniques.num_configs() - 1);
 
   for (size_t i = 0; i < grid.size();) {
@@ -230,18 +229,26 @@ Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selec
 
     const int di = static_cast<int>(dp.dtype);
     for (; i < grid.size() && grid[i].case_index == first.case_index && grid[i].dtype == first.dtype; ++i) {
-      const uint32_t config = grid[i].config;
+      uint32_t config = grid[i].config;
+      if (grid[i].automatic) {
+        dp.has_auto = true;
+        dp.auto_position = dp.order.size();
+        dp.auto_choice = auto_config(*dispatch, cs, dp.dtype, paths.fp32_math, techniques);
+        config = dp.auto_choice.config;
+      } else {
+        dp.order.push_back(config);
+      }
       const StageSwitch cand = techniques.stages(config);
-      dp.order.push_back(config);
       ++dp.selected_points;
       const PointViability v = assess_point(cs, dp.dtype, cand, budget.bytes, paths);
       if (!v.viable) {
         ++dp.nonviable_points;
-        dp.nonviable_configs.push_back(config);
+        if (!grid[i].automatic) dp.nonviable_configs.push_back(config);
         if (cand[Stage::attn]) ++dp.nonviable_with_attn;
         continue;
       }
       ++dp.viable_points;
+      dp.auto_viable = dp.auto_viable || grid[i].automatic;
       const double t_cand = estimated_forward_seconds(s, dp.dtype, cand, model, paths.fp32_math);
       const double warmup = std::max(model.warmup_s, 3 * t_base) + std::max(model.warmup_s, 3 * t_cand);
       const double runs = std::clamp(model.point_time_budget_s / (t_base + t_cand),
@@ -271,6 +278,14 @@ std::string bits_of(const Plan& plan, uint32_t config) {
   return s;
 }
 
+std::string names_of(const Plan& plan, uint32_t config) {
+  const int n = static_cast<int>(plan.technique_names.size());
+  std::string s;
+  for (int i = 0; i < n; ++i)
+    if (config & (1u << (n - 1 - i))) s += (s.empty() ? "" : "+") + plan.technique_names[static_cast<size_t>(i)];
+  return s.empty() ? "reference" : s;
+}
+
 int dtypes_in_grid(const Plan& plan) {
   int n = 0;
   for (int d = 0; d < kNumDTypes; ++d) n += plan.points_per_dtype[d] > 0;
@@ -291,8 +306,11 @@ void print_plan(const Plan& plan, std::FILE* out) {
       per_dtype += fmt::format("{}{} {}", per_dtype.empty() ? "" : ", ",
                                to_string(static_cast<DType>(d)), plan.points_per_dtype[d]);
   fmt::print(out, "tlbench plan: {} with techniques from {}\n", plan.cases_source, plan.techniques_source);
-  fmt::print(out, "grid:          {} cases x {} configurations x {} dtypes = {} points ({})\n",
-             plan.cases.size(), plan.configs_selected, dtypes_in_grid(plan), plan.total_points,
+  const std::string configs =
+      plan.auto_points == 0 ? fmt::format("{} configurations", plan.configs_selected)
+                            : fmt::format("({} configurations + auto)", plan.configs_selected);
+  fmt::print(out, "grid:          {} cases x {} x {} dtypes = {} points ({})\n", plan.cases.size(),
+             configs, dtypes_in_grid(plan), plan.total_points,
              per_dtype.empty() ? "none selected" : "per dtype: " + per_dtype);
   fmt::print(out, "techniques:    {} (bit order of a configuration string)\n", techs);
   fmt::print(out, "shuffle seed:  {} (configurations run in a seeded order within each case and dtype)\n",
@@ -343,6 +361,17 @@ void print_plan(const Plan& plan, std::FILE* out) {
                                     cp.spec->id, to_string(dp.dtype), human_bytes(dp.golden_peak)));
     }
   }
+  if (plan.auto_points > 0) {
+    fmt::print(out, "\nauto: {} point(s), one per case and dtype, configuration from {}\n",
+               plan.auto_points, plan.dispatch_origin);
+    for (const auto& cp : plan.cases)
+      for (const auto& dp : cp.dtypes)
+        if (dp.has_auto)
+          fmt::print(out, "{:>3}  {:<5} {} {:<24} {}{}\n", cp.spec->id, to_string(dp.dtype),
+                     bits_of(plan, dp.auto_choice.config),
+                     names_of(plan, dp.auto_choice.config), dp.auto_choice.choice.reason,
+                     dp.auto_viable ? "" : " (nonviable)");
+  }
   if (!notes.empty()) {
     fmt::print(out, "\nnotes:\n");
     for (const auto& n : notes) fmt::print(out, "  {}\n", n);
@@ -382,6 +411,8 @@ std::string plan_json(const Plan& plan) {
   doc["layer_trace"] = plan.paths.keep_layer_outputs;
   doc["configs_per_case_and_dtype"] = plan.configs_selected;
   doc["total_points"] = plan.total_points;
+  doc["auto_points"] = plan.auto_points;
+  if (plan.auto_points > 0) doc["dispatch_table"] = plan.dispatch_origin;
   json per = json::object();
   for (int d = 0; d < kNumDTypes; ++d)
     if (plan.points_per_dtype[d] > 0)
@@ -429,7 +460,10 @@ std::string plan_json(const Plan& plan) {
     json dts = json::array();
     for (const auto& dp : cp.dtypes) {
       json order = json::array(), nonviable = json::array();
-      for (uint32_t k : dp.order) order.push_back(bits_of(plan, k));
+      for (size_t i = 0; i <= dp.order.size(); ++i) {
+        if (dp.has_auto && dp.auto_position == i) order.push_back("auto");
+        if (i < dp.order.size()) order.push_back(bits_of(plan, dp.order[i]));
+      }
       for (uint32_t k : dp.nonviable_configs) nonviable.push_back(bits_of(plan, k));
       json baseline = {{"kind", baseline_label(dp.baseline)},
                        {"stages", switch_name(dp.baseline.stages)}};
@@ -451,6 +485,12 @@ std::string plan_json(const Plan& plan) {
                      {"nonviable", dp.nonviable_points},
                      {"nonviable_configs", nonviable},
                      {"order", order},
+                     {"auto", dp.has_auto ? json{{"config", bits_of(plan, dp.auto_choice.config)},
+                                                 {"config_names", names_of(plan, dp.auto_choice.config)},
+                                                 {"exact", dp.auto_choice.choice.exact},
+                                                 {"viable", dp.auto_viable},
+                                                 {"reason", dp.auto_choice.choice.reason}}
+                                          : json(nullptr)},
                      {"estimated_seconds", dp.estimated_seconds}});
     }
     jc["dtypes"] = dts;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "dispatch_table.hpp"
 #include "grid.hpp"
 #include "stack/memory_plan.hpp"
 
@@ -105,8 +106,14 @@ struct DTypePlan {
   int viable_points = 0;
   int nonviable_points = 0;
   int nonviable_with_attn = 0;    // nonviable points whose configuration has attn on
-  std::vector<uint32_t> order;    // the configurations in their seeded order
+  std::vector<uint32_t> order;    // the fixed configurations in their seeded order
   std::vector<uint32_t> nonviable_configs;
+  // The auto point, where the group has one: its place in the seeded order (before order[i])
+  // and the configuration the dispatch table picks for it.
+  bool has_auto = false;
+  size_t auto_position = 0;
+  AutoConfig auto_choice;
+  bool auto_viable = false;
   double estimated_seconds = 0;
 };
 
@@ -119,7 +126,9 @@ struct CasePlan {
 struct Plan {
   std::string cases_source, techniques_source;
   std::vector<std::string> technique_names;
-  uint32_t configs_selected = 0;  // configurations per (case, dtype) after --configs
+  uint32_t configs_selected = 0;  // fixed configurations per (case, dtype) after --configs
+  int auto_points = 0;            // dispatcher's points (config "auto") among total_points
+  std::string dispatch_origin;    // the table they are chosen from; empty without auto points
   uint64_t seed = 0;
   MemoryBudget budget;
   PathMemoryOptions paths;
@@ -132,9 +141,10 @@ struct Plan {
   double estimated_seconds = 0;
 };
 
+// Auto points take their configuration from `dispatch`, or the built-in table when null.
 Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selection& sel,
                uint64_t seed, const MemoryBudget& budget, const PathMemoryOptions& paths = {},
-               const TimeModel& model = {});
+               const TimeModel& model = {}, const DispatchTable* dispatch = nullptr);
 
 // Human tables (fmt) and the --json document.
 void print_plan(const Plan& plan, std::FILE* out);

@@ -112,6 +112,15 @@ Point parse_point(const json& o, const std::string& file, int line) {
   p.max_rel_err = get_number(o, "max_rel_err", file, line);
   p.nan_count = get_int(o, "nan_count", file, line);
   p.inf_count = get_int(o, "inf_count", file, line);
+  p.batch = get_int(o, "batch", file, line);
+  p.seq = get_int(o, "seq", file, line);
+  p.d_model = get_int(o, "d_model", file, line);
+  p.heads = get_int(o, "heads", file, line);
+  p.d_ff = get_int(o, "d_ff", file, line);
+  p.layers = get_int(o, "layers", file, line);
+  p.mask = get_string(o, "mask", false, file, line);
+  p.dispatch = get_string(o, "dispatch", false, file, line);
+  p.auto_choice = get_string(o, "auto_choice", false, file, line);
   if (!p.is_auto() && !is_bit_string(p.config))
     fail_at(file, line, "config", "\"" + p.config + "\" is neither a bit string nor \"auto\"");
   return p;

@@ -29,6 +29,10 @@
 //   "golden_threshold"   number   optional: the error golden_pass was judged against
 //   "max_abs_err", "max_rel_err"            vs the same-dtype reference output
 //   "nan_count", "inf_count"                int, in the candidate output
+//   "batch", "seq", "d_model", "heads", "d_ff", "layers"   int, optional: the case's shape
+//   "mask"               string   optional: "none" | "causal" | "padding"
+//   "dispatch"           string   optional: kernel variant per stage ("qkv=...;attn=...")
+//   "auto_choice"        string   optional, auto rows: the configuration the dispatcher chose
 // run.json must hold "techniques": the technique names in bit order (strings, or objects with
 // a "name"). Without run.json they are recovered from single-technique rows' config_names.
 // A point measured twice (a resumed run) counts once: the later line wins.
@@ -63,6 +67,10 @@ struct Point {
   std::optional<double> golden_rel_l2, golden_rel_l2_ref, golden_threshold, max_abs_err,
       max_rel_err;
   std::optional<int64_t> nan_count, inf_count;
+  std::optional<int64_t> batch, seq, d_model, heads, d_ff, layers;
+  std::string mask;
+  std::string dispatch;
+  std::string auto_choice;
 
   // Set by the reader: the dtype group the point is analysed in. "fp16", "bf16", "fp32";
   // "fp32-tf32"/"fp32-ieee" only when one folder holds fp32 points of both math modes.

@@ -1,4 +1,5 @@
-// Resume bookkeeping: a point is identified by (case id, dtype, configuration bits, policy).
+// Resume bookkeeping: a point is identified by (case id, dtype, configuration bits, policy);
+// the dispatcher's point by "auto" in place of the bits, whatever configuration it chose.
 // Every row in points.jsonl marks its point done, whatever its status, so a resumed run
 // never measures a point twice; a point that was being measured when the run stopped has no
 // row and is measured on resume.

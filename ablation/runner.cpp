@@ -19,6 +19,7 @@
 
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
+#include "dispatch_table.hpp"
 #include "matrices.hpp"
 #include "plan_report.hpp"
 #include "provenance.hpp"
@@ -85,6 +86,8 @@ json options_to_json(const RunOptions& o) {
       {"point_budget_ms", o.point_budget_ms},
       {"target_rel_ci", o.target_rel_ci},
       {"memory_margin_mib", o.memory_margin_mib},
+      {"policy", o.policy},
+      {"dispatch_table", o.dispatch_table},
   };
 }
 
@@ -139,6 +142,9 @@ RunOptions options_from_json(const json& j, const std::string& source) {
   o.point_budget_ms = number("point_budget_ms");
   o.target_rel_ci = number("target_rel_ci");
   o.memory_margin_mib = number("memory_margin_mib");
+  // Runs begun before auto points existed have neither key.
+  if (j.contains("policy")) o.policy = str("policy");
+  if (j.contains("dispatch_table")) o.dispatch_table = str("dispatch_table");
   return o;
 }
 
@@ -224,12 +230,21 @@ uint64_t device_used_bytes() {
   return static_cast<uint64_t>(total_b - free_b);
 }
 
-// One point of the schedule.
+// One point of the schedule. An auto point carries the configuration the dispatch table chose
+// for it, and the note that says where the choice came from.
 struct SchedPoint {
   size_t case_index = 0;
   DType dtype = DType::fp16;
   uint32_t config = 0;
+  bool automatic = false;
+  std::string auto_note;
   std::string key;
+};
+
+// What the schedule holds, for the header line and run.json.
+struct ScheduleInfo {
+  uint32_t configs = 0;    // fixed configurations per (case, dtype)
+  size_t auto_points = 0;
 };
 
 // What a (case, dtype) group keeps while its points run.
@@ -270,11 +285,12 @@ class StopRun {
 class Runner {
  public:
   Runner(RunOptions opt, CaseSet cases, TechniqueSet techniques, std::vector<SchedPoint> sched,
-         json run_doc, FaultInjection fault, std::optional<long> sigint_after)
+         ScheduleInfo info, json run_doc, FaultInjection fault, std::optional<long> sigint_after)
       : opt_(std::move(opt)),
         cases_(std::move(cases)),
         techniques_(std::move(techniques)),
         sched_(std::move(sched)),
+        info_(std::move(info)),
         doc_(std::move(run_doc)),
         fault_(std::move(fault)),
         sigint_after_(sigint_after) {}
@@ -286,7 +302,9 @@ class Runner {
   void set_up_group(Group& g);
   void ensure_golden(Group& g);
   std::optional<PointRow> measure_point(Group& g, const SchedPoint& p);
+  std::optional<PointRow> measure(Group& g, const SchedPoint& p);
   PointRow base_row(const Group& g, const SchedPoint& p) const;
+  void print_header(size_t pending) const;
   void write_row(const PointRow& r);
   void progress(const PointRow& r);
   void save_run_json(const std::string& state);
@@ -300,6 +318,7 @@ class Runner {
   CaseSet cases_;
   TechniqueSet techniques_;
   std::vector<SchedPoint> sched_;
+  ScheduleInfo info_;
   json doc_;
 
   std::unique_ptr<PointWriter> writer_;
@@ -318,6 +337,24 @@ class Runner {
   bool tty_ = false;
   bool progress_shown_ = false;
 };
+
+void Runner::print_header(size_t pending) const {
+  std::set<size_t> case_set;
+  std::set<int> dtype_set;
+  for (const SchedPoint& p : sched_) {
+    case_set.insert(p.case_index);
+    dtype_set.insert(static_cast<int>(p.dtype));
+  }
+  auto count = [](size_t n, const char* what) {
+    return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s");
+  };
+  const std::string configs = info_.auto_points == 0
+                                  ? count(info_.configs, "configuration")
+                                  : "(" + count(info_.configs, "configuration") + " + auto)";
+  fmt::print(stderr, "tlbench run: {} x {} x {} = {}, {} to measure, into {}\n",
+             count(case_set.size(), "case"), configs, count(dtype_set.size(), "dtype"),
+             count(sched_.size(), "point"), pending, opt_.out_dir);
+}
 
 std::string Runner::resume_command() const {
   return fmt::format("tlbench run --resume {}", opt_.out_dir);
@@ -434,11 +471,23 @@ PointRow Runner::base_row(const Group& g, const SchedPoint& p) const {
   r.math = g.dtype == DType::fp32 ? std::string(to_string(opt_.fp32_math)) : "fp32-acc";
   r.config = techniques_.bits(p.config);
   r.config_names = techniques_.names(p.config);
+  if (p.automatic) {
+    r.auto_choice = r.config;
+    r.config = "auto";
+    r.config_names = "auto=" + r.config_names;
+  }
   r.policy = c.policy;
   return r;
 }
 
 std::optional<PointRow> Runner::measure_point(Group& g, const SchedPoint& p) {
+  std::optional<PointRow> r = measure(g, p);
+  // The choice comes first in an auto row's note, whatever else the point has to say.
+  if (r && p.automatic) r->note = p.auto_note + (r->note.empty() ? "" : "; " + r->note);
+  return r;
+}
+
+std::optional<PointRow> Runner::measure(Group& g, const SchedPoint& p) {
   PointRow r = base_row(g, p);
   const StageSwitch cand_stages = techniques_.stages(p.config);
   // Where the group keeps a golden output and a baseline copy, they count against the budget.
@@ -851,6 +900,7 @@ int Runner::run() {
   }
   install_interrupt_handlers();
   save_run_json("running");
+  print_header(to_measure_);
 
   std::string stop_state = "complete", stop_message;
   size_t i = 0;
@@ -870,6 +920,7 @@ int Runner::run() {
       Group g;
       g.spec = cases_.cases[sched_[i].case_index];
       g.spec.seed = data_seed(g.spec, opt_.seed);
+      g.spec.policy = layer_policy(g.spec);
       g.dtype = sched_[i].dtype;
       g.elements = static_cast<size_t>(g.spec.shape.tokens() * g.spec.shape.d_model);
       for (size_t k = i; k < end; ++k) {
@@ -902,7 +953,8 @@ int Runner::run() {
     stop_message = fmt::format(
         "tlbench: device fault{}: {}\n{} points are on disk; resume with: {}",
         at ? fmt::format(" at case {} {} {}", cases_.cases[at->case_index].id,
-                         to_string(at->dtype), techniques_.bits(at->config))
+                         to_string(at->dtype),
+                         at->automatic ? std::string("auto") : techniques_.bits(at->config))
            : std::string(),
         e.what(), rows_.size(), resume_command());
   }
@@ -912,6 +964,25 @@ int Runner::run() {
     stream_ = nullptr;
   }
   return finish(stop_state, stop_message);
+}
+
+// run.json's record of a dispatch table: where it is from and a fingerprint of its content.
+json dispatch_table_record(const DispatchTable& t) {
+  const std::string text = dispatch_table_json(t);
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return {{"origin", t.origin},
+          {"provenance", dispatch_provenance(t)},
+          {"results", t.source.results},
+          {"gpu", t.source.gpu},
+          {"git_commit", t.source.git_commit},
+          {"time", t.source.time},
+          {"quick", t.source.quick},
+          {"entries", t.entries.size()},
+          {"fingerprint", fmt::format("fnv1a64:{:016x}", h)}};
 }
 
 TechniqueSet load_techniques_for(const std::string& techniques_path, const std::string& cases_path) {
@@ -979,13 +1050,21 @@ int run_command(RunOptions opt) {
   opt.command_line = command_line;
   opt.json = json_summary;
   resolve_defaults(opt);
+  // Recorded absolute, so a resume from another folder reads the same table.
+  if (!opt.resume && !opt.dispatch_table.empty()) opt.dispatch_table = absolute(opt.dispatch_table);
 
   // Load and validate everything before the first byte is written.
   const CaseSet cases = load_cases(opt.cases_path);
   const TechniqueSet techniques = load_techniques_for(opt.techniques_path, opt.cases_path);
-  const Selection sel =
+  Selection sel =
       parse_selection(opt.cases_sel, opt.configs_sel, opt.dtypes_sel, cases, techniques);
+  apply_policy_option(sel, opt.policy);
   const std::vector<GridPoint> grid = build_grid(cases, techniques, sel, opt.seed);
+  // The dispatch table is read (and checked) whenever one is named or a point needs it.
+  const bool any_auto =
+      !opt.aa && std::any_of(grid.begin(), grid.end(), [](const GridPoint& p) { return p.automatic; });
+  std::optional<DispatchTable> table;
+  if (any_auto || !opt.dispatch_table.empty()) table = dispatch_table_for(opt.dispatch_table);
 
   if (!opt.resume) {
     if (opt.out_dir.empty()) opt.out_dir = default_out_dir();
@@ -1003,19 +1082,29 @@ int run_command(RunOptions opt) {
   }
 
   // The schedule: grid order; A/A keeps one reference point per (case, dtype).
+  // An auto point's configuration is chosen here, once, so a resumed run never asks again.
   std::vector<SchedPoint> sched;
+  ScheduleInfo info;
+  info.configs = opt.aa ? 1 : selected_config_count(sel, techniques);
   std::set<std::pair<size_t, int>> seen;
   for (const GridPoint& gp : grid) {
     SchedPoint p;
     p.case_index = gp.case_index;
     p.dtype = gp.dtype;
     p.config = gp.config;
+    const CaseSpec& c = cases.cases[p.case_index];
     if (opt.aa) {
       if (!seen.insert({gp.case_index, static_cast<int>(gp.dtype)}).second) continue;
       p.config = 0;
+    } else if (gp.automatic) {
+      const AutoConfig a = auto_config(*table, c, p.dtype, opt.fp32_math, techniques);
+      p.automatic = true;
+      p.config = a.config;
+      p.auto_note = a.note;
+      ++info.auto_points;
     }
-    const CaseSpec& c = cases.cases[p.case_index];
-    p.key = point_key(c.id, to_string(p.dtype), techniques.bits(p.config), c.policy);
+    p.key = point_key(c.id, to_string(p.dtype), p.automatic ? "auto" : techniques.bits(p.config),
+                      layer_policy(c));
     sched.push_back(p);
   }
 
@@ -1046,7 +1135,9 @@ int run_command(RunOptions opt) {
     json cj = json::array();
     for (const CaseSpec& c : cases.cases) cj.push_back(case_json(c));
     doc["cases"] = cj;
-    doc["grid"] = {{"points", sched.size()}};
+    doc["grid"] = {{"points", sched.size()},
+                   {"configurations", info.configs},
+                   {"auto_points", info.auto_points}};
     doc["golden_tolerances"] = json::array();
     for (const GoldenTolerance& t : kGoldenTolerances)
       doc["golden_tolerances"].push_back({{"dtype", std::string(to_string(t.dtype))},
@@ -1056,9 +1147,22 @@ int run_command(RunOptions opt) {
                                           {"ratio", kGoldenRatio}});
   }
   doc["resume_command"] = fmt::format("tlbench run --resume {}", opt.out_dir);
+  if (info.auto_points > 0) {
+    // The table auto points are chosen from. A resumed run keeps its points but may meet another
+    // table (a rebuilt binary): the rows say which they used, run.json keeps both.
+    const json used = dispatch_table_record(*table);
+    if (doc.contains("dispatch_table") && doc["dispatch_table"] != used) {
+      fmt::print(stderr, "tlbench: warning: auto points measured from now on use {}, not the "
+                         "table this run began with ({})\n",
+                 dispatch_provenance(*table), doc["dispatch_table"].value("provenance", "?"));
+      if (!doc["earlier_dispatch_tables"].is_array()) doc["earlier_dispatch_tables"] = json::array();
+      doc["earlier_dispatch_tables"].push_back(doc["dispatch_table"]);
+    }
+    doc["dispatch_table"] = used;
+  }
 
-  Runner runner(opt, cases, techniques, std::move(sched), std::move(doc), std::move(fault),
-                sigint_after);
+  Runner runner(opt, cases, techniques, std::move(sched), std::move(info), std::move(doc),
+                std::move(fault), sigint_after);
   return runner.run();
 }
 

@@ -6,7 +6,9 @@
 // seeded order: predicted memory against the budget (nonviable points are never attempted),
 // construction (an allocation failure is an `oom` row), one poisoned run checked against the
 // baseline and the golden, then paired ABBA timing against the baseline. Each row is on disk
-// before the next point starts.
+// before the next point starts. The auto point (--policy auto) is one more configuration of
+// its group: the dispatch table's choice for the case and dtype, measured the same way, its row
+// labelled "auto".
 //
 // Stops: Ctrl-C/SIGTERM and sticky device faults end the run cleanly (run.json says
 // "interrupted" / "device-fault"), and `tlbench run --resume DIR` measures what is left,
@@ -45,6 +47,8 @@ struct RunOptions {
   double memory_margin_mib = 1024;  // left free under cudaMemGetInfo's free memory
   bool json = false;            // summary JSON on stdout at the end
   std::string command_line;     // as typed, for run.json
+  std::string policy = "case";  // "case": each case's own; "auto": add the dispatcher's point
+  std::string dispatch_table;   // table for auto points; empty: the built-in one
 };
 
 // Defaults of a full run and of --quick. A full run: >= 10 and <= 2000 pairs, 150 ms per

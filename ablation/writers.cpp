@@ -47,6 +47,7 @@ const std::vector<Column>& columns() {
       {"math", &PointRow::math},
       {"config", &PointRow::config},
       {"config_names", &PointRow::config_names},
+      {"auto_choice", &PointRow::auto_choice},
       {"policy", &PointRow::policy},
       {"status", &PointRow::status},
       {"baseline", &PointRow::baseline},

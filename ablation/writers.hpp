@@ -26,8 +26,9 @@ struct PointRow {
   // The point.
   std::string dtype;         // fp16 | bf16 | fp32
   std::string math;          // fp32: the run's fused-path mode (tf32 | ieee); else "fp32-acc"
-  std::string config;        // bit string, technique 1 leftmost
-  std::string config_names;  // "qkv+attn" | "reference"
+  std::string config;        // bit string, technique 1 leftmost; "auto" for the dispatcher's point
+  std::string config_names;  // "qkv+attn" | "reference" | "auto=attn+norm+graph"
+  std::string auto_choice;   // auto rows: the bit string the dispatcher chose; else empty
   std::string policy;        // per-layer E/F string
   std::string status;        // ok | nonviable | oom | fallback:<stage>[,<stage>] | error | aa
   std::string baseline;      // config the speedup is against: 00000, or 01000 (see note)
@@ -50,7 +51,7 @@ struct PointRow {
   // What ran.
   std::string dispatch;          // "qkv=<variant>;attn=<variant>;..."
   std::string fallback_reasons;  // "attn: <why>; ffn: <why>"
-  std::string note;              // nonviable/oom/error reason, baseline substitution
+  std::string note;              // nonviable/oom/error reason, baseline substitution, auto choice
   std::string timestamp;         // UTC, ISO 8601
 };
 

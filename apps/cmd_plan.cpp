@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "config.hpp"
+#include "dispatch_table.hpp"
 #include "grid.hpp"
 #include "plan_report.hpp"
 
@@ -25,6 +26,8 @@ struct PlanArgs {
   double mem_gib = tlb::kDefaultMemGiB;
   std::string fp32_math = "tf32";
   bool layer_trace = false;
+  std::string policy = "case";
+  std::string dispatch_table;
   bool json = false;
 };
 
@@ -46,7 +49,8 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
                   "techniques file (default: techniques.json beside --config, else the built-in five)");
   cmd->add_option("--cases", args->cases, "case ids and ranges, e.g. 1-5,9 (default: all)");
   cmd->add_option("--configs", args->configs,
-                  "configuration patterns over 0/1/x, one character per technique, e.g. 11000,1xxxx");
+                  "configuration patterns over 0/1/x, one character per technique, e.g. 11000,1xxxx; "
+                  "auto for the dispatcher's point");
   cmd->add_option("--dtypes", args->dtypes, "fp16,bf16,fp32 (default: each case's own)");
   cmd->add_option("--seed", args->seed, "seed of the configuration order (and of data)")
       ->capture_default_str();
@@ -56,19 +60,29 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
   cmd->add_option("--fp32-math", args->fp32_math, "the fused path's fp32 mode, as for run: tf32 or ieee")
       ->capture_default_str();
   cmd->add_flag("--layer-trace", args->layer_trace, "plan for run's per-layer error trace");
+  cmd->add_option("--policy", args->policy,
+                  "case (each case's own) or auto (adds the dispatcher's point per case and dtype)")
+      ->capture_default_str();
+  cmd->add_option("--dispatch-table", args->dispatch_table,
+                  "dispatch table for auto points (default: the built-in one)");
   cmd->add_flag("--json", args->json, "print a JSON document instead of tables");
   cmd->callback([args, mem, &rc]() {
     const tlb::CaseSet cases = tlb::load_cases(args->config);
     const tlb::TechniqueSet techniques = load_techniques_for(*args);
-    const tlb::Selection sel =
+    tlb::Selection sel =
         tlb::parse_selection(args->cases, args->configs, args->dtypes, cases, techniques);
+    tlb::apply_policy_option(sel, args->policy);
+    // A table given is read (and checked) even when no point is auto.
+    std::optional<tlb::DispatchTable> table;
+    if (!args->dispatch_table.empty()) table = tlb::load_dispatch_table(args->dispatch_table);
     const tlb::MemoryBudget budget = tlb::resolve_memory_budget(
         mem->count() > 0 ? std::optional<double>(args->mem_gib) : std::nullopt);
     tlb::PathMemoryOptions paths;
     if (!tlb::parse_fp32_math(args->fp32_math, paths.fp32_math))
       throw tlb::ConfigError("--fp32-math: unknown mode '" + args->fp32_math + "' (expected tf32 or ieee)");
     paths.keep_layer_outputs = args->layer_trace;
-    const tlb::Plan plan = tlb::make_plan(cases, techniques, sel, args->seed, budget, paths);
+    const tlb::Plan plan = tlb::make_plan(cases, techniques, sel, args->seed, budget, paths, {},
+                                          table ? &*table : nullptr);
     if (args->json)
       fmt::print("{}", tlb::plan_json(plan));
     else

@@ -1,6 +1,7 @@
 // `tlbench report DIR`: re-analyses a results folder from its points.jsonl (no GPU needed):
-// matrices, heatmap and bar-chart data, effects and best configurations per dtype, written to
-// DIR/analysis (or --out) with a short summary table on stdout.
+// matrices, heatmap and bar-chart data, effects and best configurations per dtype, and the
+// dispatch table of --policy auto, written to DIR/analysis (or --out) with a short summary
+// table on stdout.
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -9,6 +10,8 @@
 
 #include "analysis.hpp"
 #include "commands.hpp"
+#include "config.hpp"
+#include "dispatch_table.hpp"
 #include "results_reader.hpp"
 
 namespace {
@@ -34,7 +37,16 @@ const bool kRegistered = tlb::cli::register_command(60, [](CLI::App& root, int& 
     const tlb::analysis::Analysis analysis = tlb::analysis::analyze(results);
     const std::string out =
         args->out.empty() ? (std::filesystem::path(args->dir) / "analysis").string() : args->out;
-    const auto files = tlb::analysis::write_analysis(analysis, out);
+    auto files = tlb::analysis::write_analysis(analysis, out);
+    // The dispatch table of these results, beside the analysis (`tlbench run --policy auto
+    // --dispatch-table` takes it). Results it cannot be built from still get their analysis.
+    try {
+      tlb::write_dispatch_table(tlb::build_dispatch_table(results),
+                                (std::filesystem::path(out) / "dispatch_table.json").string());
+      files.push_back("dispatch_table.json");
+    } catch (const tlb::ConfigError& e) {
+      fmt::print(stderr, "tlbench: note: no dispatch table written: {}\n", e.what());
+    }
     if (args->json) {
       fmt::print("{}\n", tlb::analysis::summary_json(analysis));
     } else if (!args->quiet) {

@@ -63,11 +63,18 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
   cmd->add_option("--dtypes", o.dtypes_sel, "fp16,bf16,fp32 (default: each case's own)");
   cmd->add_option("--cases", o.cases_sel, "case ids and ranges, e.g. 1-5,9 (default: all)");
   cmd->add_option("--configs", o.configs_sel,
-                  "configuration patterns over 0/1/x, one character per technique, e.g. 11000,1xxxx");
+                  "configuration patterns over 0/1/x, one character per technique, e.g. 11000,1xxxx; "
+                  "auto for the dispatcher's point");
   CLI::Option* out = cmd->add_option("--out", a->out, "output folder; must not exist (default: runs/<UTC time>)");
   CLI::Option* resume = cmd->add_option(
       "--resume", a->resume, "continue the run in this folder with its recorded options");
   cmd->add_flag("--quick", o.quick, "smoke run: fewer repetitions and a 25 ms budget per point");
+  cmd->add_option("--policy", o.policy,
+                  "case (each case's own E/F policy) or auto (adds a point per case and dtype "
+                  "whose configuration the dispatch table chooses: the \"auto\" row)")
+      ->capture_default_str();
+  cmd->add_option("--dispatch-table", o.dispatch_table,
+                  "dispatch table for auto points (tlbench dispatch; default: the built-in one)");
   cmd->add_option("--seed", o.seed, "seed of the configuration order and of the data")
       ->capture_default_str();
   cmd->add_option("--fp32-math", a->fp32_math, "fp32 math of the fused path: tf32 or ieee")

@@ -65,11 +65,22 @@ TEST_CASE("run options round-trip through run.json", "[run]") {
   o.max_reps = 70;
   o.point_budget_ms = 33.5;
   o.memory_margin_mib = 2048;
+  o.policy = "auto";
+  o.dispatch_table = "/x/dispatch.json";
   const nlohmann::json j = nlohmann::json::parse(options_to_json(o).dump());
   const RunOptions b = options_from_json(j, "run.json");
   CHECK(options_to_json(b) == options_to_json(o));
   CHECK(b.seed == o.seed);
   CHECK(b.fp32_math == Fp32Math::ieee);
+  CHECK(b.policy == "auto");
+  CHECK(b.dispatch_table == "/x/dispatch.json");
+  // A run.json written before auto points existed resumes with each case's own policy.
+  nlohmann::json old = j;
+  old.erase("policy");
+  old.erase("dispatch_table");
+  const RunOptions from_old = options_from_json(old, "run.json");
+  CHECK(from_old.policy == "case");
+  CHECK(from_old.dispatch_table.empty());
 
   nlohmann::json bad = j;
   bad.erase("seed");
@@ -133,6 +144,15 @@ TEST_CASE("tlbench run refuses bad output folders and hooks with exit 2, writing
 
   r = tlbench("run --config " + kCases + " --out fresh --min-reps 50 --max-reps 5", s);
   CHECK(r.rc == 2);
+
+  r = tlbench("run --config " + kCases + " --out fresh --policy EFFF", s);
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--policy: unknown policy 'EFFF'") != std::string::npos);
+
+  r = tlbench("run --config " + kCases + " --out fresh --policy auto --dispatch-table nowhere.json", s);
+  CHECK(r.rc == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("nowhere.json: cannot be read") != std::string::npos);
 
   CHECK(s.listing() == std::vector<std::string>{"taken", "taken/keep.txt"});
 }

@@ -1,0 +1,236 @@
+// `tlbench run --policy auto` end to end on a device: the auto point of every (case, dtype) is
+// measured like any configuration (same baseline, same accuracy checks), its row says which
+// configuration the dispatch table chose and why, and an interrupted run resumes without
+// measuring the auto point twice.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "dispatch_table.hpp"
+#include "test_support.hpp"
+#include "writers.hpp"
+
+using namespace tlb;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+struct RunResult {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+RunResult tlbench(const std::string& args, const fs::path& dir, const std::string& env = "") {
+  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  const std::string cmd = env + " " + TLBENCH_BINARY + " " + args + " > " + out.string() +
+                          " 2> " + err.string();
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d =
+      fs::temp_directory_path() / ("tlbench_gpu_auto_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// One small causal case: no official shape, so the built-in table answers with its nearest.
+const char* kTinyCase = R"({"cases": [
+  {"id": 3, "name": "tiny-auto", "batch": 2, "seq": 40, "d_model": 128, "heads": 2, "d_ff": 256,
+   "layers": 2, "mask": "causal"}]})";
+
+std::vector<PointRow> rows_of(const fs::path& run) {
+  return read_points_jsonl((run / "points.jsonl").string());
+}
+
+// What the runner must have chosen for the case in `dtype` from `table`.
+AutoConfig expected_choice(const DispatchTable& table, const fs::path& cases, DType dtype) {
+  const CaseSet set = load_cases(cases.string());
+  return auto_config(table, set.cases.at(0), dtype, Fp32Math::tf32, default_techniques());
+}
+
+void check_auto_row(const PointRow& p, const AutoConfig& want) {
+  INFO(p.dtype << " " << p.status << " " << p.note);
+  const TechniqueSet t = default_techniques();
+  CHECK(p.config == "auto");
+  CHECK(p.auto_choice == t.bits(want.config));
+  CHECK(p.config_names == "auto=" + t.names(want.config));
+  CHECK(p.note.rfind(want.note, 0) == 0);
+  CHECK((p.status == "ok" || p.status.rfind("fallback:", 0) == 0));
+  CHECK(p.baseline == "00000");
+  REQUIRE(p.speedup.has_value());
+  CHECK(*p.speedup > 0);
+  CHECK(*p.speedup_ci_low <= *p.speedup);
+  CHECK(*p.speedup_ci_high >= *p.speedup);
+  CHECK(*p.reps >= 3);
+  CHECK(*p.cand_ms > 0);
+  CHECK(*p.ref_ms > 0);
+  REQUIRE(p.golden_rel_l2.has_value());
+  CHECK(p.golden_pass == true);
+  CHECK(*p.nan_count == 0);
+  CHECK(p.strict_pass.has_value());
+  CHECK(!p.dispatch.empty());
+  CHECK(p.policy == "FF");
+}
+
+}  // namespace
+
+TEST_CASE("tlbench run --policy auto --quick: the auto row is measured with the table's choice",
+          "[gpu][runner][auto]") {
+  TLB_REQUIRE_GPU();
+  const fs::path dir = fresh_dir("quick");
+  const fs::path cases = dir / "cases.json";
+  std::ofstream(cases) << kTinyCase;
+  const fs::path out = dir / "out";
+  RunResult r = tlbench("run --config " + cases.string() +
+                            " --policy auto --quick --dtypes fp16,fp32 --json --out " + out.string(),
+                        dir);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.err.find("1 case x (32 configurations + auto) x 2 dtypes = 66 points") != std::string::npos);
+
+  const auto rows = rows_of(out);
+  REQUIRE(rows.size() == 66);
+  std::map<std::string, int> auto_rows;
+  std::map<std::string, std::vector<std::string>> fixed;
+  for (const PointRow& p : rows) {
+    if (p.config == "auto") {
+      ++auto_rows[p.dtype];
+      check_auto_row(p, expected_choice(builtin_dispatch_table(), cases,
+                                        p.dtype == "fp16" ? DType::fp16 : DType::fp32));
+      CHECK(p.note.find("from the built-in table") != std::string::npos);
+      CHECK(p.note.find("nearest shape: case ") != std::string::npos);
+    } else {
+      CHECK(p.auto_choice.empty());
+      fixed[p.dtype].push_back(p.config);
+    }
+  }
+  CHECK(auto_rows == std::map<std::string, int>{{"fp16", 1}, {"fp32", 1}});
+  for (auto& [dtype, configs] : fixed) {
+    std::sort(configs.begin(), configs.end());
+    CHECK(configs.size() == 32);
+    CHECK(std::unique(configs.begin(), configs.end()) == configs.end());
+  }
+
+  const json run = json::parse(slurp(out / "run.json"));
+  CHECK(run["grid"]["points"].get<int>() == 66);
+  CHECK(run["grid"]["auto_points"].get<int>() == 2);
+  CHECK(run["grid"]["configurations"].get<int>() == 32);
+  CHECK(run["options"]["policy"].get<std::string>() == "auto");
+  CHECK(run["dispatch_table"]["origin"].get<std::string>() == kBuiltinDispatchOrigin);
+  CHECK(run["dispatch_table"]["git_commit"].get<std::string>() ==
+        builtin_dispatch_table().source.git_commit);
+  CHECK(run["dispatch_table"]["entries"].get<size_t>() == builtin_dispatch_table().entries.size());
+
+  // The run-time matrices carry the auto row last.
+  const std::string matrix = slurp(out / "matrix_fp16.csv");
+  const size_t last = matrix.rfind("\nauto,auto,");
+  REQUIRE(last != std::string::npos);
+  CHECK(matrix.find('\n', last + 1) == matrix.size() - 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tlbench run --configs auto with a table file: the exact entry's configuration",
+          "[gpu][runner][auto]") {
+  TLB_REQUIRE_GPU();
+  const fs::path dir = fresh_dir("table");
+  const fs::path cases = dir / "cases.json";
+  std::ofstream(cases) << kTinyCase;
+  // A table made for this case: attn+norm in fp16; nothing for fp32 (every technique on).
+  DispatchTable table;
+  table.origin = (dir / "table.json").string();
+  table.source.gpu = "test";
+  table.techniques = {"qkv", "attn", "ffn", "norm", "graph"};
+  DispatchEntry e;
+  e.dtype = "fp16";
+  e.math = "fp32-acc";
+  e.shape = dispatch_shape(load_cases(cases.string()).cases.at(0).shape);
+  e.config = "01010";
+  e.config_names = "attn+norm";
+  e.speedup = 1.5;
+  e.case_id = 3;
+  e.case_name = "tiny-auto";
+  table.entries.push_back(e);
+  write_dispatch_table(table, table.origin);
+
+  const fs::path out = dir / "out";
+  RunResult r = tlbench("run --config " + cases.string() + " --configs auto --quick --dtypes fp16,fp32 " +
+                            "--dispatch-table " + table.origin + " --out " + out.string(),
+                        dir);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto rows = rows_of(out);
+  REQUIRE(rows.size() == 2);
+  const DispatchTable reread = load_dispatch_table(table.origin);
+  for (const PointRow& p : rows) {
+    const DType d = p.dtype == "fp16" ? DType::fp16 : DType::fp32;
+    check_auto_row(p, expected_choice(reread, cases, d));
+    if (d == DType::fp16) {
+      CHECK(p.auto_choice == "01010");
+      CHECK(p.note.find("exact shape: case 3 tiny-auto fp16") != std::string::npos);
+    } else {
+      CHECK(p.auto_choice == "11111");
+      CHECK(p.note.find("no fp32 (tf32) entry; every technique on") != std::string::npos);
+    }
+  }
+  CHECK(json::parse(slurp(out / "run.json"))["dispatch_table"]["origin"].get<std::string>() ==
+        table.origin);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tlbench run --policy auto: SIGINT then --resume measures the auto point once",
+          "[gpu][runner][auto]") {
+  TLB_REQUIRE_GPU();
+  const fs::path dir = fresh_dir("resume");
+  const fs::path cases = dir / "cases.json";
+  std::ofstream(cases) << kTinyCase;
+  const fs::path out = dir / "out";
+  const std::string args = "run --config " + cases.string() +
+                           " --policy auto --quick --dtypes fp16,bf16 --configs 11000,01000 --out " +
+                           out.string();
+  RunResult r = tlbench(args, dir, "TLBENCH_INJECT_SIGINT_AFTER=2");
+  INFO(r.err);
+  REQUIRE(r.rc == 130);
+  CHECK(rows_of(out).size() == 2);
+  r = tlbench("run --resume " + out.string(), dir);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto rows = rows_of(out);
+  REQUIRE(rows.size() == 6);  // (2 fixed + auto) x 2 dtypes
+  std::map<std::string, int> keys;
+  for (const PointRow& p : rows) ++keys[p.dtype + "|" + p.config];
+  CHECK(keys.size() == 6);
+  for (const auto& [key, n] : keys) {
+    INFO(key);
+    CHECK(n == 1);
+  }
+  CHECK(keys.count("fp16|auto") == 1);
+  CHECK(keys.count("bf16|auto") == 1);
+  fs::remove_all(dir);
+}
