@@ -163,6 +163,20 @@ void apply_policy_option(Selection& sel, const std::string& policy) {
                          "' (expected auto, or case for each case's own E/F policy)");
 }
 
+void narrow_for_quick(Selection& sel, const TechniqueSet& techniques) {
+  if (!sel.config_patterns.empty() || sel.only_auto) return;
+  const size_t n = static_cast<size_t>(techniques.size());
+  for (size_t i = 0; i < n; ++i) {
+    std::string alone(n, '0');
+    alone[i] = '1';
+    sel.config_patterns.push_back(alone);
+  }
+  if (n > 1) sel.config_patterns.push_back(std::string(n, '1'));
+  sel.narrowed = "quick: " + std::to_string(sel.config_patterns.size()) + " of " +
+                 std::to_string(techniques.num_configs()) +
+                 " configurations per case; --configs to choose";
+}
+
 uint32_t selected_config_count(const Selection& sel, const TechniqueSet& techniques) {
   uint32_t count = 0;
   for (uint32_t c = 0; c < techniques.num_configs(); ++c) {

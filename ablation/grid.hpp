@@ -23,6 +23,7 @@ struct Selection {
   // among the --configs items. Cases whose policy is "auto" get it regardless.
   bool auto_points = false;
   bool only_auto = false;  // --configs auto alone: no fixed configuration
+  std::string narrowed;    // why the configurations were narrowed without --configs, if so
 };
 
 // Parses the three selection strings (empty string = no restriction). Throws ConfigError with
@@ -35,6 +36,11 @@ Selection parse_selection(const std::string& cases, const std::string& configs,
 // --policy: "case" (each case's own per-layer policy; the default) or "auto" (adds the
 // dispatcher's point to every group). Throws ConfigError naming the option otherwise.
 void apply_policy_option(Selection& sel, const std::string& policy);
+
+// --quick without --configs: each technique alone and all of them together (N + 1 of the 2^N
+// configurations), so the official sweep is a smoke run of about a minute. Leaves a selection
+// that names configurations (or only auto) unchanged; sets `narrowed` when it narrows.
+void narrow_for_quick(Selection& sel, const TechniqueSet& techniques);
 
 // Fixed configurations per (case, dtype) group the selection keeps.
 uint32_t selected_config_count(const Selection& sel, const TechniqueSet& techniques);

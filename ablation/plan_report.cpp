@@ -186,6 +186,7 @@ Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selec
   plan.paths = paths;
   plan.model = model;
   plan.configs_selected = selected_config_count(sel, techniques);
+  plan.narrowed = sel.narrowed;
 
   const std::vector<GridPoint> grid = build_grid(cases, techniques, sel, seed);
   plan.total_points = grid.size();
@@ -309,9 +310,10 @@ void print_plan(const Plan& plan, std::FILE* out) {
   const std::string configs =
       plan.auto_points == 0 ? fmt::format("{} configurations", plan.configs_selected)
                             : fmt::format("({} configurations + auto)", plan.configs_selected);
-  fmt::print(out, "grid:          {} cases x {} x {} dtypes = {} points ({})\n", plan.cases.size(),
+  fmt::print(out, "grid:          {} cases x {} x {} dtypes = {} points ({}){}\n", plan.cases.size(),
              configs, dtypes_in_grid(plan), plan.total_points,
-             per_dtype.empty() ? "none selected" : "per dtype: " + per_dtype);
+             per_dtype.empty() ? "none selected" : "per dtype: " + per_dtype,
+             plan.narrowed.empty() ? "" : "; " + plan.narrowed);
   fmt::print(out, "techniques:    {} (bit order of a configuration string)\n", techs);
   fmt::print(out, "shuffle seed:  {} (configurations run in a seeded order within each case and dtype)\n",
              plan.seed);
@@ -390,11 +392,11 @@ void print_plan(const Plan& plan, std::FILE* out) {
              "\ntime estimate: about {} (a model, not a measurement: fused {:.0f}/{:.0f}/{:.0f} and "
              "reference {:.0f}/{:.0f}/{:.0f} TFLOP/s for fp16/bf16/fp32, {:.1f} TB/s for scores and "
              "elementwise traffic, {:.0f} us per launch, warm-up {:.0f} ms per side, {}-{} timed runs "
-             "per side within {:.1f} s per point)\n",
+             "per side within {:.0f} ms per point)\n",
              human_seconds(plan.estimated_seconds), m.fused_tflops[0], m.fused_tflops[1],
              m.fused_tflops[2], m.reference_tflops[0], m.reference_tflops[1], m.reference_tflops[2],
              m.memory_tb_per_s, m.launch_us, m.warmup_s * 1e3, m.min_timed_runs_per_side,
-             m.max_timed_runs_per_side, m.point_time_budget_s);
+             m.max_timed_runs_per_side, m.point_time_budget_s * 1e3);
 }
 
 std::string plan_json(const Plan& plan) {
@@ -410,6 +412,7 @@ std::string plan_json(const Plan& plan) {
   doc["fp32_math"] = to_string(plan.paths.fp32_math);
   doc["layer_trace"] = plan.paths.keep_layer_outputs;
   doc["configs_per_case_and_dtype"] = plan.configs_selected;
+  if (!plan.narrowed.empty()) doc["narrowed"] = plan.narrowed;
   doc["total_points"] = plan.total_points;
   doc["auto_points"] = plan.auto_points;
   if (plan.auto_points > 0) doc["dispatch_table"] = plan.dispatch_origin;

@@ -127,6 +127,7 @@ struct Plan {
   std::string cases_source, techniques_source;
   std::vector<std::string> technique_names;
   uint32_t configs_selected = 0;  // fixed configurations per (case, dtype) after --configs
+  std::string narrowed;           // why fewer configurations than --configs says (--quick)
   int auto_points = 0;            // dispatcher's points (config "auto") among total_points
   std::string dispatch_origin;    // the table they are chosen from; empty without auto points
   uint64_t seed = 0;

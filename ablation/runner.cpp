@@ -37,8 +37,8 @@ using json = nlohmann::json;
 // ------------------------------------------------------------------ options
 
 ModeDefaults mode_defaults(bool quick) {
-  if (quick) return {5, 200, 25.0, 5.0};
-  return {10, 2000, 150.0, 25.0};
+  if (quick) return {3, 200, 25.0, 5.0, 1, 3};
+  return {10, 2000, 150.0, 25.0, 3, 5};
 }
 
 void resolve_defaults(RunOptions& o) {
@@ -54,14 +54,15 @@ void resolve_defaults(RunOptions& o) {
 }
 
 TimerOptions timer_options(const RunOptions& o) {
+  const ModeDefaults d = mode_defaults(o.quick);
   TimerOptions t;
-  t.warmup_min_runs = 3;
-  t.warmup_min_ms = mode_defaults(o.quick).warmup_min_ms;
+  t.warmup_min_runs = d.warmup_min_runs;
+  t.warmup_min_ms = d.warmup_min_ms;
   t.stop.min_pairs = static_cast<size_t>(o.min_reps);
   t.stop.max_pairs = static_cast<size_t>(o.max_reps);
   t.stop.budget_ms = o.point_budget_ms;
   t.stop.target_rel_half_width = o.target_rel_ci;
-  t.stop.floor_pairs = std::min<size_t>(5, t.stop.min_pairs);
+  t.stop.floor_pairs = std::min(d.floor_pairs, t.stop.min_pairs);
   return t;
 }
 
@@ -245,6 +246,7 @@ struct SchedPoint {
 struct ScheduleInfo {
   uint32_t configs = 0;    // fixed configurations per (case, dtype)
   size_t auto_points = 0;
+  std::string narrowed;    // --quick's narrowing, if any
 };
 
 // What a (case, dtype) group keeps while its points run.
@@ -351,9 +353,10 @@ void Runner::print_header(size_t pending) const {
   const std::string configs = info_.auto_points == 0
                                   ? count(info_.configs, "configuration")
                                   : "(" + count(info_.configs, "configuration") + " + auto)";
-  fmt::print(stderr, "tlbench run: {} x {} x {} = {}, {} to measure, into {}\n",
+  fmt::print(stderr, "tlbench run: {} x {} x {} = {}, {} to measure, into {}{}\n",
              count(case_set.size(), "case"), configs, count(dtype_set.size(), "dtype"),
-             count(sched_.size(), "point"), pending, opt_.out_dir);
+             count(sched_.size(), "point"), pending, opt_.out_dir,
+             info_.narrowed.empty() ? "" : "; " + info_.narrowed);
 }
 
 std::string Runner::resume_command() const {
@@ -1059,6 +1062,7 @@ int run_command(RunOptions opt) {
   Selection sel =
       parse_selection(opt.cases_sel, opt.configs_sel, opt.dtypes_sel, cases, techniques);
   apply_policy_option(sel, opt.policy);
+  if (opt.quick && !opt.aa) narrow_for_quick(sel, techniques);
   const std::vector<GridPoint> grid = build_grid(cases, techniques, sel, opt.seed);
   // The dispatch table is read (and checked) whenever one is named or a point needs it.
   const bool any_auto =
@@ -1086,6 +1090,7 @@ int run_command(RunOptions opt) {
   std::vector<SchedPoint> sched;
   ScheduleInfo info;
   info.configs = opt.aa ? 1 : selected_config_count(sel, techniques);
+  info.narrowed = sel.narrowed;
   std::set<std::pair<size_t, int>> seen;
   for (const GridPoint& gp : grid) {
     SchedPoint p;
@@ -1138,6 +1143,7 @@ int run_command(RunOptions opt) {
     doc["grid"] = {{"points", sched.size()},
                    {"configurations", info.configs},
                    {"auto_points", info.auto_points}};
+    if (!info.narrowed.empty()) doc["grid"]["narrowed"] = info.narrowed;
     doc["golden_tolerances"] = json::array();
     for (const GoldenTolerance& t : kGoldenTolerances)
       doc["golden_tolerances"].push_back({{"dtype", std::string(to_string(t.dtype))},

@@ -53,11 +53,14 @@ struct RunOptions {
 
 // Defaults of a full run and of --quick. A full run: >= 10 and <= 2000 pairs, 150 ms per
 // point (warm-up included; with construction and the accuracy run a point takes ~0.25 s, so
-// the official 1344-point sweep fits in 8 minutes). --quick: >= 5 and <= 200 pairs, 25 ms,
-// warm-up >= 3 runs and >= 5 ms: the official sweep in about a minute, for smoke runs.
+// the official 1344-point sweep fits in 8 minutes). --quick: >= 3 and <= 200 pairs, 25 ms,
+// warm-up >= 1 candidate run and >= 5 ms, and (without --configs) each technique alone plus
+// all of them: the official sweep in about a minute, for smoke runs.
 struct ModeDefaults {
   int64_t min_reps, max_reps;
   double point_budget_ms, warmup_min_ms;
+  size_t warmup_min_runs;  // candidate runs before timing
+  size_t floor_pairs;      // pairs a point gets even when its budget runs out first
 };
 ModeDefaults mode_defaults(bool quick);
 void resolve_defaults(RunOptions& o);

@@ -26,6 +26,7 @@ struct PlanArgs {
   double mem_gib = tlb::kDefaultMemGiB;
   std::string fp32_math = "tf32";
   bool layer_trace = false;
+  bool quick = false;
   std::string policy = "case";
   std::string dispatch_table;
   bool json = false;
@@ -60,6 +61,8 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
   cmd->add_option("--fp32-math", args->fp32_math, "the fused path's fp32 mode, as for run: tf32 or ieee")
       ->capture_default_str();
   cmd->add_flag("--layer-trace", args->layer_trace, "plan for run's per-layer error trace");
+  cmd->add_flag("--quick", args->quick,
+                "plan run's smoke run: without --configs, each technique alone and all together");
   cmd->add_option("--policy", args->policy,
                   "case (each case's own) or auto (adds the dispatcher's point per case and dtype)")
       ->capture_default_str();
@@ -72,6 +75,7 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
     tlb::Selection sel =
         tlb::parse_selection(args->cases, args->configs, args->dtypes, cases, techniques);
     tlb::apply_policy_option(sel, args->policy);
+    if (args->quick) tlb::narrow_for_quick(sel, techniques);
     // A table given is read (and checked) even when no point is auto.
     std::optional<tlb::DispatchTable> table;
     if (!args->dispatch_table.empty()) table = tlb::load_dispatch_table(args->dispatch_table);
@@ -81,7 +85,14 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
     if (!tlb::parse_fp32_math(args->fp32_math, paths.fp32_math))
       throw tlb::ConfigError("--fp32-math: unknown mode '" + args->fp32_math + "' (expected tf32 or ieee)");
     paths.keep_layer_outputs = args->layer_trace;
-    const tlb::Plan plan = tlb::make_plan(cases, techniques, sel, args->seed, budget, paths, {},
+    tlb::TimeModel model;
+    if (args->quick) {
+      // run --quick's timer: 25 ms a point, 5 ms of warm-up, three pairs at least.
+      model.point_time_budget_s = 0.025;
+      model.warmup_s = 0.005;
+      model.min_timed_runs_per_side = 3;
+    }
+    const tlb::Plan plan = tlb::make_plan(cases, techniques, sel, args->seed, budget, paths, model,
                                           table ? &*table : nullptr);
     if (args->json)
       fmt::print("{}", tlb::plan_json(plan));

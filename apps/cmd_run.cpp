@@ -68,7 +68,9 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
   CLI::Option* out = cmd->add_option("--out", a->out, "output folder; must not exist (default: runs/<UTC time>)");
   CLI::Option* resume = cmd->add_option(
       "--resume", a->resume, "continue the run in this folder with its recorded options");
-  cmd->add_flag("--quick", o.quick, "smoke run: fewer repetitions and a 25 ms budget per point");
+  cmd->add_flag("--quick", o.quick,
+                "smoke run in about a minute: a 25 ms budget per point and, without --configs, "
+                "each technique alone and all together");
   cmd->add_option("--policy", o.policy,
                   "case (each case's own E/F policy) or auto (adds a point per case and dtype "
                   "whose configuration the dispatch table chooses: the \"auto\" row)")
@@ -84,7 +86,7 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
   cmd->add_flag("--layer-trace", o.layer_trace, "record each layer's rel-L2 error against the golden");
   cmd->add_option("--atol", o.tol.atol, "strict criterion: absolute tolerance")->capture_default_str();
   cmd->add_option("--rtol", o.tol.rtol, "strict criterion: relative tolerance")->capture_default_str();
-  cmd->add_option("--min-reps", o.min_reps, "minimum timed pairs per point (default 10; --quick 5)");
+  cmd->add_option("--min-reps", o.min_reps, "minimum timed pairs per point (default 10; --quick 3)");
   cmd->add_option("--max-reps", o.max_reps, "maximum timed pairs per point (default 2000; --quick 200)");
   cmd->add_option("--point-budget-ms", o.point_budget_ms,
                   "wall time per point for warm-up and timing (default 150; --quick 25)");

@@ -622,3 +622,54 @@ TEST_CASE("tlbench plan --policy auto counts one auto point per case and dtype",
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("--policy: unknown policy 'sometimes'"));
 }
+
+TEST_CASE("--quick without --configs: each technique alone and all together", "[dispatch][grid]") {
+  const CaseSet cases = load_cases(kCases);
+  const TechniqueSet techniques = default_techniques();
+  Selection sel = parse_selection("", "", "", cases, techniques);
+  narrow_for_quick(sel, techniques);
+  CHECK(sel.config_patterns ==
+        std::vector<std::string>{"10000", "01000", "00100", "00010", "00001", "11111"});
+  CHECK(sel.narrowed == "quick: 6 of 32 configurations per case; --configs to choose");
+  CHECK(selected_config_count(sel, techniques) == 6);
+  CHECK(build_grid(cases, techniques, sel, 1).size() == 14 * 6 * 3);
+  // Configurations named on the command line are left alone, auto alone too.
+  Selection named = parse_selection("", "1xxxx", "", cases, techniques);
+  narrow_for_quick(named, techniques);
+  CHECK(named.narrowed.empty());
+  CHECK(selected_config_count(named, techniques) == 16);
+  Selection only_auto = parse_selection("", "auto", "", cases, techniques);
+  narrow_for_quick(only_auto, techniques);
+  CHECK(only_auto.only_auto);
+  CHECK(only_auto.auto_points);
+  CHECK(selected_config_count(only_auto, techniques) == 0);
+  const auto grid = build_grid(cases, techniques, only_auto, 1);
+  CHECK(grid.size() == 14 * 3);
+  for (const GridPoint& p : grid) CHECK(p.automatic);
+  // --policy auto adds the auto point to the narrowed set, shuffled in with a seed.
+  apply_policy_option(sel, "auto");
+  const auto with_auto = build_grid(cases, techniques, sel, 1);
+  CHECK(with_auto.size() == 14 * 7 * 3);
+  std::vector<size_t> auto_at;
+  for (size_t i = 0; i < with_auto.size(); i += 7)
+    for (size_t k = 0; k < 7; ++k)
+      if (with_auto[i + k].automatic) auto_at.push_back(k);
+  CHECK(auto_at.size() == 42);
+  CHECK(std::adjacent_find(auto_at.begin(), auto_at.end(), std::not_equal_to<>()) != auto_at.end());
+  CHECK(build_grid(cases, techniques, sel, 1).size() == with_auto.size());
+  CHECK_THROWS_WITH(apply_policy_option(sel, "EFFF"), Catch::StartsWith("--policy: unknown policy 'EFFF'"));
+
+  Scratch s("plan-quick");
+  test::CommandResult r = tlbench("plan --quick --mem-gib 80 --config " + kCases, s);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("14 cases x 6 configurations x 3 dtypes = 252 points (per dtype: "
+                                    "fp16 84, bf16 84, fp32 84); quick: 6 of 32 configurations per "
+                                    "case; --configs to choose"));
+  r = tlbench("plan --quick --policy auto --mem-gib 80 --config " + kCases, s);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("x (6 configurations + auto) x 3 dtypes = 294 points"));
+  r = tlbench("plan --quick --configs 11xxx --mem-gib 80 --config " + kCases, s);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("14 cases x 8 configurations x 3 dtypes = 336 points (per dtype: "
+                                    "fp16 112, bf16 112, fp32 112)\n"));
+}

@@ -16,6 +16,7 @@
 
 #include "ablation_test_util.hpp"
 #include "config.hpp"
+#include "grid.hpp"
 #include "runner.hpp"
 
 using namespace tlb;
@@ -101,10 +102,30 @@ TEST_CASE("mode defaults: a full run fits the official sweep, --quick is a smoke
   CHECK(t.warmup_min_runs == 3);
   CHECK(t.warmup_min_ms == 25);
   CHECK(t.stop.target_rel_half_width == 0.01);
+  CHECK(t.stop.floor_pairs == 5);
   RunOptions quick;
   quick.quick = true;
   resolve_defaults(quick);
-  CHECK(quick.point_budget_ms * 1344 / 1000.0 < 60);
+  CHECK(quick.min_reps == 3);
+  CHECK(quick.max_reps == 200);
+  CHECK(quick.point_budget_ms == 25);
+  const TimerOptions q = timer_options(quick);
+  CHECK(q.warmup_min_runs == 1);
+  CHECK(q.stop.floor_pairs == 3);
+  CHECK(q.stop.min_pairs == 3);
+  CHECK(q.stop.budget_ms == 25);
+  // Without --configs, --quick keeps 6 of the 32 configurations: the official 14 cases x 3
+  // dtypes are 252 points (294 with auto), whose budgets leave most of a minute for building
+  // configurations, accuracy runs and the goldens.
+  const CaseSet cases = load_cases(kCases);
+  Selection sel = parse_selection("", "", "", cases, default_techniques());
+  narrow_for_quick(sel, default_techniques());
+  const size_t points = build_grid(cases, default_techniques(), sel, 1).size();
+  CHECK(points == 252);
+  CHECK(quick.point_budget_ms * (points + 42) / 1000.0 < 10);
+  // An explicit --min-reps below the floor lowers the floor with it.
+  quick.min_reps = 2;
+  CHECK(timer_options(quick).stop.floor_pairs == 2);
   RunOptions bad;
   bad.min_reps = 50;
   bad.max_reps = 10;

@@ -273,7 +273,7 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
     CHECK(*p.speedup > 0);
     CHECK(*p.speedup_ci_low <= *p.speedup);
     CHECK(*p.speedup_ci_high >= *p.speedup);
-    CHECK(*p.reps >= 5);
+    CHECK(*p.reps >= 3);  // --quick: at least 3 pairs
     CHECK(*p.ref_ms > 0);
     CHECK(*p.cand_ms > 0);
     CHECK(*p.tflops > 0);
