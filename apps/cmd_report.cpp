@@ -26,7 +26,8 @@ struct ReportArgs {
 const bool kRegistered = tlb::cli::register_command(60, [](CLI::App& root, int& rc) {
   auto args = std::make_shared<ReportArgs>();
   CLI::App* cmd = root.add_subcommand(
-      "report", "Re-analyse a results folder: matrices, heatmap and effects data per dtype");
+      "report", "Re-analyse a results folder: matrices, heatmap and effects data per dtype, and "
+             "its dispatch table");
   cmd->add_option("dir", args->dir, "results folder (holds points.jsonl and run.json)")
       ->required();
   cmd->add_option("--out", args->out, "where the analysis goes (default: DIR/analysis)");
