@@ -221,8 +221,6 @@ std::vector<GridPoint> build_grid(const CaseSet& cases, const TechniqueSet& tech
     for (const auto& p : sel.config_patterns) keep = keep || config_matches(p, c, techniques.size());
     if (keep) selected_configs.push_back(c);
   }
-  // The auto point takes part in the shuffle under an index no configuration has.
-  const uint32_t auto_slot = techniques.num_configs();
 
   std::vector<GridPoint> grid;
   for (size_t ci = 0; ci < cases.cases.size(); ++ci) {
@@ -236,10 +234,11 @@ std::vector<GridPoint> build_grid(const CaseSet& cases, const TechniqueSet& tech
       if (!sel.dtypes.empty() && std::find(sel.dtypes.begin(), sel.dtypes.end(), d) == sel.dtypes.end())
         continue;
       std::vector<uint32_t> order = selected_configs;
-      if (wants_auto_point(cs, sel)) order.push_back(auto_slot);
       shuffle_configs(order, seed, cs.id, d);
-      for (uint32_t c : order)
-        grid.push_back(c == auto_slot ? GridPoint{ci, cs.id, d, 0, true} : GridPoint{ci, cs.id, d, c});
+      for (uint32_t c : order) grid.push_back(GridPoint{ci, cs.id, d, c});
+      // The auto point comes last in its group: where the run measures the fixed
+      // configurations of the same case too, the dispatcher chooses from those measurements.
+      if (wants_auto_point(cs, sel)) grid.push_back(GridPoint{ci, cs.id, d, 0, true});
     }
   }
   return grid;

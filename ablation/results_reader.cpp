@@ -302,6 +302,12 @@ Results parse_results(std::string_view points_jsonl, std::string_view run_json,
   return r;
 }
 
+Point point_from_json(const json& row, const std::string& origin) {
+  Point p = parse_point(row, origin, 1);
+  p.group = p.dtype;
+  return p;
+}
+
 Results read_results(const std::string& dir) {
   bool exists = false;
   std::string points = read_file(dir + "/points.jsonl", exists);

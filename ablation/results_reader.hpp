@@ -108,6 +108,10 @@ struct Results {
 // does not parse is a write torn by a crash: it is dropped with a warning.
 Results read_results(const std::string& dir);
 
+// One points.jsonl row as a Point (the runner reads its own rows back this way); throws
+// ConfigError naming `origin` on a malformed row.
+Point point_from_json(const nlohmann::json& row, const std::string& origin);
+
 // The same from text (tests). `run_json` empty = no run.json.
 Results parse_results(std::string_view points_jsonl, std::string_view run_json,
                       const std::string& dir);

@@ -23,6 +23,7 @@
 #include "matrices.hpp"
 #include "plan_report.hpp"
 #include "provenance.hpp"
+#include "results_reader.hpp"
 #include "resume.hpp"
 #include "run_control.hpp"
 #include "stack/layer_stack.hpp"
@@ -38,7 +39,7 @@ using json = nlohmann::json;
 
 ModeDefaults mode_defaults(bool quick) {
   if (quick) return {3, 200, 25.0, 5.0, 1, 3};
-  return {10, 2000, 150.0, 25.0, 3, 5};
+  return {10, 2000, 100.0, 25.0, 3, 5};
 }
 
 void resolve_defaults(RunOptions& o) {
@@ -305,6 +306,7 @@ class Runner {
   void ensure_golden(Group& g);
   std::optional<PointRow> measure_point(Group& g, const SchedPoint& p);
   std::optional<PointRow> measure(Group& g, const SchedPoint& p);
+  void choose_from_run(const Group& g, SchedPoint& p) const;
   PointRow base_row(const Group& g, const SchedPoint& p) const;
   void print_header(size_t pending) const;
   void write_row(const PointRow& r);
@@ -484,10 +486,48 @@ PointRow Runner::base_row(const Group& g, const SchedPoint& p) const {
 }
 
 std::optional<PointRow> Runner::measure_point(Group& g, const SchedPoint& p) {
-  std::optional<PointRow> r = measure(g, p);
+  if (!p.automatic) return measure(g, p);
+  SchedPoint a = p;
+  choose_from_run(g, a);
+  std::optional<PointRow> r = measure(g, a);
   // The choice comes first in an auto row's note, whatever else the point has to say.
-  if (r && p.automatic) r->note = p.auto_note + (r->note.empty() ? "" : "; " + r->note);
+  if (r) r->note = a.auto_note + (r->note.empty() ? "" : "; " + r->note);
   return r;
+}
+
+// An auto point comes last in its (case, dtype) group. Where this run has measured fixed
+// configurations of the group (this GPU, this build, this exact shape), the dispatcher takes
+// the table those rows make, as `tlbench dispatch` would build it from the folder, over the
+// table chosen at schedule time; rows on disk from an earlier segment count, so a resumed run
+// chooses the same.
+void Runner::choose_from_run(const Group& g, SchedPoint& p) const {
+  results::Results own;
+  own.dir = opt_.out_dir;
+  for (const Technique& t : techniques_.items) own.techniques.push_back(t.name);
+  const std::string dtype(to_string(g.dtype));
+  for (const PointRow& row : rows_) {
+    if (row.case_id != g.spec.id || row.dtype != dtype || row.config == "auto") continue;
+    own.points.push_back(results::point_from_json(to_json(row), opt_.out_dir + "/points.jsonl"));
+  }
+  if (own.points.empty()) return;
+  DispatchTable t;
+  try {
+    t = build_dispatch_table(own);
+  } catch (const ConfigError&) {
+    return;  // no usable row: the schedule-time choice stands
+  }
+  if (t.entries.empty()) return;
+  const DispatchEntry& e = t.entries.front();
+  uint32_t config = 0;
+  const int n = techniques_.size();
+  for (int i = 0; i < n && i < static_cast<int>(e.config.size()); ++i)
+    if (e.config[static_cast<size_t>(i)] == '1') config |= 1u << (n - 1 - i);
+  p.config = config;
+  p.auto_note = fmt::format(
+      "auto chose {} ({}) from this run's {} rows of case {} {}: the fastest passing golden "
+      "({:.3f}x; ties within noise go to strict, then fewer techniques)",
+      techniques_.bits(config), techniques_.names(config), own.points.size(), g.spec.id, dtype,
+      e.speedup);
 }
 
 std::optional<PointRow> Runner::measure(Group& g, const SchedPoint& p) {
@@ -1086,7 +1126,9 @@ int run_command(RunOptions opt) {
   }
 
   // The schedule: grid order; A/A keeps one reference point per (case, dtype).
-  // An auto point's configuration is chosen here, once, so a resumed run never asks again.
+  // An auto point's configuration is chosen here from the dispatch table; where the run also
+  // measures its group's fixed configurations it is chosen again, from those rows, when its
+  // turn comes (choose_from_run).
   std::vector<SchedPoint> sched;
   ScheduleInfo info;
   info.configs = opt.aa ? 1 : selected_config_count(sel, techniques);

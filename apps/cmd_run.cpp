@@ -89,7 +89,7 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
   cmd->add_option("--min-reps", o.min_reps, "minimum timed pairs per point (default 10; --quick 3)");
   cmd->add_option("--max-reps", o.max_reps, "maximum timed pairs per point (default 2000; --quick 200)");
   cmd->add_option("--point-budget-ms", o.point_budget_ms,
-                  "wall time per point for warm-up and timing (default 150; --quick 25)");
+                  "wall time per point for warm-up and timing (default 100; --quick 25)");
   cmd->add_option("--mem-reserve-mib", o.memory_margin_mib,
                   "device memory left unused under the free memory at start (shared GPUs)")
       ->capture_default_str();

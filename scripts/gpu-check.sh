@@ -70,7 +70,7 @@ for step in "${steps[@]}"; do
       ;;
     sweep)
       log "full official sweep"
-      /usr/bin/time -f "sweep wall %e s" $BIN run --config configs/cases.json --out "$OUT/sweep" --json \
+      /usr/bin/time -f "sweep wall %e s" $BIN run --config configs/cases.json ${SWEEP_ARGS:---policy auto} --out "$OUT/sweep" --json \
         >"$OUT/sweep.json" 2>"$OUT/sweep.stderr"; echo "rc=$?" >>"$OUT/summary.txt"
       tail -5 "$OUT/sweep.stderr" >>"$OUT/summary.txt"
       ;;
@@ -96,7 +96,7 @@ PY
       ;;
     pytorch)
       log "PyTorch agreement on exported cases"
-      for c in 1 6 9; do for d in fp32 fp16; do
+      for c in ${PYTORCH_CASES:-1 6 9}; do for d in ${PYTORCH_DTYPES:-fp32 fp16}; do
         $BIN export --config configs/cases.json --case $c --dtype $d -o /tmp/case$c-$d.safetensors >/dev/null &&
           python3 scripts/check_pytorch.py /tmp/case$c-$d.safetensors 2>&1 | tail -5 | sed "s/^/case $c $d: /" | tee -a "$OUT/summary.txt"
       done; done
