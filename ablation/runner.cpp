@@ -691,6 +691,12 @@ std::optional<PointRow> Runner::measure(Group& g, const SchedPoint& p) {
     r.cand_ms = finite_or_none(m.cand.median);
     r.cand_spread_ms = finite_or_none(1.4826 * m.cand.mad);
     r.speedup = finite_or_none(m.speedup.median);
+    if (!r.speedup) {
+      r.status = "error";
+      note(fmt::format("no usable timed pair: {} attempted, {} left out because the two runs' "
+                       "SM clocks differed",
+                       m.pairs_attempted, m.throttled_pairs));
+    }
     r.speedup_ci_low = finite_or_none(m.speedup.lo);
     r.speedup_ci_high = finite_or_none(m.speedup.hi);
     r.speedup_ci_level = m.speedup.confidence;

@@ -143,25 +143,40 @@ TEST_CASE("ABBA pairing cancels a steady clock drift", "[timer]") {
   CHECK(std::fabs(m.speedup.median - 1.0) < 5e-4);
 }
 
-TEST_CASE("throttled samples are counted and left out of the ratios", "[timer]") {
-  FakeRunClock clock;
-  // Runs 60..79 are sampled at 1500 MHz against a maximum of 1980: under 90 %.
-  clock.mhz_of_run = [](size_t i) { return i >= 60 && i < 80 ? 1500.0 : 1980.0; };
-  auto ref = [&] { clock.advance(2.0); };
-  auto cand = [&] { clock.advance(1.0); };
-  ClockTracker tracker;
-  TimerOptions o = quick_options();
-  o.stop.min_pairs = 60;
-  PairedMeasurement m = measure_paired(clock, ref, cand, o, tracker);
-  // Warm-up: one baseline run and 25 candidate runs = runs 0..25; the throttled runs 60..79
-  // are timed runs 34..53, pairs 17..26.
-  CHECK(m.warmup_runs == 25);
-  CHECK(m.throttled_samples == 20);
-  CHECK(m.throttled_pairs == 10);
-  CHECK(m.pairs + m.throttled_pairs == m.pairs_attempted);
-  CHECK(m.min_mhz == 1500.0);
-  CHECK(m.max_mhz == 1980.0);
-  CHECK(tracker.max_mhz == 1980.0);
+TEST_CASE("throttled samples are flagged; only pairs whose runs' clocks differ are left out",
+          "[timer]") {
+  auto measure = [](size_t first_slow, ClockTracker& tracker) {
+    FakeRunClock clock;
+    // Runs [first_slow, first_slow + 20) are sampled at 1500 MHz against a maximum of 1980:
+    // under 90 %, and 24 % below the others.
+    clock.mhz_of_run = [first_slow](size_t i) {
+      return i >= first_slow && i < first_slow + 20 ? 1500.0 : 1980.0;
+    };
+    auto ref = [&] { clock.advance(2.0); };
+    auto cand = [&] { clock.advance(1.0); };
+    TimerOptions o = quick_options();
+    o.stop.min_pairs = 60;
+    return measure_paired(clock, ref, cand, o, tracker);
+  };
+  // Warm-up: one baseline run and 25 candidate runs = runs 0..25; timed run t is run 26 + t.
+  // Runs 60..79 are timed runs 34..53: whole pairs 17..26, both runs slowed alike, all kept.
+  ClockTracker aligned_tracker;
+  const PairedMeasurement aligned = measure(60, aligned_tracker);
+  CHECK(aligned.warmup_runs == 25);
+  CHECK(aligned.throttled_samples == 20);
+  CHECK(aligned.throttled_pairs == 0);
+  CHECK(aligned.pairs == aligned.pairs_attempted);
+  CHECK(aligned.min_mhz == 1500.0);
+  CHECK(aligned.max_mhz == 1980.0);
+  CHECK(aligned_tracker.max_mhz == 1980.0);
+  // Runs 61..80 are timed runs 35..54: pairs 17 and 27 have one slow and one fast run and
+  // are left out; the nine pairs in between are kept.
+  ClockTracker shifted_tracker;
+  const PairedMeasurement shifted = measure(61, shifted_tracker);
+  CHECK(shifted.throttled_samples == 20);
+  CHECK(shifted.throttled_pairs == 2);
+  CHECK(shifted.pairs + shifted.throttled_pairs == shifted.pairs_attempted);
+  CHECK(shifted.speedup.median == Approx(2.0));
 }
 
 TEST_CASE("budget ends a noisy point and interruption ends any point", "[timer]") {
