@@ -27,8 +27,8 @@ constexpr const char* kHalfMath = "fp32-acc";
 
 constexpr const char* kComment =
     "Dispatch table of `tlbench run --policy auto`: per dtype, math and shape, the fastest "
-    "configuration that passed the golden check (ties within noise go to one that also passes "
-    "strict, then to fewer techniques). Made by `tlbench dispatch --results DIR -o FILE`.";
+    "configuration (by forward time) that passed the golden check (ties within noise go to one "
+    "that also passes strict). Made by `tlbench dispatch --results DIR -o FILE`.";
 
 [[noreturn]] void fail(const std::string& origin, const std::string& path,
                        const std::string& problem) {
@@ -63,18 +63,26 @@ bool within_noise(const Point& a, const Point& b) {
          *b.speedup <= high_of(a);
 }
 
-int techniques_on(const std::string& bits) {
-  return static_cast<int>(std::count(bits.begin(), bits.end(), '1'));
+// Rows of one (case, dtype) share their baseline path, so the dispatcher ranks them by their
+// own forward time where every candidate has one: a speedup also carries its point's own
+// measurement of the baseline, whose noise (large where the eager reference is launch-bound)
+// says nothing about the configuration. Without times, by speedup.
+bool has_time(const Point& p) { return p.cand_ms && *p.cand_ms > 0; }
+double spread_of(const Point& p) { return p.cand_spread_ms.value_or(0.0); }
+bool time_ties(const Point& a, const Point& b) {
+  return std::fabs(*a.cand_ms - *b.cand_ms) <= spread_of(a) + spread_of(b);
+}
+bool faster(const Point& a, const Point& b, bool by_time) {
+  return by_time ? *a.cand_ms < *b.cand_ms : *a.speedup > *b.speedup;
 }
 
-// The tie-break among rows within noise of the fastest: strict first, then fewer techniques,
-// then speed; the bit string last, so the choice never depends on file order.
-bool preferred(const Point& a, const Point& b) {
+// The tie-break among rows within noise of the fastest: strict first, then speed; the bit
+// string last, so the choice never depends on file order.
+bool preferred(const Point& a, const Point& b, bool by_time) {
   const bool sa = a.strict_pass == true, sb = b.strict_pass == true;
   if (sa != sb) return sa;
-  const int na = techniques_on(a.config), nb = techniques_on(b.config);
-  if (na != nb) return na < nb;
-  if (*a.speedup != *b.speedup) return *a.speedup > *b.speedup;
+  if (faster(a, b, by_time)) return true;
+  if (faster(b, a, by_time)) return false;
   return a.config < b.config;
 }
 
@@ -280,12 +288,16 @@ DispatchTable build_dispatch_table(const results::Results& r) {
                                      : ": no measured configuration passed the golden check; no entry"));
       continue;
     }
+    const bool by_time = std::all_of(g.passing.begin(), g.passing.end(),
+                                     [](const Point* p) { return has_time(*p); });
     const Point* fastest = g.passing.front();
     for (const Point* p : g.passing)
-      if (*p->speedup > *fastest->speedup) fastest = p;
+      if (faster(*p, *fastest, by_time)) fastest = p;
     const Point* pick = fastest;
-    for (const Point* p : g.passing)
-      if (within_noise(*p, *fastest) && preferred(*p, *pick)) pick = p;
+    for (const Point* p : g.passing) {
+      const bool tie = by_time ? time_ties(*p, *fastest) : within_noise(*p, *fastest);
+      if (tie && preferred(*p, *pick, by_time)) pick = p;
+    }
 
     DispatchEntry e;
     e.dtype = g.dtype;

@@ -64,10 +64,11 @@ struct DispatchTable {
 constexpr const char* kBuiltinDispatchOrigin = "built-in table";
 
 // Per (case, dtype, math) of `results`: among the rows measured with status ok or fallback:*
-// that pass the golden criterion (never an auto or A/A row), the highest speedup. Rows within
-// noise of it (each median inside the other's interval) tie, and the tie goes to a row that
-// also passes strict, then to fewer techniques, then to the higher speedup. Throws ConfigError
-// when a chosen row's shape is neither in the row nor in run.json's cases.
+// that pass the golden criterion (never an auto or A/A row), the fastest by forward time
+// (cand_ms; by speedup where a row has no time). Rows within noise of it (times within their
+// summed spreads; speedups each inside the other's interval) tie, and the tie goes to a row
+// that also passes strict, then to the faster. Throws ConfigError when a chosen row's shape is
+// neither in the row nor in run.json's cases.
 DispatchTable build_dispatch_table(const results::Results& results);
 
 // JSON text of a table (ends with a newline) and back. Parsing throws ConfigError with one line

@@ -444,11 +444,15 @@ GateReport run_gate(const Thresholds& t, const Results& results, const Results* 
                 ">= " + f3(*r.min_best_speedup));
     }
     if (r.max_auto_shortfall_pct && automatic && best) {
-      const double shortfall = (1.0 - *automatic->speedup / *best->speedup) * 100.0;
-      if (shortfall > *r.max_auto_shortfall_pct)
+      // By forward time where both rows have one (compare_auto says why).
+      const results::AutoVsBest c = results::compare_auto(*automatic, *best);
+      if (c.shortfall_pct > *r.max_auto_shortfall_pct)
         violate("auto", "max_auto_shortfall_pct",
-                fmt::format("{} vs best {} {} ({:.1f}% slower)", f3(*automatic->speedup),
-                            best->config, f3(*best->speedup), shortfall),
+                c.by_time ? fmt::format("{:.4f} ms vs best {} {:.4f} ms ({:.1f}% slower)",
+                                        *automatic->cand_ms, best->config, *best->cand_ms,
+                                        c.shortfall_pct)
+                          : fmt::format("{} vs best {} {} ({:.1f}% slower)", f3(*automatic->speedup),
+                                        best->config, f3(*best->speedup), c.shortfall_pct),
                 fmt::format("<= {:.1f}% slower", *r.max_auto_shortfall_pct));
     }
   }

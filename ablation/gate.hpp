@@ -26,7 +26,8 @@
 //   per case and dtype (not allowed in an override that has "configs"):
 //     "min_best_speedup"       [off]   the best configuration passing golden reaches this
 //     "max_auto_shortfall_pct" [off]   the auto row is at most this many percent slower than
-//                                      the best fixed configuration (when an auto row exists)
+//                                      the best fixed configuration (when an auto row exists),
+//                                      by forward time (results::compare_auto)
 //     "require_all_configs"    [true]  every one of the 2^N configurations has a row
 // Status "error" and any unknown status are always violations; A/A rows are not gated.
 // Each violation names its rule by the key above (or "error", "status", "speedup_missing",

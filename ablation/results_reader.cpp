@@ -302,6 +302,19 @@ Results parse_results(std::string_view points_jsonl, std::string_view run_json,
   return r;
 }
 
+AutoVsBest compare_auto(const Point& a, const Point& b) {
+  AutoVsBest r;
+  if (a.cand_ms && b.cand_ms && *a.cand_ms > 0 && *b.cand_ms > 0) {
+    r.by_time = true;
+    r.shortfall_pct = (*a.cand_ms / *b.cand_ms - 1.0) * 100.0;
+    r.within_noise = *a.cand_ms - a.cand_spread_ms.value_or(0.0) <= *b.cand_ms + b.cand_spread_ms.value_or(0.0);
+  } else if (a.speedup && b.speedup && *b.speedup > 0) {
+    r.shortfall_pct = (1.0 - *a.speedup / *b.speedup) * 100.0;
+    r.within_noise = *a.speedup + a.halfwidth() >= *b.speedup - b.halfwidth();
+  }
+  return r;
+}
+
 Point point_from_json(const json& row, const std::string& origin) {
   Point p = parse_point(row, origin, 1);
   p.group = p.dtype;

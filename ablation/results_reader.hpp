@@ -91,6 +91,18 @@ struct Point {
   double halfwidth() const;
 };
 
+// The auto row against the best fixed configuration of its (case, dtype). Both ran against
+// the same baseline path, so they are compared by their own forward time where both have one:
+// each speedup also carries its own measurement of the baseline, whose noise (large for a
+// launch-bound eager reference) has nothing to do with which configuration auto chose.
+// Without times, by speedup.
+struct AutoVsBest {
+  double shortfall_pct = 0;  // how much slower auto is (negative: faster)
+  bool within_noise = false; // the two intervals (time: median -+ spread) reach each other
+  bool by_time = false;      // compared by cand_ms (else by speedup)
+};
+AutoVsBest compare_auto(const Point& automatic, const Point& best);
+
 struct Results {
   std::string dir;
   std::vector<std::string> techniques;  // bit order

@@ -525,7 +525,7 @@ void Runner::choose_from_run(const Group& g, SchedPoint& p) const {
   p.config = config;
   p.auto_note = fmt::format(
       "auto chose {} ({}) from this run's {} rows of case {} {}: the fastest passing golden "
-      "({:.3f}x; ties within noise go to strict, then fewer techniques)",
+      "({:.3f}x; by forward time, ties within noise to strict)",
       techniques_.bits(config), techniques_.names(config), own.points.size(), g.spec.id, dtype,
       e.speedup);
 }

@@ -1,5 +1,5 @@
 // The dispatch table of --policy auto: built from results (fastest golden-passing row, ties
-// within noise to strict then fewer techniques, failures and auto rows left out), chosen from
+// within noise to strict then speed, by forward time where rows have one, failures and auto rows left out), chosen from
 // (exact shape, nearest shape with the mask penalty, every technique where the dtype has no
 // entry), read and written as JSON with one-line errors, compiled in from configs/dispatch.json,
 // and driven through `tlbench dispatch`, `tlbench report` and `tlbench plan --policy auto`.
@@ -56,6 +56,8 @@ json row(int case_id, const std::string& dtype, const std::string& config, doubl
             {"speedup_ci_low", lo},
             {"speedup_ci_high", hi},
             {"cand_ms", 1.0 / speedup},
+            // The time's spread matching the speedup's interval, so ties read the same both ways.
+            {"cand_spread_ms", (1.0 / speedup) * (hi - lo) / (2.0 * speedup)},
             {"golden_pass", golden},
             {"strict_pass", strict},
             {"golden_rel_l2", 1e-3},
@@ -77,7 +79,7 @@ const char* kRunJson = R"({
 std::string fixture_points() {
   std::vector<json> rows = {
       // case 1 fp16: 11000 is fastest but fails strict; 11100 ties with it and passes strict;
-      // 01000 ties too, with fewer techniques, but fails strict; 11111 is faster still and
+      // 01000 ties too, but fails strict; 11111 is faster still and
       // fails golden; the auto row is faster than everything and never counts.
       row(1, "fp16", "11000", 2.01, 1.99, 2.03, true, false),
       row(1, "fp16", "11100", 2.00, 1.99, 2.02, true, true),
@@ -85,7 +87,7 @@ std::string fixture_points() {
       row(1, "fp16", "00100", 1.50, 1.49, 1.51, true, true),
       row(1, "fp16", "11111", 3.00, 2.90, 3.10, false, true),
       row(1, "fp16", "auto", 5.00, 4.90, 5.10, true, true),
-      // case 1 bf16: nothing passes strict; 01000 ties with the fastest, with fewer techniques;
+      // case 1 bf16: nothing passes strict; 01000 ties with the fastest, 11000, which stays;
       // 00001 passes strict but is clearly slower.
       row(1, "bf16", "11000", 1.80, 1.79, 1.81, true, false),
       row(1, "bf16", "01000", 1.795, 1.78, 1.81, true, false),
@@ -157,8 +159,31 @@ std::string parse_error(const std::string& text) {
 
 }  // namespace
 
+TEST_CASE("dispatch table: rows with forward times are ranked by time, not by speedup",
+          "[dispatch]") {
+  // Each speedup carries its own measurement of the baseline: 11000's 2.2x came with a slow
+  // baseline run, but 01011 runs the forward faster.
+  auto timed = [](const char* config, double speedup, double ms, double spread, bool strict) {
+    json r = row(3, "fp16", config, speedup, speedup - 0.1, speedup + 0.1, true, strict);
+    r["cand_ms"] = ms;
+    r["cand_spread_ms"] = spread;
+    r["batch"] = 1, r["seq"] = 16, r["d_model"] = 64, r["heads"] = 1, r["d_ff"] = 128;
+    r["layers"] = 1, r["mask"] = "none";
+    return r;
+  };
+  std::string text;
+  for (const json& r : {timed("11000", 2.2, 1.00, 0.01, true), timed("01011", 2.1, 0.95, 0.01, false),
+                        timed("01111", 2.0, 0.955, 0.01, true), timed("00001", 1.5, 1.30, 0.01, true)})
+    text += r.dump() + "\n";
+  const DispatchTable t = build_dispatch_table(results::parse_results(text, kRunJson, "res"));
+  const DispatchEntry* e = entry_for(t, 3, "fp16");
+  REQUIRE(e);
+  // 01011 is fastest; 01111 ties with it (0.005 ms apart, spreads 0.01 each) and passes strict.
+  CHECK(e->config == "01111");
+}
+
 TEST_CASE("dispatch table: per case and dtype the fastest golden-passing row, ties to strict, "
-          "then fewer techniques", "[dispatch]") {
+          "then speed", "[dispatch]") {
   const results::Results r = results::parse_results(fixture_points(), kRunJson, "res");
   const DispatchTable t = build_dispatch_table(r);
   CHECK(t.techniques == std::vector<std::string>{"qkv", "attn", "ffn", "norm", "graph"});
@@ -171,7 +196,7 @@ TEST_CASE("dispatch table: per case and dtype the fastest golden-passing row, ti
 
   const DispatchEntry* a = entry_for(t, 1, "fp16");
   REQUIRE(a);
-  CHECK(a->config == "11100");  // strict wins the tie over the faster 11000 and the leaner 01000
+  CHECK(a->config == "11100");  // strict wins the tie over the faster 11000 and 01000
   CHECK(a->config_names == "qkv+attn+ffn");
   CHECK(a->speedup == 2.00);
   CHECK(a->math == "fp32-acc");
@@ -181,7 +206,7 @@ TEST_CASE("dispatch table: per case and dtype the fastest golden-passing row, ti
 
   const DispatchEntry* b = entry_for(t, 1, "bf16");
   REQUIRE(b);
-  CHECK(b->config == "01000");  // no strict pass within noise: fewer techniques
+  CHECK(b->config == "11000");  // no strict pass within noise: the faster
 
   CHECK(entry_for(t, 2, "fp16") == nullptr);  // every row failed golden
   REQUIRE(t.notes.size() == 1);
