@@ -51,10 +51,11 @@ void write(const fs::path& p, const std::string& text) {
 }
 
 // A copy of the fixture with `edit` applied to every row (return false to drop the row).
-fs::path doctored_copy(const std::string& name, const std::function<bool(json&)>& edit) {
+fs::path doctored_copy(const std::string& name, const std::function<bool(json&)>& edit,
+                       const fs::path& source = kFixture) {
   const fs::path dir = fresh_dir(name);
-  fs::copy_file(fs::path(kFixture) / "run.json", dir / "run.json");
-  std::istringstream in(slurp(fs::path(kFixture) / "points.jsonl"));
+  fs::copy_file(source / "run.json", dir / "run.json");
+  std::istringstream in(slurp(source / "points.jsonl"));
   std::string line, out;
   while (std::getline(in, line)) {
     json row = json::parse(line);
@@ -309,4 +310,41 @@ TEST_CASE("tlbench gate: exit codes 0, 1 and 2 with a table or a single line", "
   CHECK(std::count(out.begin(), out.end(), '\n') == 1);
 
   CHECK(run_cli("gate --results /nonexistent --thresholds " + thresholds, out) == 2);
+}
+
+// The committed official results and thresholds, as CI gates them.
+TEST_CASE("gate: the official H200 results pass configs/gates.json; a doctored copy fails",
+          "[gate][cli]") {
+  const fs::path official = fs::path(TLBENCH_SOURCE_DIR) / "results" / "h200";
+  const std::string thresholds = std::string(TLBENCH_SOURCE_DIR) + "/configs/gates.json";
+  REQUIRE(fs::is_regular_file(official / "points.jsonl"));
+  std::string text;
+  CHECK(run_cli("gate --results " + official.string() + " --thresholds " + thresholds, text) == 0);
+  CHECK_THAT(text, Catch::Contains("gate: passed"));
+
+  // Case 5 fp16 loses its speed (every configuration at 1.0x, the fused paths as slow as the
+  // reference): its best no longer reaches the threshold and no configuration is faster.
+  const fs::path slow = doctored_copy("official-slow", [](json& row) {
+    if (row["case_id"] == 5 && row["dtype"] == "fp16" && !row["speedup"].is_null()) {
+      row["speedup"] = 1.0;
+      row["speedup_ci_low"] = 0.99;
+      row["speedup_ci_high"] = 1.01;
+      row["cand_ms"] = row["ref_ms"];
+    }
+    return true;
+  }, official);
+  CHECK(run_cli("gate --results " + slow.string() + " --thresholds " + thresholds, text) == 1);
+  CHECK_THAT(text, Catch::Contains("min_best_speedup") && Catch::Contains("vit-l-257"));
+
+  // A 10 % regression of one configuration against the official run as the baseline.
+  const fs::path regressed = doctored_copy("official-regressed", [](json& row) {
+    if (row["case_id"] == 8 && row["dtype"] == "bf16" && row["config"] == "01111")
+      row["speedup"] = row["speedup"].get<double>() * 0.85;
+    return true;
+  }, official);
+  CHECK(run_cli("gate --results " + regressed.string() + " --thresholds " + thresholds +
+                    " --baseline " + official.string(), text) == 1);
+  CHECK_THAT(text, Catch::Contains("max_regression_pct") && Catch::Contains("01111"));
+  fs::remove_all(slow);
+  fs::remove_all(regressed);
 }
