@@ -21,6 +21,7 @@
 
 #include "config.hpp"
 #include "dispatch_table.hpp"
+#include "ablation/ablation_test_util.hpp"
 #include "test_support.hpp"
 #include "writers.hpp"
 
@@ -30,37 +31,15 @@ using json = nlohmann::json;
 
 namespace {
 
-struct RunResult {
-  int rc = -1;
-  std::string out, err;
-};
+using tlb::test::slurp;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+// Runs the tlbench binary with `env` prefixed, capturing stdout and stderr.
+tlb::test::CommandResult tlbench(const std::string& args, const fs::path& dir,
+                                 const std::string& env = "") {
+  return tlb::test::run_command(env + " " + TLBENCH_BINARY + " " + args, dir);
 }
 
-RunResult tlbench(const std::string& args, const fs::path& dir, const std::string& env = "") {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = env + " " + TLBENCH_BINARY + " " + args + " > " + out.string() +
-                          " 2> " + err.string();
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d =
-      fs::temp_directory_path() / ("tlbench_gpu_auto_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return tlb::test::fresh_dir("tlbench-gpu-auto", name); }
 
 // One small causal case: no official shape, so the built-in table answers with its nearest.
 const char* kTinyCase = R"({"cases": [
@@ -110,11 +89,11 @@ TEST_CASE("tlbench run --policy auto --quick: the auto row comes last and takes 
   const fs::path cases = dir / "cases.json";
   std::ofstream(cases) << kTinyCase;
   const fs::path out = dir / "out";
-  RunResult r = tlbench("run --config " + cases.string() +
+  tlb::test::CommandResult r = tlbench("run --config " + cases.string() +
                             " --policy auto --quick --dtypes fp16,fp32 --json --out " + out.string(),
                         dir);
   INFO(r.err);
-  REQUIRE(r.rc == 0);
+  REQUIRE(r.exit_code == 0);
   CHECK(r.err.find("1 case x (6 configurations + auto) x 2 dtypes = 14 points") != std::string::npos);
   CHECK(r.err.find("quick: 6 of 32 configurations per case; --configs to choose") != std::string::npos);
 
@@ -192,11 +171,11 @@ TEST_CASE("tlbench run --configs auto with a table file: the exact entry's confi
   write_dispatch_table(table, table.origin);
 
   const fs::path out = dir / "out";
-  RunResult r = tlbench("run --config " + cases.string() + " --configs auto --quick --dtypes fp16,fp32 " +
+  tlb::test::CommandResult r = tlbench("run --config " + cases.string() + " --configs auto --quick --dtypes fp16,fp32 " +
                             "--dispatch-table " + table.origin + " --out " + out.string(),
                         dir);
   INFO(r.err);
-  REQUIRE(r.rc == 0);
+  REQUIRE(r.exit_code == 0);
   const auto rows = rows_of(out);
   REQUIRE(rows.size() == 2);
   const DispatchTable reread = load_dispatch_table(table.origin);
@@ -226,13 +205,13 @@ TEST_CASE("tlbench run --policy auto: SIGINT then --resume measures the auto poi
   const std::string args = "run --config " + cases.string() +
                            " --policy auto --quick --dtypes fp16,bf16 --configs 11000,01000 --out " +
                            out.string();
-  RunResult r = tlbench(args, dir, "TLBENCH_INJECT_SIGINT_AFTER=2");
+  tlb::test::CommandResult r = tlbench(args, dir, "TLBENCH_INJECT_SIGINT_AFTER=2");
   INFO(r.err);
-  REQUIRE(r.rc == 130);
+  REQUIRE(r.exit_code == 130);
   CHECK(rows_of(out).size() == 2);
   r = tlbench("run --resume " + out.string(), dir);
   INFO(r.err);
-  REQUIRE(r.rc == 0);
+  REQUIRE(r.exit_code == 0);
   const auto rows = rows_of(out);
   REQUIRE(rows.size() == 6);  // (2 fixed + auto) x 2 dtypes
   std::map<std::string, int> keys;

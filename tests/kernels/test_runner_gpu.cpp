@@ -25,6 +25,7 @@
 #include "common/device_buffer.hpp"
 #include "common/rounding.hpp"
 #include "paired_timer.hpp"
+#include "ablation/ablation_test_util.hpp"
 #include "test_support.hpp"
 #include "timing/clock_probe.hpp"
 #include "timing/l2_flush.hpp"
@@ -60,37 +61,15 @@ DeviceVector upload(const std::vector<float>& values, DType dtype) {
   return v;
 }
 
-struct RunResult {
-  int rc = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using tlb::test::slurp;
 
 // Runs the tlbench binary with `env` prefixed, capturing stdout and stderr.
-RunResult tlbench(const std::string& args, const fs::path& dir, const std::string& env = "") {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = env + " " + TLBENCH_BINARY + " " + args + " > " + out.string() +
-                          " 2> " + err.string();
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+tlb::test::CommandResult tlbench(const std::string& args, const fs::path& dir,
+                                 const std::string& env = "") {
+  return tlb::test::run_command(env + " " + TLBENCH_BINARY + " " + args, dir);
 }
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("tlbench_gpu_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return tlb::test::fresh_dir("tlbench-gpu", name); }
 
 // Two small cases: odd sequence, a padding mask with a one-token element, d_model not a
 // power of two.
@@ -253,11 +232,11 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
   const fs::path dir = fresh_dir("run");
   const fs::path cases = write_cases(dir, kTinyCases);
   const fs::path out = dir / "out";
-  RunResult r = tlbench("run --config " + cases.string() + " " + kTinyArgs + " --layer-trace --json --out " +
+  tlb::test::CommandResult r = tlbench("run --config " + cases.string() + " " + kTinyArgs + " --layer-trace --json --out " +
                             out.string(),
                         dir);
   INFO(r.err);
-  REQUIRE(r.rc == 0);
+  REQUIRE(r.exit_code == 0);
   const json summary = json::parse(r.out);
   CHECK(summary["state"].get<std::string>() == "complete");
   CHECK(summary["points_on_disk"].get<size_t>() == kTinyPoints);
@@ -313,14 +292,14 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
   // The same folder again without --resume: refused, nothing touched.
   const std::string before = slurp(out / "points.jsonl");
   r = tlbench("run --config " + cases.string() + " --out " + out.string(), dir);
-  CHECK(r.rc == 2);
+  CHECK(r.exit_code == 2);
   CHECK(slurp(out / "points.jsonl") == before);
 
   // A/A: one reference-against-itself point per case and dtype, ratios near 1.
   const fs::path aa = dir / "aa";
   r = tlbench("run --config " + cases.string() + " --dtypes fp16,fp32 --aa --quick --out " + aa.string(), dir);
   INFO(r.err);
-  REQUIRE(r.rc == 0);
+  REQUIRE(r.exit_code == 0);
   CHECK(r.err.find("A/A noise floor") != std::string::npos);
   const auto aa_rows = rows_of(aa);
   REQUIRE(aa_rows.size() == 4);
@@ -351,12 +330,12 @@ TEST_CASE("tlbench run: a reference over the memory budget is nonviable, attn-on
   // Leave the child about 1.5 GiB minus its own context: under the scores, over the rest.
   const size_t reserve_mib = (free_b >> 20) - 1536;
   const fs::path out = dir / "out";
-  const RunResult r = tlbench(
+  const tlb::test::CommandResult r = tlbench(
       "run --config " + cases.string() + " --dtypes fp16 --configs 00000,01000,11000,10000 --quick " +
           "--mem-reserve-mib " + std::to_string(reserve_mib) + " --out " + out.string(),
       dir);
   INFO(r.err);
-  REQUIRE(r.rc == 0);
+  REQUIRE(r.exit_code == 0);
   const auto rows = rows_of(out);
   REQUIRE(rows.size() == 4);
   for (const PointRow& p : rows) {
@@ -384,10 +363,10 @@ TEST_CASE("tlbench run: SIGINT then --resume gives every point exactly once", "[
   const fs::path dir = fresh_dir("sigint");
   const fs::path cases = write_cases(dir, kTinyCases);
   const fs::path out = dir / "out";
-  RunResult r = tlbench("run --config " + cases.string() + " " + kTinyArgs + " --out " + out.string(),
+  tlb::test::CommandResult r = tlbench("run --config " + cases.string() + " " + kTinyArgs + " --out " + out.string(),
                         dir, "TLBENCH_INJECT_SIGINT_AFTER=5");
   INFO(r.err);
-  REQUIRE(r.rc == 130);
+  REQUIRE(r.exit_code == 130);
   CHECK(r.err.find("interrupted; resume with: tlbench run --resume " + out.string()) !=
         std::string::npos);
   CHECK(rows_of(out).size() == 5);
@@ -395,7 +374,7 @@ TEST_CASE("tlbench run: SIGINT then --resume gives every point exactly once", "[
 
   r = tlbench("run --resume " + out.string(), dir);
   INFO(r.err);
-  REQUIRE(r.rc == 0);
+  REQUIRE(r.exit_code == 0);
   const auto rows = rows_of(out);
   CHECK(rows.size() == kTinyPoints);
   const auto counts = count_keys(rows);
@@ -416,10 +395,10 @@ TEST_CASE("tlbench run: an injected kernel fault stops with exit 3 and resume co
   const fs::path dir = fresh_dir("fault");
   const fs::path cases = write_cases(dir, kTinyCases);
   const fs::path out = dir / "out";
-  RunResult r = tlbench("run --config " + cases.string() + " " + kTinyArgs + " --out " + out.string(),
+  tlb::test::CommandResult r = tlbench("run --config " + cases.string() + " " + kTinyArgs + " --out " + out.string(),
                         dir, "TLBENCH_INJECT_FAULT=2:fp16:11000");
   INFO(r.err);
-  REQUIRE(r.rc == 3);
+  REQUIRE(r.exit_code == 3);
   CHECK(r.err.find("injected fault") != std::string::npos);
   CHECK(r.err.find("resume with: tlbench run --resume " + out.string()) != std::string::npos);
   const auto before = rows_of(out);
@@ -429,7 +408,7 @@ TEST_CASE("tlbench run: an injected kernel fault stops with exit 3 and resume co
 
   r = tlbench("run --resume " + out.string(), dir);
   INFO(r.err);
-  REQUIRE(r.rc == 0);
+  REQUIRE(r.exit_code == 0);
   const auto rows = rows_of(out);
   CHECK(rows.size() == kTinyPoints);
   for (const auto& [key, n] : count_keys(rows)) {
