@@ -102,4 +102,13 @@ inline int run_merged(const std::string& cmd_line, std::string& output, const st
   return exit_code_of(status);
 }
 
+#ifdef TLBENCH_BINARY
+// Runs the tlbench binary under test with `env` prefixed (e.g. "TLBENCH_INJECT_FAULT=..."),
+// stdout and stderr captured.
+inline CommandResult run_tlbench(const std::string& args, const std::filesystem::path& dir,
+                                 const std::string& env = "") {
+  return run_command(env + " " + TLBENCH_BINARY + " " + args, dir);
+}
+#endif
+
 }  // namespace tlb::test

@@ -33,11 +33,7 @@ namespace {
 
 using tlb::test::slurp;
 
-// Runs the tlbench binary with `env` prefixed, capturing stdout and stderr.
-tlb::test::CommandResult tlbench(const std::string& args, const fs::path& dir,
-                                 const std::string& env = "") {
-  return tlb::test::run_command(env + " " + TLBENCH_BINARY + " " + args, dir);
-}
+using tlb::test::run_tlbench;
 
 fs::path fresh_dir(const std::string& name) { return tlb::test::fresh_dir("tlbench-gpu-auto", name); }
 
@@ -89,7 +85,7 @@ TEST_CASE("tlbench run --policy auto --quick: the auto row comes last and takes 
   const fs::path cases = dir / "cases.json";
   std::ofstream(cases) << kTinyCase;
   const fs::path out = dir / "out";
-  tlb::test::CommandResult r = tlbench("run --config " + cases.string() +
+  tlb::test::CommandResult r = run_tlbench("run --config " + cases.string() +
                             " --policy auto --quick --dtypes fp16,fp32 --json --out " + out.string(),
                         dir);
   INFO(r.err);
@@ -171,7 +167,7 @@ TEST_CASE("tlbench run --configs auto with a table file: the exact entry's confi
   write_dispatch_table(table, table.origin);
 
   const fs::path out = dir / "out";
-  tlb::test::CommandResult r = tlbench("run --config " + cases.string() + " --configs auto --quick --dtypes fp16,fp32 " +
+  tlb::test::CommandResult r = run_tlbench("run --config " + cases.string() + " --configs auto --quick --dtypes fp16,fp32 " +
                             "--dispatch-table " + table.origin + " --out " + out.string(),
                         dir);
   INFO(r.err);
@@ -205,11 +201,11 @@ TEST_CASE("tlbench run --policy auto: SIGINT then --resume measures the auto poi
   const std::string args = "run --config " + cases.string() +
                            " --policy auto --quick --dtypes fp16,bf16 --configs 11000,01000 --out " +
                            out.string();
-  tlb::test::CommandResult r = tlbench(args, dir, "TLBENCH_INJECT_SIGINT_AFTER=2");
+  tlb::test::CommandResult r = run_tlbench(args, dir, "TLBENCH_INJECT_SIGINT_AFTER=2");
   INFO(r.err);
   REQUIRE(r.exit_code == 130);
   CHECK(rows_of(out).size() == 2);
-  r = tlbench("run --resume " + out.string(), dir);
+  r = run_tlbench("run --resume " + out.string(), dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const auto rows = rows_of(out);

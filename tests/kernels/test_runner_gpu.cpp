@@ -63,11 +63,7 @@ DeviceVector upload(const std::vector<float>& values, DType dtype) {
 
 using tlb::test::slurp;
 
-// Runs the tlbench binary with `env` prefixed, capturing stdout and stderr.
-tlb::test::CommandResult tlbench(const std::string& args, const fs::path& dir,
-                                 const std::string& env = "") {
-  return tlb::test::run_command(env + " " + TLBENCH_BINARY + " " + args, dir);
-}
+using tlb::test::run_tlbench;
 
 fs::path fresh_dir(const std::string& name) { return tlb::test::fresh_dir("tlbench-gpu", name); }
 
@@ -232,7 +228,7 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
   const fs::path dir = fresh_dir("run");
   const fs::path cases = write_cases(dir, kTinyCases);
   const fs::path out = dir / "out";
-  tlb::test::CommandResult r = tlbench("run --config " + cases.string() + " " + kTinyArgs + " --layer-trace --json --out " +
+  tlb::test::CommandResult r = run_tlbench("run --config " + cases.string() + " " + kTinyArgs + " --layer-trace --json --out " +
                             out.string(),
                         dir);
   INFO(r.err);
@@ -291,13 +287,13 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
 
   // The same folder again without --resume: refused, nothing touched.
   const std::string before = slurp(out / "points.jsonl");
-  r = tlbench("run --config " + cases.string() + " --out " + out.string(), dir);
+  r = run_tlbench("run --config " + cases.string() + " --out " + out.string(), dir);
   CHECK(r.exit_code == 2);
   CHECK(slurp(out / "points.jsonl") == before);
 
   // A/A: one reference-against-itself point per case and dtype, ratios near 1.
   const fs::path aa = dir / "aa";
-  r = tlbench("run --config " + cases.string() + " --dtypes fp16,fp32 --aa --quick --out " + aa.string(), dir);
+  r = run_tlbench("run --config " + cases.string() + " --dtypes fp16,fp32 --aa --quick --out " + aa.string(), dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.find("A/A noise floor") != std::string::npos);
@@ -330,7 +326,7 @@ TEST_CASE("tlbench run: a reference over the memory budget is nonviable, attn-on
   // Leave the child about 1.5 GiB minus its own context: under the scores, over the rest.
   const size_t reserve_mib = (free_b >> 20) - 1536;
   const fs::path out = dir / "out";
-  const tlb::test::CommandResult r = tlbench(
+  const tlb::test::CommandResult r = run_tlbench(
       "run --config " + cases.string() + " --dtypes fp16 --configs 00000,01000,11000,10000 --quick " +
           "--mem-reserve-mib " + std::to_string(reserve_mib) + " --out " + out.string(),
       dir);
@@ -363,7 +359,7 @@ TEST_CASE("tlbench run: SIGINT then --resume gives every point exactly once", "[
   const fs::path dir = fresh_dir("sigint");
   const fs::path cases = write_cases(dir, kTinyCases);
   const fs::path out = dir / "out";
-  tlb::test::CommandResult r = tlbench("run --config " + cases.string() + " " + kTinyArgs + " --out " + out.string(),
+  tlb::test::CommandResult r = run_tlbench("run --config " + cases.string() + " " + kTinyArgs + " --out " + out.string(),
                         dir, "TLBENCH_INJECT_SIGINT_AFTER=5");
   INFO(r.err);
   REQUIRE(r.exit_code == 130);
@@ -372,7 +368,7 @@ TEST_CASE("tlbench run: SIGINT then --resume gives every point exactly once", "[
   CHECK(rows_of(out).size() == 5);
   CHECK(json::parse(slurp(out / "run.json"))["state"].get<std::string>() == "interrupted");
 
-  r = tlbench("run --resume " + out.string(), dir);
+  r = run_tlbench("run --resume " + out.string(), dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const auto rows = rows_of(out);
@@ -395,7 +391,7 @@ TEST_CASE("tlbench run: an injected kernel fault stops with exit 3 and resume co
   const fs::path dir = fresh_dir("fault");
   const fs::path cases = write_cases(dir, kTinyCases);
   const fs::path out = dir / "out";
-  tlb::test::CommandResult r = tlbench("run --config " + cases.string() + " " + kTinyArgs + " --out " + out.string(),
+  tlb::test::CommandResult r = run_tlbench("run --config " + cases.string() + " " + kTinyArgs + " --out " + out.string(),
                         dir, "TLBENCH_INJECT_FAULT=2:fp16:11000");
   INFO(r.err);
   REQUIRE(r.exit_code == 3);
@@ -406,7 +402,7 @@ TEST_CASE("tlbench run: an injected kernel fault stops with exit 3 and resume co
   for (const PointRow& p : before) CHECK(!(p.case_id == 2 && p.dtype == "fp16" && p.config == "11000"));
   CHECK(json::parse(slurp(out / "run.json"))["state"].get<std::string>() == "device-fault");
 
-  r = tlbench("run --resume " + out.string(), dir);
+  r = run_tlbench("run --resume " + out.string(), dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const auto rows = rows_of(out);
