@@ -558,7 +558,7 @@ TEST_CASE("analysis: the auto row is its own matrix row, outside the effects and
   CHECK_THAT(matrix, Catch::Contains("\nauto,auto,100.0000,"));
 }
 
-TEST_CASE("tlbench dispatch writes the table of a results folder; report writes it too",
+TEST_CASE("tlbench dispatch writes the table of a results folder, and report writes it too",
           "[dispatch][cli]") {
   Scratch s("cli");
   test::CommandResult r = tlbench("dispatch --results " + kFixture + " -o table.json", s);
@@ -648,7 +648,7 @@ TEST_CASE("tlbench plan --policy auto counts one auto point per case and dtype",
   CHECK_THAT(r.err, Catch::Contains("--policy: unknown policy 'sometimes'"));
 }
 
-TEST_CASE("--quick without --configs: each technique alone and all together", "[dispatch][grid]") {
+TEST_CASE("quick runs without --configs: each technique alone and all together", "[dispatch][grid]") {
   const CaseSet cases = load_cases(kCases);
   const TechniqueSet techniques = default_techniques();
   Selection sel = parse_selection("", "", "", cases, techniques);

@@ -313,7 +313,7 @@ TEST_CASE("tlbench gate: exit codes 0, 1 and 2 with a table or a single line", "
 }
 
 // The committed official results and thresholds, as CI gates them.
-TEST_CASE("gate: the official H200 results pass configs/gates.json; a doctored copy fails",
+TEST_CASE("gate: the official H200 results pass configs/gates.json and doctored copies fail",
           "[gate][cli]") {
   const fs::path official = fs::path(TLBENCH_SOURCE_DIR) / "results" / "h200";
   const std::string thresholds = std::string(TLBENCH_SOURCE_DIR) + "/configs/gates.json";

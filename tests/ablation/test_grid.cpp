@@ -198,7 +198,7 @@ TEST_CASE("the shuffle is unbiased: every permutation of 4 is about equally like
   for (int n : first_position) CHECK(std::abs(n - trials / 4) < 250);
 }
 
-TEST_CASE("a case's dtypes intersect the --dtypes selection; --configs narrows every group", "[grid]") {
+TEST_CASE("a case's dtypes intersect the --dtypes selection, and --configs narrows every group", "[grid]") {
   nlohmann::json doc = {{"cases",
                          {{{"id", 1}, {"name", "a"}, {"batch", 1}, {"seq", 8}, {"d_model", 64},
                            {"heads", 2}, {"d_ff", 128}, {"layers", 1}, {"mask", "none"},

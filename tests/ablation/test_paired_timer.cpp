@@ -143,7 +143,7 @@ TEST_CASE("ABBA pairing cancels a steady clock drift", "[timer]") {
   CHECK(std::fabs(m.speedup.median - 1.0) < 5e-4);
 }
 
-TEST_CASE("throttled samples are flagged; only pairs whose runs' clocks differ are left out",
+TEST_CASE("throttled samples are flagged, and only pairs whose runs' clocks differ are left out",
           "[timer]") {
   auto measure = [](size_t first_slow, ClockTracker& tracker) {
     FakeRunClock clock;

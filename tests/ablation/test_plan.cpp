@@ -64,7 +64,7 @@ TEST_CASE("a point is viable exactly when its predicted peak fits the budget", "
   CHECK(tight.reason.find("> budget") != std::string::npos);
 }
 
-TEST_CASE("assess_point's peak is point_peak_bytes; a layer trace adds the candidate's outputs", "[plan]") {
+TEST_CASE("assess_point's peak is point_peak_bytes, and a layer trace adds the candidate's outputs", "[plan]") {
   const tlb::TechniqueSet techniques = tlb::default_techniques();
   for (int id : {1, 3, 9}) {
     const tlb::CaseSpec& c = official(id);
