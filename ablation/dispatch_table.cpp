@@ -471,11 +471,7 @@ DispatchTable parse_dispatch_table(std::string_view text, const std::string& ori
 }
 
 DispatchTable load_dispatch_table(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot be read");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_dispatch_table(ss.str(), path);
+  return parse_dispatch_table(read_config_file(path), path);
 }
 
 void write_dispatch_table(const DispatchTable& t, const std::string& path) {

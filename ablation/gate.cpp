@@ -270,11 +270,7 @@ Thresholds parse_thresholds(std::string_view text, const std::string& source) {
 }
 
 Thresholds load_thresholds(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot be read");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_thresholds(ss.str(), path);
+  return parse_thresholds(read_config_file(path), path);
 }
 
 EffectiveRules rules_for(const Thresholds& t, int case_id, const std::string& dtype,

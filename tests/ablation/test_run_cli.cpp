@@ -173,7 +173,7 @@ TEST_CASE("tlbench run refuses bad output folders and hooks with exit 2, writing
   r = tlbench("run --config " + kCases + " --out fresh --policy auto --dispatch-table nowhere.json", s);
   CHECK(r.rc == 2);
   CHECK(lines(r.err) == 1);
-  CHECK(r.err.find("nowhere.json: cannot be read") != std::string::npos);
+  CHECK(r.err.find("nowhere.json: cannot read: No such file or directory") != std::string::npos);
 
   CHECK(s.listing() == std::vector<std::string>{"taken", "taken/keep.txt"});
 }
