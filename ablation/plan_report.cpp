@@ -251,11 +251,11 @@ Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selec
       ++dp.viable_points;
       dp.auto_viable = dp.auto_viable || grid[i].automatic;
       const double t_cand = estimated_forward_seconds(s, dp.dtype, cand, model, paths.fp32_math);
-      const double warmup = std::max(model.warmup_s, 3 * t_base) + std::max(model.warmup_s, 3 * t_cand);
-      const double runs = std::clamp(model.point_time_budget_s / (t_base + t_cand),
-                                     static_cast<double>(model.min_timed_runs_per_side),
-                                     static_cast<double>(model.max_timed_runs_per_side));
-      dp.estimated_seconds += model.point_setup_s + warmup + std::ceil(runs) * (t_base + t_cand);
+      const double warmup = t_base + std::max(model.warmup_s, model.warmup_min_runs * t_cand);
+      const double pairs = std::clamp((model.point_time_budget_s - warmup) / (t_base + t_cand),
+                                      static_cast<double>(model.floor_pairs),
+                                      static_cast<double>(model.max_pairs));
+      dp.estimated_seconds += model.point_setup_s + warmup + std::ceil(pairs) * (t_base + t_cand);
     }
     std::sort(dp.nonviable_configs.begin(), dp.nonviable_configs.end());
     plan.points_per_dtype[di] += dp.selected_points;
@@ -391,12 +391,12 @@ void print_plan(const Plan& plan, std::FILE* out) {
   fmt::print(out,
              "\ntime estimate: about {} (a model, not a measurement: fused {:.0f}/{:.0f}/{:.0f} and "
              "reference {:.0f}/{:.0f}/{:.0f} TFLOP/s for fp16/bf16/fp32, {:.1f} TB/s for scores and "
-             "elementwise traffic, {:.0f} us per launch, warm-up {:.0f} ms per side, {}-{} timed runs "
-             "per side within {:.0f} ms per point)\n",
+             "elementwise traffic, {:.0f} us per launch; per point {:.0f} ms with warm-up (>= {} "
+             "candidate runs and {:.0f} ms), at least {} timed pairs)\n",
              human_seconds(plan.estimated_seconds), m.fused_tflops[0], m.fused_tflops[1],
              m.fused_tflops[2], m.reference_tflops[0], m.reference_tflops[1], m.reference_tflops[2],
-             m.memory_tb_per_s, m.launch_us, m.warmup_s * 1e3, m.min_timed_runs_per_side,
-             m.max_timed_runs_per_side, m.point_time_budget_s * 1e3);
+             m.memory_tb_per_s, m.launch_us, m.point_time_budget_s * 1e3, m.warmup_min_runs,
+             m.warmup_s * 1e3, m.floor_pairs);
 }
 
 std::string plan_json(const Plan& plan) {
@@ -435,9 +435,10 @@ std::string plan_json(const Plan& plan) {
         {"memory_tb_per_s", m.memory_tb_per_s},
         {"launch_us", m.launch_us},
         {"warmup_s", m.warmup_s},
+        {"warmup_min_runs", m.warmup_min_runs},
         {"point_time_budget_s", m.point_time_budget_s},
-        {"min_timed_runs_per_side", m.min_timed_runs_per_side},
-        {"max_timed_runs_per_side", m.max_timed_runs_per_side}}}};
+        {"floor_pairs", m.floor_pairs},
+        {"max_pairs", m.max_pairs}}}};
   json cases = json::array();
   for (const auto& cp : plan.cases) {
     const CaseSpec& c = *cp.spec;

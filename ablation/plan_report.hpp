@@ -78,10 +78,14 @@ struct TimeModel {
   double graph_launch_us = 1.0;          // per kernel inside a replayed graph
   int reference_launches_per_layer = 16;
   int fused_launches_per_layer = 6;
-  double warmup_s = 0.025;               // per side, and at least 3 runs
-  double point_time_budget_s = 0.2;      // timed runs stop here ...
-  int min_timed_runs_per_side = 5;       // ... but never below this
-  int max_timed_runs_per_side = 50;      // and never above this
+  // The runner's timer (runner.hpp, mode_defaults): one baseline warm-up run, the candidate
+  // warmed up for >= warmup_min_runs and >= warmup_s, then ABBA pairs until the point's
+  // budget (warm-up included) is spent, never fewer than floor_pairs nor more than max_pairs.
+  double warmup_s = 0.025;
+  int warmup_min_runs = 3;
+  double point_time_budget_s = 0.1;
+  int floor_pairs = 5;
+  int max_pairs = 2000;
   double point_setup_s = 0.010;          // building a configuration, capturing a graph
   double case_setup_s = 0.050;           // generating data on the device
 };

@@ -15,6 +15,7 @@
 #include "dispatch_table.hpp"
 #include "grid.hpp"
 #include "plan_report.hpp"
+#include "runner.hpp"
 
 namespace {
 
@@ -85,13 +86,14 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
     if (!tlb::parse_fp32_math(args->fp32_math, paths.fp32_math))
       throw tlb::ConfigError("--fp32-math: unknown mode '" + args->fp32_math + "' (expected tf32 or ieee)");
     paths.keep_layer_outputs = args->layer_trace;
+    // The time model times points the way `tlbench run` (or run --quick) would.
     tlb::TimeModel model;
-    if (args->quick) {
-      // run --quick's timer: 25 ms a point, 5 ms of warm-up, three pairs at least.
-      model.point_time_budget_s = 0.025;
-      model.warmup_s = 0.005;
-      model.min_timed_runs_per_side = 3;
-    }
+    const tlb::ModeDefaults timer = tlb::mode_defaults(args->quick);
+    model.point_time_budget_s = timer.point_budget_ms * 1e-3;
+    model.warmup_s = timer.warmup_min_ms * 1e-3;
+    model.warmup_min_runs = static_cast<int>(timer.warmup_min_runs);
+    model.floor_pairs = static_cast<int>(timer.floor_pairs);
+    model.max_pairs = static_cast<int>(timer.max_reps);
     const tlb::Plan plan = tlb::make_plan(cases, techniques, sel, args->seed, budget, paths, model,
                                           table ? &*table : nullptr);
     if (args->json)
