@@ -161,15 +161,15 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
   const uint32_t sq = ptx::smem_addr(sQ), sk = ptx::smem_addr(sK), sv = ptx::smem_addr(sV);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const BlockCoord c = block_coord(p, kRows);
-  const int split = static_cast<int>(blockIdx.y);
-  const KeyRange kr = key_range(p, c, kRows, split);
-  const int n_tiles = kr.end > kr.begin ? static_cast<int>((kr.end - kr.begin + kKV - 1) / kKV) : 0;
-  const bool causal = p.mask == static_cast<int>(MaskKind::causal);
-  const int64_t head_off = c.bh * p.seq * kD;
-  const T* gQ = static_cast<const T*>(p.q) + head_off;
-  const T* gK = static_cast<const T*>(p.k) + head_off;
-  const T* gV = static_cast<const T*>(p.v) + head_off;
+  const BlockWork<T> w = block_work<T>(p, kRows, kKV, kD);
+  const BlockCoord& c = w.c;
+  const int split = w.split;
+  const KeyRange& kr = w.kr;
+  const int n_tiles = w.n_tiles;
+  const bool causal = w.causal;
+  const T* gQ = w.q;
+  const T* gK = w.k;
+  const T* gV = w.v;
   const int warp_row = warp * 16 * kMT;           // in the block's tile
   const int64_t row0 = c.q0 + warp_row;           // in the sequence
 

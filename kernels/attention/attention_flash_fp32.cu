@@ -89,15 +89,15 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const BlockCoord c = block_coord(p, kRows);
-  const int split = static_cast<int>(blockIdx.y);
-  const KeyRange kr = key_range(p, c, kRows, split);
-  const int n_tiles = kr.end > kr.begin ? static_cast<int>((kr.end - kr.begin + kKV - 1) / kKV) : 0;
-  const bool causal = p.mask == static_cast<int>(MaskKind::causal);
-  const int64_t head_off = c.bh * p.seq * kD;
-  const float* gQ = static_cast<const float*>(p.q) + head_off;
-  const float* gK = static_cast<const float*>(p.k) + head_off;
-  const float* gV = static_cast<const float*>(p.v) + head_off;
+  const BlockWork<float> w = block_work<float>(p, kRows, kKV, kD);
+  const BlockCoord& c = w.c;
+  const int split = w.split;
+  const KeyRange& kr = w.kr;
+  const int n_tiles = w.n_tiles;
+  const bool causal = w.causal;
+  const float* gQ = w.q;
+  const float* gK = w.k;
+  const float* gV = w.v;
   const int warp_row = warp * 16;
   const int64_t row0 = c.q0 + warp_row;
 
@@ -197,15 +197,15 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashPara
 
   const int tid = threadIdx.x, lane = tid & 31;
   const int ty = tid >> 3, tx = tid & 7;
-  const BlockCoord c = block_coord(p, kRows);
-  const int split = static_cast<int>(blockIdx.y);
-  const KeyRange kr = key_range(p, c, kRows, split);
-  const int n_tiles = kr.end > kr.begin ? static_cast<int>((kr.end - kr.begin + kKV - 1) / kKV) : 0;
-  const bool causal = p.mask == static_cast<int>(MaskKind::causal);
-  const int64_t head_off = c.bh * p.seq * kD;
-  const float* gQ = static_cast<const float*>(p.q) + head_off;
-  const float* gK = static_cast<const float*>(p.k) + head_off;
-  const float* gV = static_cast<const float*>(p.v) + head_off;
+  const BlockWork<float> w = block_work<float>(p, kRows, kKV, kD);
+  const BlockCoord& c = w.c;
+  const int split = w.split;
+  const KeyRange& kr = w.kr;
+  const int n_tiles = w.n_tiles;
+  const bool causal = w.causal;
+  const float* gQ = w.q;
+  const float* gK = w.k;
+  const float* gV = w.v;
   const int64_t row0 = c.q0 + 4 * ty;
 
   float o[4][kCols][4] = {};

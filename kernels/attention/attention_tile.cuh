@@ -54,6 +54,34 @@ __device__ __forceinline__ KeyRange key_range(const FlashParams& p, const BlockC
   return {begin, end};
 }
 
+// What every attention kernel's block starts from: its (batch, head) and first query row, the
+// keys of its split, how many kv_tile-key tiles they make, and the head's Q, K and V (each
+// [seq, head_dim] of type T).
+template <typename T>
+struct BlockWork {
+  BlockCoord c;
+  int split;  // blockIdx.y: which range of keys (split-KV), 0 without splits
+  KeyRange kr;
+  int n_tiles;
+  bool causal;
+  const T *q, *k, *v;
+};
+template <typename T>
+__device__ __forceinline__ BlockWork<T> block_work(const FlashParams& p, int q_rows, int kv_tile,
+                                                   int head_dim) {
+  BlockWork<T> w;
+  w.c = block_coord(p, q_rows);
+  w.split = static_cast<int>(blockIdx.y);
+  w.kr = key_range(p, w.c, q_rows, w.split);
+  w.n_tiles = w.kr.end > w.kr.begin ? static_cast<int>((w.kr.end - w.kr.begin + kv_tile - 1) / kv_tile) : 0;
+  w.causal = p.mask == static_cast<int>(MaskKind::causal);
+  const int64_t head_off = w.c.bh * p.seq * head_dim;
+  w.q = static_cast<const T*>(p.q) + head_off;
+  w.k = static_cast<const T*>(p.k) + head_off;
+  w.v = static_cast<const T*>(p.v) + head_off;
+  return w;
+}
+
 // Whether any element of a key tile needs the mask for rows [row0, row0 + 16*MT): the tile
 // runs past the block's key range, or (causal) reaches above the diagonal of the first row.
 __device__ __forceinline__ bool tile_needs_mask(const FlashParams& p, int64_t kv0, int kv_cols,
