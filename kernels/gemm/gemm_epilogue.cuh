@@ -58,4 +58,25 @@ __device__ __forceinline__ void epilogue_store(const GemmArgs& p, int64_t m, int
   Pack16<T>::from_floats(acc).store(dst);
 }
 
+// Both tensor-core GEMMs stage their fp32 accumulators in shared memory so that each thread
+// then owns one 16-byte output run: this applies the epilogue to the staged run at `src`
+// (kCount floats, 16-byte aligned) for row m, columns n.., where they are inside the output.
+template <typename T>
+__device__ __forceinline__ void epilogue_store_staged(const GemmArgs& p, int64_t m, int64_t n,
+                                                      const float* src) {
+  constexpr int kCount = Pack16<T>::kCount;
+  if (m < p.M && n < p.N) {
+    float v[kCount];
+#pragma unroll
+    for (int e = 0; e < kCount; e += 4) {
+      const float4 f = *reinterpret_cast<const float4*>(src + e);
+      v[e] = f.x;
+      v[e + 1] = f.y;
+      v[e + 2] = f.z;
+      v[e + 3] = f.w;
+    }
+    epilogue_store<T>(p, m, n, v);
+  }
+}
+
 }  // namespace tlb::gemm_detail

@@ -236,19 +236,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_mma_kernel(const GemmArgs
     for (int idx = tid; idx < C::kWarpM * kRunsPerRow; idx += C::kThreads) {
       const int row = idx / kRunsPerRow, run = idx % kRunsPerRow;
       const int64_t m = m0 + pass * C::kWarpM + row, n = n0 + run * kVec;
-      if (m < p.M && n < p.N) {
-        float v[kVec];
-        const float* src = &staging[row * C::kStagePitch + run * kVec];
-#pragma unroll
-        for (int e = 0; e < kVec; e += 4) {
-          const float4 f = *reinterpret_cast<const float4*>(src + e);
-          v[e] = f.x;
-          v[e + 1] = f.y;
-          v[e + 2] = f.z;
-          v[e + 3] = f.w;
-        }
-        epilogue_store<T>(p, m, n, v);
-      }
+      epilogue_store_staged<T>(p, m, n, &staging[row * C::kStagePitch + run * kVec]);
     }
     __syncthreads();
   }

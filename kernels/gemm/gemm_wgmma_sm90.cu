@@ -176,19 +176,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       const int row = idx / kRunsPerRow, run = idx % kRunsPerRow;
       const int64_t m = static_cast<int64_t>(m0) + consumer * 64 + row;
       const int64_t n = static_cast<int64_t>(n0) + run * kVec;
-      if (m < p.M && n < p.N) {
-        float v[kVec];
-        const float* src = &staging[row * C::kStagePitch + run * kVec];
-#pragma unroll
-        for (int e = 0; e < kVec; e += 4) {
-          const float4 f = *reinterpret_cast<const float4*>(src + e);
-          v[e] = f.x;
-          v[e + 1] = f.y;
-          v[e + 2] = f.z;
-          v[e + 3] = f.w;
-        }
-        epilogue_store<T>(p, m, n, v);
-      }
+      epilogue_store_staged<T>(p, m, n, &staging[row * C::kStagePitch + run * kVec]);
     }
   }
 #else
