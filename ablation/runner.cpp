@@ -1042,14 +1042,7 @@ TechniqueSet load_techniques_for(const std::string& techniques_path, const std::
   return default_techniques();
 }
 
-std::string default_out_dir() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
-  return std::string("runs/") + buf;
-}
+std::string default_out_dir() { return "runs/" + utc_now("%Y%m%d-%H%M%S"); }
 
 std::string absolute(const std::string& p) {
   std::error_code ec;

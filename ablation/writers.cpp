@@ -455,13 +455,15 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   }
 }
 
-std::string utc_timestamp() {
+std::string utc_now(const char* format) {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, format, &tm);
   return buf;
 }
+
+std::string utc_timestamp() { return utc_now("%Y-%m-%dT%H:%M:%SZ"); }
 
 }  // namespace tlb

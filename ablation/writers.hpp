@@ -100,5 +100,7 @@ void write_file_atomic(const std::string& path, const std::string& content);
 
 // UTC now as 2026-11-29T12:19:27Z.
 std::string utc_timestamp();
+// The current UTC time through strftime's `format`.
+std::string utc_now(const char* format);
 
 }  // namespace tlb
