@@ -3,6 +3,8 @@
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
 #   scripts/gpu-check.sh build test bench aa sweep sanitize pytorch
+# Environment knobs per step: GPU_TESTS, SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS,
+# SWEEP_ARGS, SELECT_ARGS, PROFILE_ARGS, PYTORCH_CASES, PYTORCH_DTYPES.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -59,8 +61,8 @@ for step in "${steps[@]}"; do
       done
       ;;
     bench)
-      log "kernel benchmarks"
-      $BUILD/tlbench_kernel_bench 2>&1 | tee "$OUT/bench.log" | tail -40 >>"$OUT/summary.txt"
+      log "kernel benchmarks ${BENCH_ARGS:-all}"
+      $BUILD/tlbench_kernel_bench ${BENCH_ARGS:-all} 2>&1 | tee -a "$OUT/bench.log" | tail -60 >>"$OUT/summary.txt"
       ;;
     aa)
       log "A/A run of the official set"

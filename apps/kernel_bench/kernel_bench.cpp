@@ -4,7 +4,9 @@
 //     without epilogue;
 //   - fused attention alone (batch 1, 16 heads, head_dim 128, seq 16384) in TFLOP/s;
 //   - fused add+LayerNorm on case 13's rows vs the measured device copy bandwidth, for both
-//     inverse-square-root variants.
+//     inverse-square-root variants;
+//   - `small`: every GEMM variant on the small-grid shapes of cases 1 and 2, replayed from a
+//     CUDA graph as the graph technique runs them (per-launch time, gaps included).
 // Medians of event-timed runs after warm-up, on random (never zero) data.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -73,6 +75,21 @@ double median_ms(const std::function<void(cudaStream_t)>& fn, cudaStream_t st, i
   return t[t.size() / 2];
 }
 
+// Microseconds per call of `fn` when `calls` of them are captured in one CUDA graph and the
+// graph is replayed: what a launch costs inside a captured stack, gaps included.
+double graph_us_per_call(const std::function<void(cudaStream_t)>& fn, cudaStream_t st, int calls = 20) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  TLB_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) fn(st);
+  TLB_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+  TLB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const double ms = median_ms([&](cudaStream_t s) { TLB_CUDA_CHECK(cudaGraphLaunch(exec, s)); }, st, 30);
+  TLB_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  TLB_CUDA_CHECK(cudaGraphDestroy(graph));
+  return 1000.0 * ms / calls;
+}
+
 cudaDataType_t cuda_type(DType d) {
   return d == DType::fp16 ? CUDA_R_16F : d == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
 }
@@ -105,6 +122,40 @@ void bench_gemm(cublasHandle_t h, cudaStream_t st, const char* label, int64_t M,
   fmt::print("gemm  {:<28} {:>5} M={:<6} N={:<6} K={:<6} ours {:7.1f} TFLOP/s ({:.3f} ms, {})  "
              "cuBLAS {:7.1f} TFLOP/s  ratio {:5.1f}%\n",
              label, tlb::to_string(dt), M, N, K, ours, ours_ms, variant, ref, 100.0 * ours / ref);
+}
+
+// Every variant the dispatcher offers for one GEMM, the dispatcher's pick marked, beside
+// cuBLAS on the same product without epilogue.
+void bench_gemm_small(cublasHandle_t h, cudaStream_t st, const char* label, int64_t M, int64_t N, int64_t K,
+                      DType dt, tlb::GemmEpilogue epi) {
+  DeviceBuffer A = random_buffer(static_cast<size_t>(M * K), dt, 1.0f, 1);
+  DeviceBuffer W = random_buffer(static_cast<size_t>(N * K), dt, 0.02f, 2);
+  DeviceBuffer bias = random_buffer(static_cast<size_t>(N), dt, 0.1f, 3);
+  DeviceBuffer res = random_buffer(static_cast<size_t>(M * N), dt, 1.0f, 4);
+  DeviceBuffer C(static_cast<size_t>(M * N) * tlb::dtype_bytes(dt));
+  const float one = 1.0f, zero = 0.0f;
+  const double cublas_us = graph_us_per_call([&](cudaStream_t) {
+    TLB_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                                  static_cast<int>(K), &one, W.get(), cuda_type(dt), static_cast<int>(K),
+                                  A.get(), cuda_type(dt), static_cast<int>(K), &zero, C.get(),
+                                  cuda_type(dt), static_cast<int>(N),
+                                  dt == DType::fp32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+  }, st);
+  tlb::GemmArgs g;
+  g.dtype = dt;
+  g.epilogue = epi;
+  g.M = M; g.N = N; g.K = K;
+  g.A = A.get(); g.W = W.get(); g.bias = bias.get(); g.residual = res.get(); g.out = C.get();
+  std::string chosen;
+  tlb::gemm_fused(g, st);
+  chosen = tlb::gemm_fused(g, st);
+  fmt::print("small {:<22} {:>5} M={:<5} N={:<5} K={:<5} cuBLAS {:6.2f} us/launch (graph)\n", label,
+             tlb::to_string(dt), M, N, K, cublas_us);
+  for (const std::string& v : tlb::gemm_fused_variants(g)) {
+    const double us = graph_us_per_call([&](cudaStream_t s) { tlb::gemm_fused_variant(g, v, s); }, st);
+    fmt::print("      {:<40} {:6.2f} us  {:5.2f}x cuBLAS{}\n", v, us, cublas_us / us, v == chosen ? "  <- dispatch" : "");
+  }
 }
 
 void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, int64_t h,
@@ -177,6 +228,17 @@ int main(int argc, char** argv) {
         bench_gemm(h, st, "case13 down bias+residual", 32768, 2048, 8192, dt, tlb::GemmEpilogue::bias_residual);
       }
       bench_gemm(h, st, "case13 up bias+gelu", 32768, 8192, 2048, DType::fp32, tlb::GemmEpilogue::bias_activation);
+    }
+    if (only == "small") {
+      using tlb::GemmEpilogue;
+      for (DType dt : {DType::fp16, DType::fp32}) {
+        bench_gemm_small(h, st, "case1 qkv", 128, 1536, 512, dt, GemmEpilogue::bias);
+        bench_gemm_small(h, st, "case1 up bias+gelu", 128, 2048, 512, dt, GemmEpilogue::bias_activation);
+        bench_gemm_small(h, st, "case1 down bias+residual", 128, 512, 2048, dt, GemmEpilogue::bias_residual);
+      }
+      bench_gemm_small(h, st, "case2 down bias+residual", 1024, 768, 3072, DType::fp16, GemmEpilogue::bias_residual);
+      bench_gemm_small(h, st, "case2 qkv", 1024, 2304, 768, DType::fp16, GemmEpilogue::bias);
+      bench_gemm_small(h, st, "case4 down bias+residual", 4096, 1024, 4096, DType::fp16, GemmEpilogue::bias_residual);
     }
     if (only == "all" || only == "attn") {
       bench_attention(st, DType::fp16, tlb::MaskKind::none, 1, 16, 16384, 128);

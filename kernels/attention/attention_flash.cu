@@ -13,6 +13,7 @@
 #include "attention/attention_tile.cuh"
 #include "common/cuda_check.hpp"
 #include "common/dtype_traits.cuh"
+#include "common/launch.cuh"
 #include "common/ptx.cuh"
 
 namespace tlb::attn {
@@ -148,6 +149,8 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[kMT][kD / 8][4],
 template <typename T, int kD, TileShape kShape>
 __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
     flash_fwd_mma16(const FlashParams p) {
+  ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
+  ptx::pdl_launch_dependents();
   using C = Tile<kShape, kD>;
   constexpr int kRows = C::kRows, kMT = C::kMT, kKV = C::kKV;
   constexpr int kThreads = kThreadsOf<kShape>;
@@ -242,6 +245,8 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
 // over the splits that saw a visible key (l_s > 0); a row with none is written as zeros.
 template <typename T, int kD>
 __global__ void __launch_bounds__(128) flash_splitkv_combine(const FlashParams p) {
+  ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
+  ptx::pdl_launch_dependents();
   constexpr int kPer = kD / 32;  // consecutive columns per lane
   const int64_t bhs = p.batch * p.heads * p.seq;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
@@ -295,7 +300,7 @@ void launch_tile(const FlashLaunch& l, cudaStream_t stream) {
   const int64_t n_qt = (l.p.seq + Tile<kShape, kD>::kRows - 1) / Tile<kShape, kD>::kRows;
   static_assert(Tile<kShape, kD>::kKV == tile_kv_cols(Family::mma16, kShape, kD), "plan and kernel disagree");
   const dim3 grid(static_cast<unsigned>(n_qt * l.p.batch * l.p.heads), static_cast<unsigned>(l.p.splits));
-  kernel<<<grid, kThreadsOf<kShape>, kSmem, stream>>>(l.p);
+  launch_kernel(kernel, grid, dim3(kThreadsOf<kShape>), kSmem, stream, 1, l.p);
   TLB_LAUNCH_CHECK(stream);
 }
 
@@ -322,7 +327,7 @@ void launch_type(const FlashLaunch& l, cudaStream_t stream) {
 template <typename T, int kD>
 void launch_combine_dim(const FlashLaunch& l, cudaStream_t stream) {
   const int64_t rows = l.p.batch * l.p.heads * l.p.seq;
-  flash_splitkv_combine<T, kD><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(l.p);
+  launch_kernel(flash_splitkv_combine<T, kD>, dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128), 0, stream, 1, l.p);
   TLB_LAUNCH_CHECK(stream);
 }
 

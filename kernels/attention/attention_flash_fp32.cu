@@ -9,6 +9,7 @@
 #include "attention/attention_kernels.hpp"
 #include "attention/attention_tile.cuh"
 #include "common/cuda_check.hpp"
+#include "common/launch.cuh"
 #include "common/ptx.cuh"
 
 namespace tlb::attn {
@@ -80,6 +81,8 @@ __device__ __forceinline__ void convert_own_tf32(float* tile, int tid) {
 // 233 / 158 registers (sm_90a, no spills), 96 / 48 KB of shared memory at head_dim 128 / 64.
 template <int kD>
 __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams p) {
+  ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
+  ptx::pdl_launch_dependents();
   using L = Tf32Layout<kD>;
   constexpr int kNT = kKV / 8, kDN = kD / 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -187,6 +190,8 @@ struct FmaLayout {
 // 231 / 163 registers (sm_90a, no spills), 89 / 49 KB of shared memory at head_dim 128 / 64.
 template <int kD>
 __global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashParams p) {
+  ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
+  ptx::pdl_launch_dependents();
   using L = FmaLayout<kD>;
   constexpr int kCols = kD / 32;  // float4 column groups per thread in O
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -378,7 +383,7 @@ void launch_fp32(const FlashLaunch& l, cudaStream_t stream) {
   (void)attr_set;
   const int64_t n_qt = (l.p.seq + kRows - 1) / kRows;
   const dim3 grid(static_cast<unsigned>(n_qt * l.p.batch * l.p.heads), static_cast<unsigned>(l.p.splits));
-  kKernel<<<grid, kThreads, kSmem, stream>>>(l.p);
+  launch_kernel(kKernel, grid, dim3(kThreads), kSmem, stream, 1, l.p);
   TLB_LAUNCH_CHECK(stream);
 }
 

@@ -16,6 +16,7 @@
 #include "attention/attention_kernels.hpp"
 #include "attention/attention_tile.cuh"
 #include "common/cuda_check.hpp"
+#include "common/launch.cuh"
 #include "common/ptx.cuh"
 #include "common/ptx_sm90.cuh"
 
@@ -91,6 +92,8 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
 template <typename T, int kD>
 __global__ void __launch_bounds__(kThreads, kD == 64 ? 2 : 1) flash_fwd_wgmma(const FlashParams p) {
 #if TLB_PTX_SM90A
+  ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
+  ptx::pdl_launch_dependents();
   constexpr int kNT = kKV / 8, kDN = kD / 8, kKS = kD / 16;
   constexpr int kTileElems = kKV * kD;
   constexpr uint32_t kTileBytes = kTileElems * 2;        // a multiple of 1024: stages stay aligned
@@ -237,7 +240,7 @@ void launch_wgmma(const FlashLaunch& l, cudaStream_t stream) {
   (void)attr_set;
   const int64_t n_qt = (l.p.seq + kRows - 1) / kRows;
   const dim3 grid(static_cast<unsigned>(n_qt * l.p.batch * l.p.heads), static_cast<unsigned>(l.p.splits));
-  kernel<<<grid, kThreads, kSmem, stream>>>(l.p);
+  launch_kernel(kernel, grid, dim3(kThreads), kSmem, stream, 1, l.p);
   TLB_LAUNCH_CHECK(stream);
 }
 

@@ -120,4 +120,20 @@ __device__ __forceinline__ float ex2_approx(float x) {
   return y;
 }
 
+// ---- Programmatic dependent launch (sm_90+; no-ops below, where kernels launch without it).
+// pdl_wait: block until the kernels this one depends on have finished and their writes are
+// visible; every kernel launched with the PDL attribute calls it before touching activations.
+// pdl_launch_dependents: let the next kernel in the stream start launching now (it still waits
+// for this one to finish before touching memory).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
+}
+
 }  // namespace tlb::ptx

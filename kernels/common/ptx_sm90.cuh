@@ -199,6 +199,12 @@ __device__ __forceinline__ void wgmma_wait_group() {
 // K-major. Accumulator layout: warp w of the warpgroup owns rows 16w..16w+15; in it lane
 // (g = lane/4, t = lane%4) holds d[4j + {0,1}] = row g, columns 8j + 2t + {0,1} and
 // d[4j + {2,3}] = row g + 8, same columns.
+TLB_WGMMA_SS(wgmma_m64n64k16_f16, 32, "%32, %33", "%34",
+             "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n64k16_bf16, 32, "%32, %33", "%34",
+             "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n64k8_tf32, 32, "%32, %33", "%34",
+             "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32", "")
 TLB_WGMMA_SS(wgmma_m64n128k16_f16, 64, "%64, %65", "%66",
              "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", ", 0, 0")
 TLB_WGMMA_SS(wgmma_m64n128k16_bf16, 64, "%64, %65", "%66",

@@ -109,7 +109,25 @@ struct Candidate {
   enum Kind { mma, fma, wgmma } kind;
   int tile;
   double time;
+  int split = 1;  // wgmma only: CTAs of a cluster sharing one output tile's K
 };
+
+// A grid is small when even the 128x128 wgmma tile leaves half the SMs idle (case 1's
+// 128-token GEMMs, case 2's 768-wide ones). There the time is the latency of one CTA pulling
+// its operands through its SM, not the chip's throughput: what counts is the bytes each CTA
+// loads, (BM + BN) x K / split, so smaller tiles and split K win until the grid fills the chip.
+bool small_grid(int64_t M, int64_t N, int sms) {
+  return ((M + 127) / 128) * ((N + 127) / 128) * 2 <= sms;
+}
+
+// Relative latency of a one-wave launch of the 64-row tiles: k-tiles each CTA streams times
+// the bytes per k-tile; a split costs about two k-tiles more (staging the partial tile, two
+// cluster barriers and the distributed-shared-memory reduction).
+double small_grid_time(const gemm_detail::WgmmaTileShape& t, int split, int64_t K, int64_t bk) {
+  const int64_t k_tiles = (K + bk - 1) / bk;
+  const int64_t per_rank = (k_tiles + split - 1) / split;
+  return static_cast<double>((t.bm + t.bn) * (per_rank + (split > 1 ? 2 : 0)));
+}
 
 enum class VariantPolicy { automatic, portable, sm90 };
 
@@ -140,15 +158,33 @@ std::vector<Candidate> ranked_candidates(const GemmArgs& a) {
                    model_time(mma_model(t), a.M, a.N, dev.sms)});
     }
     if (dev.sm90_image) {
-      for (int i = 0; i < gemm_detail::kNumWgmmaTiles; ++i) {
-        const auto t = static_cast<WgmmaTile>(i);
-        c.push_back({gemm_detail::wgmma_tile_name(t, a.dtype), Candidate::wgmma, i,
+      for (WgmmaTile t : {WgmmaTile::m128n256, WgmmaTile::m128n128}) {
+        c.push_back({gemm_detail::wgmma_tile_name(t, a.dtype, 1), Candidate::wgmma, static_cast<int>(t),
                      model_time(wgmma_model(t), a.M, a.N, dev.sms)});
       }
     }
   }
   std::stable_sort(c.begin(), c.end(),
                    [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
+  if (dev.sm90_image && !(a.dtype == DType::fp32 && a.fp32_math == Fp32Math::ieee)) {
+    // The small-grid tiles: offered for every shape (the tests force them anywhere), ranked
+    // first by their latency model where the grid is small, last elsewhere.
+    std::vector<Candidate> small;
+    const int64_t bk = 128 / dtype_bytes(a.dtype);
+    for (WgmmaTile t : {WgmmaTile::m64n128, WgmmaTile::m64n64}) {
+      const auto shape = gemm_detail::wgmma_tile_shape(t);
+      const int64_t tiles = ((a.M + shape.bm - 1) / shape.bm) * ((a.N + shape.bn - 1) / shape.bn);
+      for (int split = 1; split <= gemm_detail::kMaxWgmmaSplit; split *= 2) {
+        // One wave, and at least two k-tiles per rank (less than that cannot pay the split).
+        if (split > 1 && (tiles * split > dev.sms || (a.K + bk - 1) / bk < 2 * split)) continue;
+        small.push_back({gemm_detail::wgmma_tile_name(t, a.dtype, split), Candidate::wgmma, static_cast<int>(t),
+                         small_grid_time(shape, split, a.K, bk), split});
+      }
+    }
+    std::stable_sort(small.begin(), small.end(),
+                     [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
+    c.insert(small_grid(a.M, a.N, dev.sms) ? c.begin() : c.end(), small.begin(), small.end());
+  }
   // Until proven on the device, the wgmma kernels rank after every portable one.
   if (!kSm90ProvenOnDevice) {
     std::stable_partition(c.begin(), c.end(), [](const Candidate& x) { return x.kind != Candidate::wgmma; });
@@ -170,7 +206,7 @@ void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
   if (c.kind == Candidate::fma) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
   } else if (c.kind == Candidate::wgmma) {
-    gemm_detail::launch_gemm_wgmma_sm90(a, static_cast<WgmmaTile>(c.tile), stream);
+    gemm_detail::launch_gemm_wgmma_sm90(a, static_cast<WgmmaTile>(c.tile), c.split, stream);
   } else {
     gemm_detail::launch_gemm_mma(a, static_cast<MmaTile>(c.tile), stream);
   }

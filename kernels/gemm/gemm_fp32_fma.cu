@@ -5,6 +5,8 @@
 
 #include "common/cuda_check.hpp"
 #include "common/dtype_traits.cuh"
+#include "common/launch.cuh"
+#include "common/ptx.cuh"
 #include "gemm/gemm_epilogue.cuh"
 #include "gemm/gemm_internal.hpp"
 
@@ -32,6 +34,8 @@ struct FmaConfig {
 
 template <class C>
 __global__ void __launch_bounds__(C::kThreads) gemm_fp32_fma_kernel(const GemmArgs p) {
+  ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
+  ptx::pdl_launch_dependents();
   __shared__ __align__(16) float As[2][C::BK][C::kPitchA];
   __shared__ __align__(16) float Ws[2][C::BK][C::kPitchW];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -141,7 +145,7 @@ __global__ void __launch_bounds__(C::kThreads) gemm_fp32_fma_kernel(const GemmAr
 template <class C>
 void launch_config(const GemmArgs& a, cudaStream_t stream) {
   const int64_t tiles = ((a.M + C::BM - 1) / C::BM) * ((a.N + C::BN - 1) / C::BN);
-  gemm_fp32_fma_kernel<C><<<static_cast<unsigned>(tiles), C::kThreads, 0, stream>>>(a);
+  launch_kernel(gemm_fp32_fma_kernel<C>, dim3(static_cast<unsigned>(tiles)), dim3(C::kThreads), 0, stream, 1, a);
   TLB_LAUNCH_CHECK(stream);
 }
 

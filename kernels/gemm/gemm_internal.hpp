@@ -39,17 +39,21 @@ constexpr int kNumFmaTiles = 2;
 std::string fma_tile_name(FmaTile t);
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream);
 
-// Hopper: TMA + wgmma, producer/consumer warpgroups (sm_90a images only).
-enum class WgmmaTile : int { m128n256 = 0, m128n128 };
-constexpr int kNumWgmmaTiles = 2;
+// Hopper: TMA + wgmma, producer/consumer warpgroups (sm_90a images only). The 64-row tiles
+// serve small grids and may split K over a cluster of up to kMaxWgmmaSplit CTAs (the split
+// must divide the tile's rows: each rank reduces its share of them).
+enum class WgmmaTile : int { m128n256 = 0, m128n128, m64n128, m64n64 };
+constexpr int kNumWgmmaTiles = 4;
+constexpr int kMaxWgmmaSplit = 8;
 struct WgmmaTileShape {
   int bm, bn;
 };
 WgmmaTileShape wgmma_tile_shape(WgmmaTile t);
-std::string wgmma_tile_name(WgmmaTile t, DType d);
+// "sm90_wgmma_128x256x64_s4", with "_splitk4" when K is split and "_tf32" for fp32.
+std::string wgmma_tile_name(WgmmaTile t, DType d, int split);
 // Whether this build carries sm_90a machine code for the wgmma kernels (the caller checks
 // that the device is compute capability 9.0).
 bool wgmma_sm90_image_present();
-void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile t, cudaStream_t stream);
+void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile t, int split, cudaStream_t stream);
 
 }  // namespace tlb::gemm_detail

@@ -12,6 +12,7 @@
 
 #include "common/cuda_check.hpp"
 #include "common/dtype_traits.cuh"
+#include "common/launch.cuh"
 #include "common/ptx.cuh"
 #include "gemm/gemm_epilogue.cuh"
 #include "gemm/gemm_internal.hpp"
@@ -68,6 +69,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_mma_kernel(const GemmArgs
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // cp.async and bf16/tf32 mma need sm_80; the host never launches this there
 #else
+  ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
+  ptx::pdl_launch_dependents();
   using T = typename C::Elem;
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -257,7 +260,7 @@ void launch_config(const GemmArgs& a, cudaStream_t stream) {
     configured.fetch_or(bit, std::memory_order_relaxed);
   }
   const int64_t tiles = ((a.M + C::BM - 1) / C::BM) * ((a.N + C::BN - 1) / C::BN);
-  gemm_mma_kernel<C><<<static_cast<unsigned>(tiles), C::kThreads, C::kSmemBytes, stream>>>(a);
+  launch_kernel(gemm_mma_kernel<C>, dim3(static_cast<unsigned>(tiles)), dim3(C::kThreads), C::kSmemBytes, stream, 1, a);
   TLB_LAUNCH_CHECK(stream);
 }
 

@@ -1,18 +1,23 @@
 // Hopper tensor-core GEMM, out = epilogue(A · W^T): TMA loads of 128-byte-swizzled K-major
-// tiles into a multi-stage mbarrier pipeline, one producer warpgroup and two consumer
+// tiles into a multi-stage mbarrier pipeline, one producer warpgroup and one or two consumer
 // warpgroups issuing wgmma (fp16/bf16 k16, tf32 k8) from shared memory, fp32 accumulation,
-// the fused epilogue on 16-byte output runs. Any M (TMA zero-fills the tails); N and K
-// multiples of 8. sm_90a only; elsewhere the kernel body traps and the host never launches it.
+// the fused epilogue on 16-byte output runs. Small grids split K over a thread-block cluster
+// and add the partial tiles through distributed shared memory, in a fixed order (the result
+// does not depend on scheduling). Any M (TMA zero-fills the tails); N and K multiples of 8.
+// sm_90a only; elsewhere the kernel body traps and the host never launches it.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 
 #include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "common/cuda_check.hpp"
 #include "common/dtype_traits.cuh"
+#include "common/launch.cuh"
 #include "common/ptx.cuh"
 #include "common/ptx_sm90.cuh"
 #include "gemm/gemm_epilogue.cuh"
@@ -22,30 +27,36 @@
 namespace tlb::gemm_detail {
 namespace {
 
-// One CTA computes BM x BN = 128 x BN_. Warpgroup 0 produces (one thread issues all TMA
-// loads), warpgroups 1 and 2 consume 64 rows each with m64nBNk16 wgmma over the whole BN.
-// A k-tile is 128 bytes of K per row (64 halves or 32 floats): the width of the 128-byte
+// One CTA computes BM x BN = (64 x consumers) x BN_. Warpgroup 0 produces (one thread issues
+// all TMA loads), each consumer warpgroup owns 64 rows and runs m64nBNk16 wgmma over the whole
+// BN. A k-tile is 128 bytes of K per row (64 halves or 32 floats): the width of the 128-byte
 // swizzle, so each operand tile is one TMA box and one descriptor walks it in 32-byte steps.
-template <typename T, int BN_, int STAGES_>
+template <typename T, int BN_, int STAGES_, int CONSUMERS_>
 struct WgmmaConfig {
   using Elem = T;
-  static constexpr int BM = 128, BN = BN_, STAGES = STAGES_;
+  static constexpr int kConsumers = CONSUMERS_;
+  static constexpr int BM = 64 * kConsumers, BN = BN_, STAGES = STAGES_;
   static constexpr bool kTf32 = sizeof(T) == 4;
   static constexpr int kRowBytes = 128;
   static constexpr int BK = kRowBytes / static_cast<int>(sizeof(T));
   static constexpr int kKSteps = kRowBytes / 32;  // wgmma k16 (halves) or k8 (tf32): 32 bytes
-  static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kABytes = BM * kRowBytes, kWBytes = BN * kRowBytes;
   static constexpr int kStageBytes = kABytes + kWBytes;  // multiple of 1024: tiles stay aligned
   static constexpr int kPipeBytes = STAGES * kStageBytes;
   static constexpr int kStagePitch = BN + 8;  // floats; see the bank note in gemm_mma.cu
-  static constexpr int kStagingBytes = kConsumers * 64 * kStagePitch * 4;
+  static constexpr int kStagingBytes = BM * kStagePitch * 4;
   static constexpr int kRegionBytes = kPipeBytes > kStagingBytes ? kPipeBytes : kStagingBytes;
   // + 1024 to align the tiles (the swizzle pattern is anchored at 1024-byte boundaries), then
   // a full and an empty barrier per stage.
   static constexpr int kSmemBytes = 1024 + kRegionBytes + STAGES * 16;
-  // Registers: the producer keeps 40, consumers get 232 (128 x 40 + 256 x 232 <= 64 Ki).
+  // Registers: with two consumers the producer keeps 40 and consumers get 232 (128 x 40 +
+  // 256 x 232 <= 64 Ki, what the 384-thread entry allocation of 168 each frees and takes).
+  // One consumer's 32 or 64 accumulators need no rebalancing.
+  static constexpr bool kRebalanceRegs = kConsumers == 2;
+  // Split K is compiled into the one-consumer tiles only (the 168-register entry budget of
+  // the two-consumer ones has no room for the reduction).
+  static constexpr bool kCanSplit = kConsumers == 1;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static_assert(kStageBytes % 1024 == 0, "stage buffers must stay 1024-byte aligned");
 };
@@ -61,7 +72,7 @@ __device__ __forceinline__ void wgmma_tile(float (&acc)[C::BN / 2], uint64_t des
     } else {
       ptx::wgmma_m64n256k16_f16(acc, desc_a, desc_w);
     }
-  } else {
+  } else if constexpr (C::BN == 128) {
     if constexpr (C::kTf32) {
       ptx::wgmma_m64n128k8_tf32(acc, desc_a, desc_w);
     } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
@@ -69,37 +80,59 @@ __device__ __forceinline__ void wgmma_tile(float (&acc)[C::BN / 2], uint64_t des
     } else {
       ptx::wgmma_m64n128k16_f16(acc, desc_a, desc_w);
     }
+  } else {
+    static_assert(C::BN == 64, "wgmma tiles are 64, 128 or 256 wide");
+    if constexpr (C::kTf32) {
+      ptx::wgmma_m64n64k8_tf32(acc, desc_a, desc_w);
+    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      ptx::wgmma_m64n64k16_bf16(acc, desc_a, desc_w);
+    } else {
+      ptx::wgmma_m64n64k16_f16(acc, desc_a, desc_w);
+    }
   }
 }
 
 constexpr int kRasterRows = 8;  // as in gemm_mma.cu: W tiles of a group stay in L2
 
+// Split K (gridDim.x = tiles x split, clusters of `split` consecutive CTAs along x): cluster
+// rank r accumulates k-tiles [r * per, (r + 1) * per) of the same output tile, stages its
+// partial sums in its shared memory, and after a cluster barrier reduces rows
+// [r * BM / split, (r + 1) * BM / split) by reading every rank's partial through distributed
+// shared memory in rank order, then applies the epilogue. split == 1 needs no cluster.
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_w,
-                           const GemmArgs p) {
+                           const GemmArgs p, const int split) {
+  static_assert(!C::kRebalanceRegs || 128 * C::kProducerRegs + 256 * C::kConsumerRegs <= 64 * 1024,
+                "the rebalanced registers must fit the SM's register file");
+  static_assert(!(C::kCanSplit && C::kRebalanceRegs), "the split-K reduction does not fit the rebalanced budget");
 #if TLB_PTX_SM90A
   using T = typename C::Elem;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = ptx::smem_addr(smem_raw);
   const uint32_t base = (raw_addr + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (base - raw_addr);
-  const uint32_t full_bar = base + C::kRegionBytes;   // tile of stage s has landed
-  const uint32_t empty_bar = full_bar + C::STAGES * 8;  // both consumers are done with stage s
+  float* staging = reinterpret_cast<float*>(smem);      // after the main loop: BM x kStagePitch
+  const uint32_t full_bar = base + C::kRegionBytes;     // tile of stage s has landed
+  const uint32_t empty_bar = full_bar + C::STAGES * 8;  // every consumer is done with stage s
 
   const int tiles_m = static_cast<int>((p.M + C::BM - 1) / C::BM);
   const int tiles_n = static_cast<int>((p.N + C::BN - 1) / C::BN);
+  const int tile = static_cast<int>(blockIdx.x) / split, rank = static_cast<int>(blockIdx.x) % split;
   int tile_m, tile_n;
   {
     const int per_group = kRasterRows * tiles_n;
-    const int group = blockIdx.x / per_group, in_group = blockIdx.x % per_group;
+    const int group = tile / per_group, in_group = tile % per_group;
     const int first_m = group * kRasterRows;
     const int rows = min(tiles_m - first_m, kRasterRows);
     tile_m = first_m + in_group % rows;
     tile_n = in_group / rows;
   }
   const int m0 = tile_m * C::BM, n0 = tile_n * C::BN;
-  const int k_tiles = static_cast<int>((p.K + C::BK - 1) / C::BK);
+  const int k_tiles_all = static_cast<int>((p.K + C::BK - 1) / C::BK);
+  const int per_rank = (k_tiles_all + split - 1) / split;
+  const int kt_begin = min(k_tiles_all, rank * per_rank);
+  const int k_tiles = min(k_tiles_all, kt_begin + per_rank) - kt_begin;  // may be 0
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
@@ -108,19 +141,23 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::mbarrier_init(empty_bar + 8 * s, 128 * C::kConsumers);
     }
     ptx::fence_mbarrier_init();
+    ptx::prefetch_tensor_map(&tmap_a);
+    ptx::prefetch_tensor_map(&tmap_w);
   }
   __syncthreads();
+  // Everything above overlapped the previous kernel's tail; A, the bias and the residual may
+  // be its output.
+  ptx::pdl_wait();
+  ptx::pdl_launch_dependents();
 
   if (warpgroup == 0) {
-    ptx::setmaxnreg_dec<C::kProducerRegs>();
+    if constexpr (C::kRebalanceRegs) ptx::setmaxnreg_dec<C::kProducerRegs>();
     if (threadIdx.x == 0) {
-      ptx::prefetch_tensor_map(&tmap_a);
-      ptx::prefetch_tensor_map(&tmap_w);
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        const int s = kt % C::STAGES;
-        // Round r = kt / STAGES reuses the stage once the consumers released round r - 1;
+      for (int i = 0; i < k_tiles; ++i) {
+        const int s = i % C::STAGES, kt = kt_begin + i;
+        // Round r = i / STAGES reuses the stage once the consumers released round r - 1;
         // in round 0 the wait on parity 1 passes at once.
-        ptx::mbarrier_wait(empty_bar + 8 * s, ((kt / C::STAGES) & 1) ^ 1);
+        ptx::mbarrier_wait(empty_bar + 8 * s, ((i / C::STAGES) & 1) ^ 1);
         ptx::mbarrier_arrive_expect_tx(full_bar + 8 * s, C::kStageBytes);
         const uint32_t dst = base + s * C::kStageBytes;
         ptx::tma_load_2d(dst, &tmap_a, kt * C::BK, m0, full_bar + 8 * s);
@@ -128,15 +165,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       }
     }
   } else {
-    ptx::setmaxnreg_inc<C::kConsumerRegs>();
+    if constexpr (C::kRebalanceRegs) ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = warpgroup - 1;
     float acc[C::BN / 2];
 #pragma unroll
     for (int i = 0; i < C::BN / 2; ++i) acc[i] = 0.0f;
 
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      const int s = kt % C::STAGES;
-      ptx::mbarrier_wait(full_bar + 8 * s, (kt / C::STAGES) & 1);
+    for (int i = 0; i < k_tiles; ++i) {
+      const int s = i % C::STAGES;
+      ptx::mbarrier_wait(full_bar + 8 * s, (i / C::STAGES) & 1);
       const uint32_t a_tile = base + s * C::kStageBytes + consumer * 64 * C::kRowBytes;
       const uint32_t w_tile = base + s * C::kStageBytes + C::kABytes;
       const uint64_t desc_a = ptx::wgmma_desc_k_major_sw128(a_tile);
@@ -150,60 +187,108 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::wgmma_commit_group();
       // Keep this tile's MMAs in flight; the previous tile's are done, so its stage is free.
       ptx::wgmma_wait_group<1>();
-      if (kt > 0) ptx::mbarrier_arrive(empty_bar + 8 * ((kt - 1) % C::STAGES));
+      if (i > 0) ptx::mbarrier_arrive(empty_bar + 8 * ((i - 1) % C::STAGES));
     }
     ptx::wgmma_wait_group<0>();
 
     // Epilogue through shared memory (the pipeline buffers, now idle: every TMA load has been
-    // consumed). Both consumers must be past their last wgmma before either overwrites them.
+    // consumed). Every consumer must be past its last wgmma before any overwrites them.
     ptx::named_barrier_sync(1, 128 * C::kConsumers);
     // The bytes were last touched by the async proxy (TMA writes, wgmma reads).
     ptx::fence_proxy_async_shared();
-    float* staging = reinterpret_cast<float*>(smem) + consumer * 64 * C::kStagePitch;
+    float* mine = staging + consumer * 64 * C::kStagePitch;
     const int lane = threadIdx.x & 31, warp_in_group = (threadIdx.x / 32) & 3;
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int j = 0; j < C::BN / 8; ++j) {
       const int row = warp_in_group * 16 + g, col = j * 8 + 2 * t;
-      *reinterpret_cast<float2*>(&staging[row * C::kStagePitch + col]) = make_float2(acc[4 * j], acc[4 * j + 1]);
-      *reinterpret_cast<float2*>(&staging[(row + 8) * C::kStagePitch + col]) =
+      *reinterpret_cast<float2*>(&mine[row * C::kStagePitch + col]) = make_float2(acc[4 * j], acc[4 * j + 1]);
+      *reinterpret_cast<float2*>(&mine[(row + 8) * C::kStagePitch + col]) =
           make_float2(acc[4 * j + 2], acc[4 * j + 3]);
     }
-    ptx::named_barrier_sync(2 + consumer, 128);
-    constexpr int kVec = Pack16<T>::kCount;
-    constexpr int kRunsPerRow = C::BN / kVec;
-    for (int idx = threadIdx.x & 127; idx < 64 * kRunsPerRow; idx += 128) {
-      const int row = idx / kRunsPerRow, run = idx % kRunsPerRow;
-      const int64_t m = static_cast<int64_t>(m0) + consumer * 64 + row;
-      const int64_t n = static_cast<int64_t>(n0) + run * kVec;
-      epilogue_store_staged<T>(p, m, n, &staging[row * C::kStagePitch + run * kVec]);
+  }
+
+  constexpr int kVec = Pack16<T>::kCount;
+  constexpr int kRunsPerRow = C::BN / kVec;
+  const int ct = static_cast<int>(threadIdx.x) - 128;  // consumer thread index, < 0 in the producer
+  if (!C::kCanSplit || split == 1) {
+    if (ct >= 0) {
+      const int consumer = ct / 128;
+      ptx::named_barrier_sync(2 + consumer, 128);  // this consumer's 64 rows are staged
+      for (int idx = ct & 127; idx < 64 * kRunsPerRow; idx += 128) {
+        const int row = consumer * 64 + idx / kRunsPerRow, run = idx % kRunsPerRow;
+        epilogue_store_staged<T>(p, static_cast<int64_t>(m0) + row, static_cast<int64_t>(n0) + run * kVec,
+                                 &staging[row * C::kStagePitch + run * kVec]);
+      }
     }
+    return;
+  }
+  if constexpr (C::kCanSplit) {
+    namespace cg = cooperative_groups;
+    const cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every rank's partial tile is staged
+    if (ct >= 0) {
+      const int rows = C::BM / split, first = rank * rows;
+      for (int idx = ct; idx < rows * kRunsPerRow; idx += 128 * C::kConsumers) {
+        const int row = first + idx / kRunsPerRow, run = idx % kRunsPerRow;
+        const int64_t m = static_cast<int64_t>(m0) + row, n = static_cast<int64_t>(n0) + run * kVec;
+        if (m >= p.M || n >= p.N) continue;
+        float v[kVec];
+  #pragma unroll
+        for (int e = 0; e < kVec; ++e) v[e] = 0.0f;
+        for (int q = 0; q < split; ++q) {
+          const float* src = cluster.map_shared_rank(staging, q) + row * C::kStagePitch + run * kVec;
+  #pragma unroll
+          for (int e = 0; e < kVec; e += 4) {
+            const float4 f = *reinterpret_cast<const float4*>(src + e);
+            v[e] += f.x;
+            v[e + 1] += f.y;
+            v[e + 2] += f.z;
+            v[e + 3] += f.w;
+          }
+        }
+        epilogue_store<T>(p, m, n, v);
+      }
+    }
+    cluster.sync();  // no rank leaves while another still reads its shared memory
   }
 #else
-  static_assert(C::kKSteps > 0 && C::kProducerRegs > 0 && C::kConsumerRegs > 0 && kRasterRows > 0);
+  static_assert(C::kKSteps > 0 && kRasterRows > 0);
   __trap();  // never launched: the host checks for an sm_90a image first
 #endif
 }
 
-// ptxas (CUDA 13.0, sm_90a): 168 registers per thread at entry (the 384-thread cap), then
-// 40 producer / 232 consumer after setmaxnreg; no spills, no wgmma serialisation warnings.
+// ptxas (CUDA 13.0, sm_90a): the two-consumer tiles take 168 registers per thread at entry
+// (the 384-thread cap), then 40 producer / 232 consumer after setmaxnreg; no spills, no wgmma
+// serialisation warnings.
 template <typename T, WgmmaTile kTile>
 struct WgmmaTileConfig;
 // 128x256, 4 stages: 48 KiB per stage, 193 KiB of shared memory, one CTA per SM.
 template <typename T>
-struct WgmmaTileConfig<T, WgmmaTile::m128n256> { using type = WgmmaConfig<T, 256, 4>; };
+struct WgmmaTileConfig<T, WgmmaTile::m128n256> { using type = WgmmaConfig<T, 256, 4, 2>; };
 // 128x128, 6 stages: 32 KiB per stage, 193 KiB; for grids the 128x256 tile leaves uneven.
 template <typename T>
-struct WgmmaTileConfig<T, WgmmaTile::m128n128> { using type = WgmmaConfig<T, 128, 6>; };
+struct WgmmaTileConfig<T, WgmmaTile::m128n128> { using type = WgmmaConfig<T, 128, 6, 2>; };
+// The small-grid tiles (with split K): more CTAs on a small output, each pulling fewer bytes
+// per k-tile. 64x128, 6 stages of 24 KiB; 64x64, 8 stages of 16 KiB. The deep pipelines keep
+// a whole split's k-tiles in flight.
+template <typename T>
+struct WgmmaTileConfig<T, WgmmaTile::m64n128> { using type = WgmmaConfig<T, 128, 6, 1>; };
+template <typename T>
+struct WgmmaTileConfig<T, WgmmaTile::m64n64> { using type = WgmmaConfig<T, 64, 8, 1>; };
 
 template <typename T, typename F>
 decltype(auto) with_wgmma_config(WgmmaTile tile, F&& f) {
-  if (tile == WgmmaTile::m128n256) return f(typename WgmmaTileConfig<T, WgmmaTile::m128n256>::type{});
-  return f(typename WgmmaTileConfig<T, WgmmaTile::m128n128>::type{});
+  switch (tile) {
+    case WgmmaTile::m128n256: return f(typename WgmmaTileConfig<T, WgmmaTile::m128n256>::type{});
+    case WgmmaTile::m64n128: return f(typename WgmmaTileConfig<T, WgmmaTile::m64n128>::type{});
+    case WgmmaTile::m64n64: return f(typename WgmmaTileConfig<T, WgmmaTile::m64n64>::type{});
+    default: return f(typename WgmmaTileConfig<T, WgmmaTile::m128n128>::type{});
+  }
 }
 
 template <class C>
-void launch_config(const GemmArgs& a, cudaStream_t stream) {
+void launch_config(const GemmArgs& a, int split, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
   int dev = 0;
   TLB_CUDA_CHECK(cudaGetDevice(&dev));
@@ -218,7 +303,8 @@ void launch_config(const GemmArgs& a, cudaStream_t stream) {
   const CUtensorMap tmap_w = make_tensor_map_2d_sw128(a.W, a.dtype, static_cast<uint64_t>(a.N),
                                                       static_cast<uint64_t>(a.K), C::BN, C::BK);
   const int64_t tiles = ((a.M + C::BM - 1) / C::BM) * ((a.N + C::BN - 1) / C::BN);
-  gemm_wgmma_sm90_kernel<C><<<static_cast<unsigned>(tiles), C::kThreads, C::kSmemBytes, stream>>>(tmap_a, tmap_w, a);
+  launch_kernel(gemm_wgmma_sm90_kernel<C>, dim3(static_cast<unsigned>(tiles * split)), dim3(C::kThreads),
+                C::kSmemBytes, stream, static_cast<unsigned>(split), tmap_a, tmap_w, a, split);
   TLB_LAUNCH_CHECK(stream);
 }
 
@@ -228,7 +314,7 @@ bool wgmma_sm90_image_present() {
   // The kernel carries sm_90a machine code only if this build targeted it; a PTX JIT from an
   // older virtual architecture would run the trapping stub instead.
   cudaFuncAttributes attr{};
-  TLB_CUDA_CHECK(cudaFuncGetAttributes(&attr, gemm_wgmma_sm90_kernel<WgmmaConfig<__half, 256, 4>>));
+  TLB_CUDA_CHECK(cudaFuncGetAttributes(&attr, gemm_wgmma_sm90_kernel<WgmmaConfig<__half, 256, 4, 2>>));
   return attr.ptxVersion >= 90 && attr.binaryVersion == 90;
 }
 
@@ -239,21 +325,27 @@ WgmmaTileShape wgmma_tile_shape(WgmmaTile t) {
   });
 }
 
-std::string wgmma_tile_name(WgmmaTile t, DType d) {
+std::string wgmma_tile_name(WgmmaTile t, DType d, int split) {
   return dispatch_dtype(d, [&](auto tag) {
     using T = decltype(tag);
     return with_wgmma_config<T>(t, [&](auto c) {
       using C = decltype(c);
       return "sm90_wgmma_" + std::to_string(C::BM) + "x" + std::to_string(C::BN) + "x" + std::to_string(C::BK) +
-             "_s" + std::to_string(C::STAGES) + (C::kTf32 ? "_tf32" : "");
+             "_s" + std::to_string(C::STAGES) + (split > 1 ? "_splitk" + std::to_string(split) : "") +
+             (C::kTf32 ? "_tf32" : "");
     });
   });
 }
 
-void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile tile, cudaStream_t stream) {
+void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile tile, int split, cudaStream_t stream) {
+  const WgmmaTileShape shape = wgmma_tile_shape(tile);
+  if (split < 1 || split > kMaxWgmmaSplit || (split > 1 && shape.bm != 64) || shape.bm % split != 0) {
+    throw std::invalid_argument("wgmma GEMM: split " + std::to_string(split) + " is not available for the " +
+                                std::to_string(shape.bm) + "x" + std::to_string(shape.bn) + " tile");
+  }
   dispatch_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    with_wgmma_config<T>(tile, [&](auto c) { launch_config<decltype(c)>(a, stream); });
+    with_wgmma_config<T>(tile, [&](auto c) { launch_config<decltype(c)>(a, split, stream); });
   });
 }
 

@@ -11,6 +11,8 @@
 
 #include "common/cuda_check.hpp"
 #include "common/dtype_traits.cuh"
+#include "common/launch.cuh"
+#include "common/ptx.cuh"
 #include "layernorm/add_layernorm_plan.hpp"
 #include "layernorm/rsqrt.hpp"
 
@@ -70,6 +72,8 @@ __device__ __forceinline__ float inverse_sqrt(float x) {
 template <typename T, int kThreadsPerRow, int kVecsPerThread, RsqrtKind kRsqrt>
 __global__ void __launch_bounds__(block_threads<kThreadsPerRow>())
     add_layernorm_kernel(AddNormParams p) {
+  ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
+  ptx::pdl_launch_dependents();
   using Vec = Pack16<T>;
   constexpr int kE = Vec::kCount;
   constexpr int kRowsPerBlock = kThreadsPerRow == 32 ? kAddNormWarpRowsPerBlock : 1;
@@ -190,7 +194,7 @@ void launch(const AddNormParams& p, cudaStream_t stream) {
   const int64_t needed = (p.rows + kRowsPerBlock - 1) / kRowsPerBlock;
   const int64_t resident = static_cast<int64_t>(sms) * blocks_per_sm.load(std::memory_order_relaxed);
   const unsigned grid = static_cast<unsigned>(needed < resident ? needed : resident);
-  kernel<<<grid, kThreads, 0, stream>>>(p);
+  launch_kernel(kernel, dim3(grid), dim3(kThreads), 0, stream, 1, p);
   TLB_LAUNCH_CHECK(stream);
 }
 

@@ -268,6 +268,48 @@ TEST_CASE("gemm without bias computes the plain product", "[gpu][kernels][gemm]"
   }
 }
 
+TEST_CASE("gemm small grids split K over a cluster, deterministically", "[gpu][kernels][gemm]") {
+  TLB_REQUIRE_GPU();
+  // Case 1's down projection: 128 tokens, 512 outputs, K = 2048. Every split variant must
+  // match fp64 (check_every_variant) and give the same bits on every run: the partial tiles
+  // are added in rank order, whatever order the CTAs ran in.
+  const Mode& mode = kModes[0];
+  const Shape s{128, 512, 2048};
+  const Problem p = make_problem(mode, s, true, 9);
+  const std::vector<double> ref = reference(p, s, GemmEpilogue::bias_residual, tlb::Activation::gelu);
+  GuardedOutput out(static_cast<size_t>(s.M * s.N), mode.dtype);
+  GemmArgs a = gemm_args(mode, s, p, GemmEpilogue::bias_residual, tlb::Activation::gelu);
+  a.out = out.ptr();
+  check_every_variant(mode, a, {&out}, {ref});
+  const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
+  const bool has_split = std::any_of(variants.begin(), variants.end(),
+                                     [](const std::string& v) { return v.find("_splitk") != std::string::npos; });
+  if (variants.front().rfind("sm90_", 0) != 0) {
+    WARN("no sm_90a wgmma kernels on this GPU/build: the split-K variants do not exist here");
+    CHECK_FALSE(has_split);
+    return;
+  }
+  CHECK(has_split);
+  // The dispatcher's first choice on this small grid is a 64-row tile with K split.
+  CHECK(variants.front().rfind("sm90_wgmma_64x", 0) == 0);
+  CHECK(variants.front().find("_splitk") != std::string::npos);
+  for (const std::string& v : variants) {
+    if (v.find("_splitk") == std::string::npos) continue;
+    INFO("variant " << v);
+    std::vector<float> first;
+    for (int run = 0; run < 3; ++run) {
+      out.poison();
+      tlb::gemm_fused_variant(a, v, nullptr);
+      TLB_CUDA_CHECK(cudaDeviceSynchronize());
+      bool guards = false;
+      const std::vector<float> got = out.read(&guards);
+      CHECK(guards);
+      if (run == 0) first = got;
+      else CHECK(tlb::test::bit_identical(first, got));
+    }
+  }
+}
+
 // Shape checks come before any device query, so these run without a GPU.
 TEST_CASE("gemm_fused_supported rejects unsupported shapes with a reason", "[kernels][gemm]") {
   alignas(16) static uint8_t fake[64];  // never dereferenced: only shapes are judged here

@@ -1,0 +1,12 @@
+// How our kernels are launched on the current device: programmatic dependent launch (PDL,
+// compute capability 9.0+) lets a kernel's CTAs start and set up while the kernel before it
+// drains; the kernel waits (ptx::pdl_wait) before it touches memory that kernel wrote.
+#pragma once
+
+namespace tlb {
+
+// True when launches on the current device carry the PDL attribute: compute capability 9.0
+// or later and TLBENCH_PDL not "0" (the switch exists to measure what PDL buys).
+bool pdl_enabled();
+
+}  // namespace tlb
