@@ -28,7 +28,9 @@ struct GemmArgs {
   Activation activation = Activation::gelu;
   int64_t M = 0, N = 0, K = 0;
   const void* A = nullptr;         // [M, K]
-  const void* W = nullptr;         // [N, K]
+  // [N, K]: weights. Under PDL (common/launch.hpp) the GEMM starts reading W while the kernel
+  // before it in the stream may still run, so that kernel must not write W.
+  const void* W = nullptr;
   const void* bias = nullptr;      // [N]
   const void* residual = nullptr;  // [M, N], bias_residual only (may not alias out)
   void* out = nullptr;             // [M, N]; unused by bias_qkv_split

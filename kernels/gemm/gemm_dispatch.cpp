@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -113,20 +114,26 @@ struct Candidate {
 };
 
 // A grid is small when even the 128x128 wgmma tile leaves half the SMs idle (case 1's
-// 128-token GEMMs, case 2's 768-wide ones). There the time is the latency of one CTA pulling
-// its operands through its SM, not the chip's throughput: what counts is the bytes each CTA
-// loads, (BM + BN) x K / split, so smaller tiles and split K win until the grid fills the chip.
+// 128-token GEMMs, case 2's 768-wide ones). There a launch is latency-bound: each CTA pulls
+// its operands through its own SM, so what counts is the bytes each CTA streams,
+// (BM + BN) x 128 bytes per k-tile, times the waves of CTAs, not the chip's throughput.
 bool small_grid(int64_t M, int64_t N, int sms) {
   return ((M + 127) / 128) * ((N + 127) / 128) * 2 <= sms;
 }
 
-// Relative latency of a one-wave launch of the 64-row tiles: k-tiles each CTA streams times
-// the bytes per k-tile; a split costs about two k-tiles more (staging the partial tile, two
-// cluster barriers and the distributed-shared-memory reduction).
-double small_grid_time(const gemm_detail::WgmmaTileShape& t, int split, int64_t K, int64_t bk) {
+// Relative latency of a launch of the wgmma tiles on a small grid, in rows-times-k-tiles
+// streamed by one CTA (one CTA per SM). Measured on an H200 (tlbench_kernel_bench small,
+// graph-replayed, see results/perf-log.md): a launch costs about 1.3 us plus 1.6 ns per unit,
+// and a split adds about 2 us (cluster launch, the partial tiles through distributed shared
+// memory, two cluster barriers), so it pays only where it removes more than ~1250 units.
+constexpr double kSplitCostUnits = 1250.0;
+double small_grid_time(const gemm_detail::WgmmaTileShape& t, int split, int64_t M, int64_t N, int64_t K,
+                       int64_t bk, int sms) {
+  const int64_t ctas = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn) * split;
+  const int64_t waves = (ctas + sms - 1) / sms;
   const int64_t k_tiles = (K + bk - 1) / bk;
   const int64_t per_rank = (k_tiles + split - 1) / split;
-  return static_cast<double>((t.bm + t.bn) * (per_rank + (split > 1 ? 2 : 0)));
+  return static_cast<double>(waves * (t.bm + t.bn) * per_rank) + (split > 1 ? kSplitCostUnits : 0.0);
 }
 
 enum class VariantPolicy { automatic, portable, sm90 };
@@ -167,9 +174,9 @@ std::vector<Candidate> ranked_candidates(const GemmArgs& a) {
   std::stable_sort(c.begin(), c.end(),
                    [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
   if (dev.sm90_image && !(a.dtype == DType::fp32 && a.fp32_math == Fp32Math::ieee)) {
-    // The small-grid tiles: offered for every shape (the tests force them anywhere), ranked
-    // first by their latency model where the grid is small, last elsewhere.
-    std::vector<Candidate> small;
+    // The 64-row tiles, with and without split K: offered for every shape (the tests run
+    // every variant), ranked last on big grids. On a small grid every wgmma tile is ranked
+    // by the latency model and goes first.
     const int64_t bk = 128 / dtype_bytes(a.dtype);
     for (WgmmaTile t : {WgmmaTile::m64n128, WgmmaTile::m64n64}) {
       const auto shape = gemm_detail::wgmma_tile_shape(t);
@@ -177,13 +184,20 @@ std::vector<Candidate> ranked_candidates(const GemmArgs& a) {
       for (int split = 1; split <= gemm_detail::kMaxWgmmaSplit; split *= 2) {
         // One wave, and at least two k-tiles per rank (less than that cannot pay the split).
         if (split > 1 && (tiles * split > dev.sms || (a.K + bk - 1) / bk < 2 * split)) continue;
-        small.push_back({gemm_detail::wgmma_tile_name(t, a.dtype, split), Candidate::wgmma, static_cast<int>(t),
-                         small_grid_time(shape, split, a.K, bk), split});
+        c.push_back({gemm_detail::wgmma_tile_name(t, a.dtype, split), Candidate::wgmma, static_cast<int>(t),
+                     std::numeric_limits<double>::infinity(), split});
       }
     }
-    std::stable_sort(small.begin(), small.end(),
-                     [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
-    c.insert(small_grid(a.M, a.N, dev.sms) ? c.begin() : c.end(), small.begin(), small.end());
+    if (small_grid(a.M, a.N, dev.sms)) {
+      for (Candidate& x : c) {
+        if (x.kind != Candidate::wgmma) continue;
+        x.time = small_grid_time(gemm_detail::wgmma_tile_shape(static_cast<WgmmaTile>(x.tile)), x.split, a.M,
+                                 a.N, a.K, bk, dev.sms);
+      }
+      const auto portable = std::stable_partition(c.begin(), c.end(),
+                                                  [](const Candidate& x) { return x.kind == Candidate::wgmma; });
+      std::stable_sort(c.begin(), portable, [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
+    }
   }
   // Until proven on the device, the wgmma kernels rank after every portable one.
   if (!kSm90ProvenOnDevice) {

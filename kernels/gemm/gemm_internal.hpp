@@ -40,11 +40,12 @@ std::string fma_tile_name(FmaTile t);
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream);
 
 // Hopper: TMA + wgmma, producer/consumer warpgroups (sm_90a images only). The 64-row tiles
-// serve small grids and may split K over a cluster of up to kMaxWgmmaSplit CTAs (the split
-// must divide the tile's rows: each rank reduces its share of them).
+// serve small grids and may split K over a cluster of up to kMaxWgmmaSplit CTAs (each rank
+// reduces its share of the tile's rows). Clusters of 8 measured slower than 4 on an H200:
+// with 130+ KiB of shared memory per CTA, fewer of them fit the GPCs at once.
 enum class WgmmaTile : int { m128n256 = 0, m128n128, m64n128, m64n64 };
 constexpr int kNumWgmmaTiles = 4;
-constexpr int kMaxWgmmaSplit = 8;
+constexpr int kMaxWgmmaSplit = 4;
 struct WgmmaTileShape {
   int bm, bn;
 };

@@ -145,8 +145,16 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::prefetch_tensor_map(&tmap_w);
   }
   __syncthreads();
-  // Everything above overlapped the previous kernel's tail; A, the bias and the residual may
-  // be its output.
+  // Under PDL everything up to pdl_wait overlaps the previous kernel's tail. W holds weights,
+  // which no kernel of the forward writes, so the first stages' W tiles load now; A and the
+  // residual may be the previous kernel's output and wait.
+  const int preloaded = min(k_tiles, C::STAGES);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < preloaded; ++i) {
+      ptx::mbarrier_arrive_expect_tx(full_bar + 8 * i, C::kStageBytes);
+      ptx::tma_load_2d(base + i * C::kStageBytes + C::kABytes, &tmap_w, (kt_begin + i) * C::BK, n0, full_bar + 8 * i);
+    }
+  }
   ptx::pdl_wait();
   ptx::pdl_launch_dependents();
 
@@ -155,13 +163,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (threadIdx.x == 0) {
       for (int i = 0; i < k_tiles; ++i) {
         const int s = i % C::STAGES, kt = kt_begin + i;
-        // Round r = i / STAGES reuses the stage once the consumers released round r - 1;
-        // in round 0 the wait on parity 1 passes at once.
-        ptx::mbarrier_wait(empty_bar + 8 * s, ((i / C::STAGES) & 1) ^ 1);
-        ptx::mbarrier_arrive_expect_tx(full_bar + 8 * s, C::kStageBytes);
         const uint32_t dst = base + s * C::kStageBytes;
+        if (i >= preloaded) {
+          // Round r = i / STAGES reuses the stage once the consumers released round r - 1.
+          ptx::mbarrier_wait(empty_bar + 8 * s, ((i / C::STAGES) & 1) ^ 1);
+          ptx::mbarrier_arrive_expect_tx(full_bar + 8 * s, C::kStageBytes);
+          ptx::tma_load_2d(dst + C::kABytes, &tmap_w, kt * C::BK, n0, full_bar + 8 * s);
+        }
         ptx::tma_load_2d(dst, &tmap_a, kt * C::BK, m0, full_bar + 8 * s);
-        ptx::tma_load_2d(dst + C::kABytes, &tmap_w, kt * C::BK, n0, full_bar + 8 * s);
       }
     }
   } else {
