@@ -4,7 +4,7 @@
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
 #   scripts/gpu-check.sh build test bench aa sweep sanitize pytorch
 # Environment knobs per step: GPU_TESTS, SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS,
-# SWEEP_ARGS, SELECT_ARGS, PROFILE_ARGS, PYTORCH_CASES, PYTORCH_DTYPES.
+# SWEEP_ARGS, SELECT_ARGS, PROFILE_ARGS, PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -45,7 +45,7 @@ for step in "${steps[@]}"; do
     profile)
       log "per-kernel device time (ncu) of ${PROFILE_ARGS:=--cases 1 --dtypes fp16 --configs 11110}"
       rm -rf /tmp/tlbench-profile
-      ncu --csv --metrics gpu__time_duration.sum $BIN run --config configs/cases.json $PROFILE_ARGS \
+      ncu --csv --metrics gpu__time_duration.sum ${PROFILE_NCU_FLAGS:-} $BIN run --config configs/cases.json $PROFILE_ARGS \
         --quick --min-reps 2 --max-reps 2 --out /tmp/tlbench-profile >"$OUT/profile.csv" 2>"$OUT/profile.err"
       echo "rc=$?" >>"$OUT/summary.txt"
       python3 scripts/kernel_profile.py "$OUT/profile.csv" >"$OUT/profile.txt" 2>&1

@@ -26,6 +26,7 @@
 #include "common/device_buffer.hpp"
 #include "common/rounding.hpp"
 #include "gemm/gemm.hpp"
+#include "gemm/gemm_internal.hpp"  // tile names and cluster capacity, for the small-grid report
 #include "layernorm/add_layernorm.hpp"
 
 namespace {
@@ -231,6 +232,14 @@ int main(int argc, char** argv) {
     }
     if (only == "small") {
       using tlb::GemmEpilogue;
+      using tlb::gemm_detail::WgmmaTile;
+      for (WgmmaTile t : {WgmmaTile::m64n128, WgmmaTile::m64n64}) {
+        for (int split = 1; split <= tlb::gemm_detail::kMaxWgmmaSplit; split *= 2) {
+          fmt::print("clusters of {} x {} at once: {}\n", split, tlb::gemm_detail::wgmma_tile_name(t, DType::fp16, 1),
+                     tlb::gemm_detail::wgmma_max_active_clusters(t, DType::fp16, split));
+        }
+      }
+      bench_gemm_small(h, st, "case1 up bias only", 128, 2048, 512, DType::fp16, GemmEpilogue::bias);
       for (DType dt : {DType::fp16, DType::fp32}) {
         bench_gemm_small(h, st, "case1 qkv", 128, 1536, 512, dt, GemmEpilogue::bias);
         bench_gemm_small(h, st, "case1 up bias+gelu", 128, 2048, 512, dt, GemmEpilogue::bias_activation);

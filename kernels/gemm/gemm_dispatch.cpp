@@ -122,15 +122,17 @@ bool small_grid(int64_t M, int64_t N, int sms) {
 }
 
 // Relative latency of a launch of the wgmma tiles on a small grid, in rows-times-k-tiles
-// streamed by one CTA (one CTA per SM). Measured on an H200 (tlbench_kernel_bench small,
-// graph-replayed, see results/perf-log.md): a launch costs about 1.3 us plus 1.6 ns per unit,
-// and a split adds about 2 us (cluster launch, the partial tiles through distributed shared
-// memory, two cluster barriers), so it pays only where it removes more than ~1250 units.
+// streamed by one CTA, times the waves of clusters the device runs (`capacity` at once).
+// Measured on an H200 (tlbench_kernel_bench small, graph-replayed, see results/perf-log.md):
+// a launch costs about 1.3 us plus 1.6 ns per unit, and a split adds about 2 us (cluster
+// launch, the partial tiles through distributed shared memory, two cluster barriers), so it
+// pays only where it removes more than ~1250 units.
 constexpr double kSplitCostUnits = 1250.0;
-double small_grid_time(const gemm_detail::WgmmaTileShape& t, int split, int64_t M, int64_t N, int64_t K,
-                       int64_t bk, int sms) {
-  const int64_t ctas = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn) * split;
-  const int64_t waves = (ctas + sms - 1) / sms;
+double small_grid_time(const gemm_detail::WgmmaTileShape& t, int split, int capacity, int64_t M, int64_t N,
+                       int64_t K, int64_t bk) {
+  const int64_t clusters = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
+  const int64_t cap = std::max(1, capacity);
+  const int64_t waves = (clusters + cap - 1) / cap;
   const int64_t k_tiles = (K + bk - 1) / bk;
   const int64_t per_rank = (k_tiles + split - 1) / split;
   return static_cast<double>(waves * (t.bm + t.bn) * per_rank) + (split > 1 ? kSplitCostUnits : 0.0);
@@ -182,8 +184,11 @@ std::vector<Candidate> ranked_candidates(const GemmArgs& a) {
       const auto shape = gemm_detail::wgmma_tile_shape(t);
       const int64_t tiles = ((a.M + shape.bm - 1) / shape.bm) * ((a.N + shape.bn - 1) / shape.bn);
       for (int split = 1; split <= gemm_detail::kMaxWgmmaSplit; split *= 2) {
-        // One wave, and at least two k-tiles per rank (less than that cannot pay the split).
-        if (split > 1 && (tiles * split > dev.sms || (a.K + bk - 1) / bk < 2 * split)) continue;
+        // One wave of clusters, and at least two k-tiles per rank (less cannot pay the split).
+        if (split > 1 && (tiles > gemm_detail::wgmma_max_active_clusters(t, a.dtype, split) ||
+                          (a.K + bk - 1) / bk < 2 * split)) {
+          continue;
+        }
         c.push_back({gemm_detail::wgmma_tile_name(t, a.dtype, split), Candidate::wgmma, static_cast<int>(t),
                      std::numeric_limits<double>::infinity(), split});
       }
@@ -191,8 +196,9 @@ std::vector<Candidate> ranked_candidates(const GemmArgs& a) {
     if (small_grid(a.M, a.N, dev.sms)) {
       for (Candidate& x : c) {
         if (x.kind != Candidate::wgmma) continue;
-        x.time = small_grid_time(gemm_detail::wgmma_tile_shape(static_cast<WgmmaTile>(x.tile)), x.split, a.M,
-                                 a.N, a.K, bk, dev.sms);
+        const auto t = static_cast<WgmmaTile>(x.tile);
+        x.time = small_grid_time(gemm_detail::wgmma_tile_shape(t), x.split,
+                                 gemm_detail::wgmma_max_active_clusters(t, a.dtype, x.split), a.M, a.N, a.K, bk);
       }
       const auto portable = std::stable_partition(c.begin(), c.end(),
                                                   [](const Candidate& x) { return x.kind == Candidate::wgmma; });

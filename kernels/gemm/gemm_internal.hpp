@@ -56,5 +56,9 @@ std::string wgmma_tile_name(WgmmaTile t, DType d, int split);
 // that the device is compute capability 9.0).
 bool wgmma_sm90_image_present();
 void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile t, int split, cudaStream_t stream);
+// How many clusters of `split` CTAs of this tile the current device runs at once (with
+// split 1: how many CTAs). Clusters must fit inside one GPC, so this can be well under
+// SMs / split.
+int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
 
 }  // namespace tlb::gemm_detail

@@ -12,8 +12,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "common/cuda_check.hpp"
 #include "common/dtype_traits.cuh"
@@ -296,8 +299,9 @@ decltype(auto) with_wgmma_config(WgmmaTile tile, F&& f) {
   }
 }
 
+// The kernel's shared-memory opt-in, once per device.
 template <class C>
-void launch_config(const GemmArgs& a, int split, cudaStream_t stream) {
+void configure_kernel() {
   static std::atomic<uint64_t> configured{0};
   int dev = 0;
   TLB_CUDA_CHECK(cudaGetDevice(&dev));
@@ -307,6 +311,30 @@ void launch_config(const GemmArgs& a, int split, cudaStream_t stream) {
                                         C::kSmemBytes));
     configured.fetch_or(bit, std::memory_order_relaxed);
   }
+}
+
+template <class C>
+int max_active_clusters(int split) {
+  configure_kernel<C>();
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(split));
+  cfg.blockDim = dim3(C::kThreads);
+  cfg.dynamicSmemBytes = C::kSmemBytes;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(split);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  TLB_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, gemm_wgmma_sm90_kernel<C>, &cfg));
+  return n;
+}
+
+template <class C>
+void launch_config(const GemmArgs& a, int split, cudaStream_t stream) {
+  configure_kernel<C>();
   const CUtensorMap tmap_a = make_tensor_map_2d_sw128(a.A, a.dtype, static_cast<uint64_t>(a.M),
                                                       static_cast<uint64_t>(a.K), C::BM, C::BK);
   const CUtensorMap tmap_w = make_tensor_map_2d_sw128(a.W, a.dtype, static_cast<uint64_t>(a.N),
@@ -344,6 +372,24 @@ std::string wgmma_tile_name(WgmmaTile t, DType d, int split) {
              (C::kTf32 ? "_tf32" : "");
     });
   });
+}
+
+int wgmma_max_active_clusters(WgmmaTile tile, DType d, int split) {
+  // Per device, tile, dtype and split; asked once each (the dispatcher calls it per GEMM).
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int, int>, int> cache;
+  int dev = 0;
+  TLB_CUDA_CHECK(cudaGetDevice(&dev));
+  const auto key = std::make_tuple(dev, static_cast<int>(tile), static_cast<int>(d), split);
+  std::lock_guard<std::mutex> lock(mu);
+  const auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const int n = dispatch_dtype(d, [&](auto tag) {
+    using T = decltype(tag);
+    return with_wgmma_config<T>(tile, [&](auto c) { return max_active_clusters<decltype(c)>(split); });
+  });
+  cache.emplace(key, n);
+  return n;
 }
 
 void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile tile, int split, cudaStream_t stream) {
