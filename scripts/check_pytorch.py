@@ -230,6 +230,26 @@ def check(args):
     if ref_vs_golden is not None:
         print(f"reference_output vs golden: rel-L2 {ref_vs_golden['rel_l2']:.3e} "
               f"(pytorch vs golden: {results['golden_output']['rel_l2']:.3e})")
+    # PyTorch's other path over the same weights: its fused fast path and its eager path round
+    # differently, and how far apart they land is the spread any third implementation has to
+    # live with.
+    mha = getattr(torch.backends, "mha", None)
+    if mha is not None and hasattr(mha, "set_fastpath_enabled"):
+        was = mha.get_fastpath_enabled()
+        mha.set_fastpath_enabled(not was)
+        try:
+            with torch.no_grad():
+                other = model(x, mask=mask, src_key_padding_mask=key_padding, is_causal=is_causal)
+        finally:
+            mha.set_fastpath_enabled(was)
+        other = other.reshape(-1, d)[rows]
+        path = "eager path" if was else "fast path"
+        if "reference_output" in tensors:
+            print(line(f"pytorch ({path}) vs reference_output",
+                       compare(other, tensors["reference_output"].reshape(-1, d)[rows], args.atol, args.rtol),
+                       args.atol, args.rtol))
+        print(line(f"pytorch default vs pytorch {path}", compare(ours, other, args.atol, args.rtol),
+                   args.atol, args.rtol))
     judged = "reference_output" if "reference_output" in results else "golden_output"
     ok = results[judged]["strict"]
     print(f"RESULT: {'PASS' if ok else 'FAIL'}: PyTorch vs tlbench's {judged} "

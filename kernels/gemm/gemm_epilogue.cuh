@@ -6,13 +6,14 @@
 #include <cstdint>
 
 #include "common/dtype_traits.cuh"
+#include "common/erf_branch_free.hpp"
 #include "gemm/gemm.hpp"
 
 namespace tlb::gemm_detail {
 
 __device__ __forceinline__ float activate(float x, Activation act) {
   switch (act) {
-    case Activation::gelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case Activation::gelu: return 0.5f * x * (1.0f + erf_branch_free(x * 0.70710678118654752f));
     case Activation::gelu_tanh: {
       const float inner = 0.79788456080286536f * fmaf(0.044715f * x, x * x, x);
       return 0.5f * x * (1.0f + tanhf(inner));

@@ -58,7 +58,7 @@ struct WgmmaConfig {
   // One consumer's 32 or 64 accumulators need no rebalancing.
   static constexpr bool kRebalanceRegs = kConsumers == 2;
   // Split K is compiled into the one-consumer tiles only (the 168-register entry budget of
-  // the two-consumer ones has no room for the reduction).
+  // the two-consumer ones has no room for the reduction); there every warp reduces.
   static constexpr bool kCanSplit = kConsumers == 1;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static_assert(kStageBytes % 1024 == 0, "stage buffers must stay 1024-byte aligned");
@@ -222,10 +222,18 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   constexpr int kVec = Pack16<T>::kCount;
   constexpr int kRunsPerRow = C::BN / kVec;
-  const int ct = static_cast<int>(threadIdx.x) - 128;  // consumer thread index, < 0 in the producer
   if (!C::kCanSplit || split == 1) {
-    if (ct >= 0) {
-      const int consumer = ct / 128;
+    if constexpr (!C::kRebalanceRegs) {
+      // The producer warpgroup kept its registers: all warps share the epilogue (a lone
+      // consumer warpgroup is one warp per scheduler, too few to hide the loads and math).
+      ptx::named_barrier_sync(2, C::kThreads);  // the tile is staged
+      for (int idx = threadIdx.x; idx < C::BM * kRunsPerRow; idx += C::kThreads) {
+        const int row = idx / kRunsPerRow, run = idx % kRunsPerRow;
+        epilogue_store_staged<T>(p, static_cast<int64_t>(m0) + row, static_cast<int64_t>(n0) + run * kVec,
+                                 &staging[row * C::kStagePitch + run * kVec]);
+      }
+    } else if (threadIdx.x >= 128) {
+      const int ct = static_cast<int>(threadIdx.x) - 128, consumer = ct / 128;
       ptx::named_barrier_sync(2 + consumer, 128);  // this consumer's 64 rows are staged
       for (int idx = ct & 127; idx < 64 * kRunsPerRow; idx += 128) {
         const int row = consumer * 64 + idx / kRunsPerRow, run = idx % kRunsPerRow;
@@ -239,28 +247,27 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     namespace cg = cooperative_groups;
     const cg::cluster_group cluster = cg::this_cluster();
     cluster.sync();  // every rank's partial tile is staged
-    if (ct >= 0) {
-      const int rows = C::BM / split, first = rank * rows;
-      for (int idx = ct; idx < rows * kRunsPerRow; idx += 128 * C::kConsumers) {
-        const int row = first + idx / kRunsPerRow, run = idx % kRunsPerRow;
-        const int64_t m = static_cast<int64_t>(m0) + row, n = static_cast<int64_t>(n0) + run * kVec;
-        if (m >= p.M || n >= p.N) continue;
-        float v[kVec];
-  #pragma unroll
-        for (int e = 0; e < kVec; ++e) v[e] = 0.0f;
-        for (int q = 0; q < split; ++q) {
-          const float* src = cluster.map_shared_rank(staging, q) + row * C::kStagePitch + run * kVec;
-  #pragma unroll
-          for (int e = 0; e < kVec; e += 4) {
-            const float4 f = *reinterpret_cast<const float4*>(src + e);
-            v[e] += f.x;
-            v[e + 1] += f.y;
-            v[e + 2] += f.z;
-            v[e + 3] += f.w;
-          }
+    // Every warp reduces (the split tiles keep the producer's registers, see kCanSplit).
+    const int rows = C::BM / split, first = rank * rows;
+    for (int idx = threadIdx.x; idx < rows * kRunsPerRow; idx += C::kThreads) {
+      const int row = first + idx / kRunsPerRow, run = idx % kRunsPerRow;
+      const int64_t m = static_cast<int64_t>(m0) + row, n = static_cast<int64_t>(n0) + run * kVec;
+      if (m >= p.M || n >= p.N) continue;
+      float v[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) v[e] = 0.0f;
+      for (int q = 0; q < split; ++q) {
+        const float* src = cluster.map_shared_rank(staging, q) + row * C::kStagePitch + run * kVec;
+#pragma unroll
+        for (int e = 0; e < kVec; e += 4) {
+          const float4 f = *reinterpret_cast<const float4*>(src + e);
+          v[e] += f.x;
+          v[e + 1] += f.y;
+          v[e + 2] += f.z;
+          v[e + 3] += f.w;
         }
-        epilogue_store<T>(p, m, n, v);
       }
+      epilogue_store<T>(p, m, n, v);
     }
     cluster.sync();  // no rank leaves while another still reads its shared memory
   }
