@@ -674,7 +674,7 @@ void print_summary(const Analysis& a, std::FILE* out) {
                       "does not fit\n");
     // The auto row against the best fixed configuration (by forward time, see compare_auto):
     // within noise, or how far short it falls.
-    int with_auto = 0, auto_within = 0;
+    int with_auto = 0, auto_within = 0, auto_same = 0;
     double worst = 0;
     std::string worst_text;
     for (const auto& b : g.best) {
@@ -683,6 +683,7 @@ void print_summary(const Analysis& a, std::FILE* out) {
       const Point& p = *b.auto_point;
       const results::AutoVsBest c = results::compare_auto(p, *b.best);
       if (c.within_noise) ++auto_within;
+      if (c.same_config) ++auto_same;
       if (c.shortfall_pct > worst) {
         worst = c.shortfall_pct;
         worst_text = c.by_time
@@ -695,9 +696,9 @@ void print_summary(const Analysis& a, std::FILE* out) {
       }
     }
     if (with_auto > 0)
-      fmt::print(out, "  auto: within noise of the best on {} of {} cases (forward time); "
-                      "largest shortfall {:.1f}%{}\n",
-                 auto_within, with_auto, worst, worst_text);
+      fmt::print(out, "  auto: within noise of the best on {} of {} cases (chose the best "
+                      "configuration on {}; else by forward time); largest difference {:.1f}%{}\n",
+                 auto_within, with_auto, auto_same, worst, worst_text);
     const Factorial& f = g.factorial;
     if (f.effects.empty()) {
       fmt::print(out, "  technique effects: {}\n", f.note);

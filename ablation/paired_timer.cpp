@@ -132,9 +132,11 @@ bool ClockTracker::throttled(double mhz) const {
   return std::isfinite(mhz) && max_mhz > 0 && mhz < throttle_fraction * max_mhz;
 }
 
-bool ClockTracker::clocks_differ(double a, double b) const {
-  if (!std::isfinite(a) || !std::isfinite(b)) return false;
-  return std::fabs(a - b) > pair_clock_tolerance * std::max(a, b);
+bool ClockTracker::clocks_stray(double ref_mhz, double cand_mhz, double typical_ratio) const {
+  if (!std::isfinite(ref_mhz) || !std::isfinite(cand_mhz) || !(ref_mhz > 0) ||
+      !std::isfinite(typical_ratio) || !(typical_ratio > 0))
+    return false;
+  return std::fabs(cand_mhz / ref_mhz / typical_ratio - 1.0) > pair_clock_tolerance;
 }
 
 // ---------------------------------------------------------------- measure_paired
@@ -176,16 +178,23 @@ struct Usable {
 };
 
 // Samples under the throttle threshold (against the run's maximum as it stands now, so early
-// pairs are judged like late ones) are counted. A pair is left out only when its two runs ran
-// at clearly different SM clocks: its ratio would measure the clock, not the code. Two runs
-// slowed alike stay: heavy tensor-core forwards run power-capped well under the peak clock
-// (case 10 on the H200: 1.5-1.7 GHz against 1.98), and ABBA pairs them fairly.
+// pairs are judged like late ones) are counted. A pair is left out only when its clock ratio
+// strays from the median ratio of the point's pairs: one of its runs caught a transient and
+// its time ratio would measure that, not the code. Runs slowed alike stay (heavy tensor-core
+// forwards run power-capped well under the peak clock: case 10 on the H200 at 1.5-1.7 GHz
+// against 1.98), and so does a steady difference between baseline and candidate.
 Usable usable_pairs(const std::vector<PairSample>& pairs, const ClockTracker& tracker) {
   Usable u;
+  std::vector<double> clock_ratios;
+  for (const PairSample& p : pairs)
+    if (std::isfinite(p.ref_mhz) && std::isfinite(p.cand_mhz) && p.ref_mhz > 0)
+      clock_ratios.push_back(p.cand_mhz / p.ref_mhz);
+  const double typical = clock_ratios.empty() ? std::numeric_limits<double>::quiet_NaN()
+                                              : stats::median(clock_ratios);
   for (const PairSample& p : pairs) {
     const bool tr = tracker.throttled(p.ref_mhz), tc = tracker.throttled(p.cand_mhz);
     u.throttled_samples += static_cast<size_t>(tr) + static_cast<size_t>(tc);
-    if (tracker.clocks_differ(p.ref_mhz, p.cand_mhz)) {
+    if (tracker.clocks_stray(p.ref_mhz, p.cand_mhz, typical)) {
       ++u.throttled_pairs;
       continue;
     }

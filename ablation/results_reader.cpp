@@ -312,6 +312,8 @@ AutoVsBest compare_auto(const Point& a, const Point& b) {
     r.shortfall_pct = (1.0 - *a.speedup / *b.speedup) * 100.0;
     r.within_noise = *a.speedup + a.halfwidth() >= *b.speedup - b.halfwidth();
   }
+  r.same_config = !a.auto_choice.empty() && a.auto_choice == b.config;
+  if (r.same_config) r.within_noise = true;
   return r;
 }
 

@@ -96,9 +96,13 @@ struct Point {
 // each speedup also carries its own measurement of the baseline, whose noise (large for a
 // launch-bound eager reference) has nothing to do with which configuration auto chose.
 // Without times, by speedup.
+// When auto ran the best configuration itself, the two rows are one configuration measured
+// twice: whatever separates them is measurement noise (on power-capped cases up to ~6 % of
+// forward time between two points of the same sweep), so they are within noise by definition.
 struct AutoVsBest {
   double shortfall_pct = 0;  // how much slower auto is (negative: faster)
-  bool within_noise = false; // the two intervals (time: median -+ spread) reach each other
+  bool within_noise = false; // same configuration, or the two intervals (time: median -+ spread) meet
+  bool same_config = false;  // auto chose the best configuration
   bool by_time = false;      // compared by cand_ms (else by speedup)
 };
 AutoVsBest compare_auto(const Point& automatic, const Point& best);

@@ -693,8 +693,8 @@ std::optional<PointRow> Runner::measure(Group& g, const SchedPoint& p) {
     r.speedup = finite_or_none(m.speedup.median);
     if (!r.speedup) {
       r.status = "error";
-      note(fmt::format("no usable timed pair: {} attempted, {} left out because the two runs' "
-                       "SM clocks differed",
+      note(fmt::format("no usable timed pair: {} attempted, {} left out because their SM clock "
+                       "ratio strayed from the point's typical one",
                        m.pairs_attempted, m.throttled_pairs));
     }
     r.speedup_ci_low = finite_or_none(m.speedup.lo);

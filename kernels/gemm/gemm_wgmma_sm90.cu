@@ -176,6 +176,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         ptx::tma_load_2d(dst, &tmap_a, kt * C::BK, m0, full_bar + 8 * s);
       }
     }
+    // Lane 0 rejoins its warp: the one-consumer tiles meet the consumers at aligned barriers
+    // below (bar.sync, barrier.cluster), which a diverged warp must not reach in pieces.
+    __syncwarp();
   } else {
     if constexpr (C::kRebalanceRegs) ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = warpgroup - 1;

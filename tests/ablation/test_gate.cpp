@@ -179,6 +179,25 @@ TEST_CASE("gate: per-case rules: best configuration, missing configurations, aut
   const GateReport a = gate(auto_rule, with_auto);
   REQUIRE(found(a) == Found{{1, "fp16", "auto", "max_auto_shortfall_pct"}});
   CHECK_THAT(a.violations[0].measured, Catch::Contains("vs best 11111"));
+
+  // The same lag when auto ran the best configuration itself: one configuration measured
+  // twice, so the difference is noise and passes; another configuration that lags fails.
+  for (const char* choice : {"11111", "11011"}) {
+    const fs::path chose = doctored_copy(std::string("auto-") + choice, [](json&) { return true; });
+    {
+      std::ofstream out(chose / "points.jsonl", std::ios::app);
+      out << R"({"case_id": 1, "case_name": "tiny-4l", "dtype": "fp16", "config": "auto",)"
+             R"( "policy": "auto", "status": "ok", "baseline": "00000", "speedup": 4.0,)"
+             R"( "golden_pass": true, "auto_choice": ")" << choice << "\"}\n";
+    }
+    INFO("auto chose " << choice);
+    const GateReport c = gate(auto_rule, chose);
+    if (std::string(choice) == "11111") {
+      CHECK(found(c).empty());
+    } else {
+      CHECK(found(c) == Found{{1, "fp16", "auto", "max_auto_shortfall_pct"}});
+    }
+  }
 }
 
 TEST_CASE("gate: later overrides win, rule by rule", "[gate]") {

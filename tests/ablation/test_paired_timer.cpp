@@ -179,6 +179,32 @@ TEST_CASE("throttled samples are flagged, and only pairs whose runs' clocks diff
   CHECK(shifted.speedup.median == Approx(2.0));
 }
 
+TEST_CASE("a steady clock difference between baseline and candidate is kept, a stray one left out",
+          "[timer]") {
+  // Under a power cap the baseline runs at 1780 MHz and the candidate at 1980 every time
+  // (ratio 1.11): that is what each costs, and those pairs are kept. Timed runs 20..23 (pairs
+  // 10 and 11) catch a transient that puts both runs at 1500 MHz: their ratio (1.0) strays
+  // from the typical 1.11, and they go.
+  FakeRunClock clock;
+  bool ran_ref = false;  // the work runs before its clock is sampled
+  auto ref = [&] { ran_ref = true; clock.advance(2.0); };
+  auto cand = [&] { ran_ref = false; clock.advance(1.0); };
+  // Warm-up: one baseline run and 25 candidate runs = runs 0..25; timed run t is run 26 + t.
+  clock.mhz_of_run = [&](size_t i) {
+    if (i >= 26 + 20 && i < 26 + 24) return 1500.0;
+    return ran_ref ? 1780.0 : 1980.0;
+  };
+  ClockTracker tracker;
+  TimerOptions o = quick_options();
+  o.stop.min_pairs = 40;
+  o.stop.max_pairs = 40;
+  const PairedMeasurement m = measure_paired(clock, ref, cand, o, tracker);
+  CHECK(m.pairs_attempted == 40);
+  CHECK(m.throttled_pairs == 2);
+  CHECK(m.pairs == 38);
+  CHECK(m.speedup.median == Approx(2.0));
+}
+
 TEST_CASE("budget ends a noisy point and interruption ends any point", "[timer]") {
   FakeRunClock clock;
   std::mt19937_64 rng(3);
