@@ -97,6 +97,12 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// The same without .aligned: each thread counts on its own arrival, so a warp may reach it
+// diverged (a producer warp whose lane 0 ran the TMA loop, say) without the barrier firing
+// early on a partial warp.
+__device__ __forceinline__ void named_barrier_sync_divergent(uint32_t id, uint32_t threads) {
+  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 // ---- Register reallocation between warpgroups (sm_90a; needs a register cap at entry).
 template <int kRegs>

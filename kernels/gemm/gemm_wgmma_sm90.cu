@@ -176,8 +176,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         ptx::tma_load_2d(dst, &tmap_a, kt * C::BK, m0, full_bar + 8 * s);
       }
     }
-    // Lane 0 rejoins its warp: the one-consumer tiles meet the consumers at aligned barriers
-    // below (bar.sync, barrier.cluster), which a diverged warp must not reach in pieces.
+    // Lane 0 rejoins its warp: the one-consumer tiles meet the consumers at barriers below
+    // (the staged tile, the cluster), which a warp must not reach in pieces.
     __syncwarp();
   } else {
     if constexpr (C::kRebalanceRegs) ptx::setmaxnreg_inc<C::kConsumerRegs>();
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if constexpr (!C::kRebalanceRegs) {
       // The producer warpgroup kept its registers: all warps share the epilogue (a lone
       // consumer warpgroup is one warp per scheduler, too few to hide the loads and math).
-      ptx::named_barrier_sync(2, C::kThreads);  // the tile is staged
+      ptx::named_barrier_sync_divergent(2, C::kThreads);  // the tile is staged
       for (int idx = threadIdx.x; idx < C::BM * kRunsPerRow; idx += C::kThreads) {
         const int row = idx / kRunsPerRow, run = idx % kRunsPerRow;
         epilogue_store_staged<T>(p, static_cast<int64_t>(m0) + row, static_cast<int64_t>(n0) + run * kVec,
