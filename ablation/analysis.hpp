@@ -53,6 +53,7 @@ struct BestEntry {
   std::optional<Point> best;  // highest speedup among measured rows that pass golden
   int within_noise = 0;       // other configurations whose interval reaches the best's
   std::optional<Point> auto_point;
+  std::optional<Point> auto_chosen;  // the fixed row of the configuration auto chose
   std::string note;           // why there is no best, when there is none
 };
 

@@ -302,8 +302,10 @@ Results parse_results(std::string_view points_jsonl, std::string_view run_json,
   return r;
 }
 
-AutoVsBest compare_auto(const Point& a, const Point& b) {
+AutoVsBest compare_auto(const Point& automatic, const Point& b, const Point* chosen) {
   AutoVsBest r;
+  r.by_choice = chosen != nullptr && chosen->measured();
+  const Point& a = r.by_choice ? *chosen : automatic;
   if (a.cand_ms && b.cand_ms && *a.cand_ms > 0 && *b.cand_ms > 0) {
     r.by_time = true;
     r.shortfall_pct = (*a.cand_ms / *b.cand_ms - 1.0) * 100.0;
@@ -312,7 +314,7 @@ AutoVsBest compare_auto(const Point& a, const Point& b) {
     r.shortfall_pct = (1.0 - *a.speedup / *b.speedup) * 100.0;
     r.within_noise = *a.speedup + a.halfwidth() >= *b.speedup - b.halfwidth();
   }
-  r.same_config = !a.auto_choice.empty() && a.auto_choice == b.config;
+  r.same_config = !automatic.auto_choice.empty() && automatic.auto_choice == b.config;
   if (r.same_config) r.within_noise = true;
   return r;
 }
