@@ -10,6 +10,7 @@
 #include <set>
 
 #include "config.hpp"
+#include "matrices.hpp"
 
 namespace tlb::analysis {
 
@@ -229,20 +230,24 @@ std::string col_header(const MatrixCol& c) {
   return h;
 }
 
+// The run's matrix format (matrices.hpp), over every configuration of the design.
 std::string matrix_csv(const DTypeAnalysis& g) {
-  std::string s = "config,techniques";
-  for (const auto& c : g.cols) s += "," + csv_field(col_header(c));
-  s += "\n";
+  SpeedupMatrix m;
+  m.group = g.group;
+  for (const auto& r : g.rows) {
+    m.configs.push_back(r.label);
+    m.config_names.push_back(r.names);
+  }
+  for (const auto& c : g.cols) m.cases.push_back({c.case_id, c.case_name, c.baseline});
   for (size_t r = 0; r < g.rows.size(); ++r) {
-    s += csv_field(g.rows[r].label) + "," + csv_field(g.rows[r].names);
+    std::vector<std::string> line;
     for (size_t c = 0; c < g.cols.size(); ++c) {
       const Cell& cell = g.cells[r][c];
-      s += ",";
-      if (cell.measured()) s += num(cell.point->speedup);
+      line.push_back(cell.point ? matrix_cell(cell.point->status, cell.point->speedup) : std::string());
     }
-    s += "\n";
+    m.cells.push_back(std::move(line));
   }
-  return s;
+  return tlb::matrix_csv(m);
 }
 
 json heatmap_json(const DTypeAnalysis& g, const Analysis& a) {

@@ -19,13 +19,12 @@ std::string csv_cell(const std::string& s) {
   return q + "\"";
 }
 
-std::string cell_text(const PointRow& r) {
-  if (r.speedup && (r.status == "ok" || r.status.rfind("fallback", 0) == 0))
-    return fmt::format("{:.4f}", *r.speedup);
-  return r.status;
-}
-
 }  // namespace
+
+std::string matrix_cell(const std::string& status, const std::optional<double>& speedup) {
+  if (speedup && (status == "ok" || status.rfind("fallback", 0) == 0)) return fmt::format("{:.4f}", *speedup);
+  return status;
+}
 
 std::vector<SpeedupMatrix> build_matrices(const std::vector<PointRow>& rows) {
   // fp32 splits by math mode only when one folder holds both.
@@ -72,7 +71,7 @@ std::vector<SpeedupMatrix> build_matrices(const std::vector<PointRow>& rows) {
       std::vector<std::string> line;
       for (const SpeedupMatrix::Col& col : m.cases) {
         auto c = a.cell.find({cfg, col.case_id});
-        line.push_back(c == a.cell.end() ? std::string() : cell_text(*c->second));
+        line.push_back(c == a.cell.end() ? std::string() : matrix_cell(c->second->status, c->second->speedup));
       }
       m.cells.push_back(std::move(line));
     }

@@ -1,9 +1,11 @@
 // Per-dtype result matrices (SPEC §6): configurations x cases, each cell the speedup of that
 // configuration on that case, or the point's status where there is no speedup (nonviable,
 // oom, error, or empty where the point was not in the run). Built from points.jsonl alone, so
-// the runner writes them at the end of a run and a report can rebuild them from any folder.
+// the runner writes them at the end of a run and a report can rebuild them from any folder;
+// the report's analysis writes its matrices (every configuration a row) in the same format.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,8 @@ struct SpeedupMatrix {
 // A/A rows are not configurations and are left out; auto rows (config "auto") form one row
 // after the bit strings. A point written twice (resumed runs) counts once: the later row wins.
 std::vector<SpeedupMatrix> build_matrices(const std::vector<PointRow>& rows);
+// A cell: the speedup (4 decimals) of a measured point (ok or fallback), else its status.
+std::string matrix_cell(const std::string& status, const std::optional<double>& speedup);
 std::string matrix_csv(const SpeedupMatrix& m);
 // Writes DIR/matrix_<group>.csv per group; returns the file names written.
 std::vector<std::string> write_matrices(const std::vector<PointRow>& rows, const std::string& dir);
