@@ -5,7 +5,10 @@
 #include <fmt/core.h>
 #include <library_types.h>
 
+#include <cstdlib>
+
 #include "common/cuda_check.hpp"
+#include "common/launch.hpp"
 #include "tlbench_version.hpp"
 
 namespace tlb {
@@ -66,6 +69,11 @@ DeviceInfo query_device(int index) {
   TLB_CUBLAS_CHECK(cublasGetProperty(MAJOR_VERSION, &d.cublas_major));
   TLB_CUBLAS_CHECK(cublasGetProperty(MINOR_VERSION, &d.cublas_minor));
   TLB_CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &d.cublas_patch));
+  TLB_CUDA_CHECK(cudaSetDevice(index));
+  d.pdl = pdl_enabled();
+  TLB_CUDA_CHECK(cudaSetDevice(current));
+  const char* variant = std::getenv("TLBENCH_GEMM_VARIANT");
+  if (variant != nullptr && *variant != '\0') d.gemm_variant = variant;
   return d;
 }
 
@@ -93,6 +101,7 @@ nlohmann::json to_json(const DeviceInfo& d) {
       {"driver_version", cuda_version_string(d.driver_version)},
       {"runtime_version", cuda_version_string(d.runtime_version)},
       {"cublas_version", fmt::format("{}.{}.{}", d.cublas_major, d.cublas_minor, d.cublas_patch)},
+      {"kernel_launch", {{"pdl", d.pdl}, {"gemm_variant", d.gemm_variant}}},
   };
 }
 

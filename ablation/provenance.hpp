@@ -27,6 +27,10 @@ struct DeviceInfo {
   int driver_version = 0;     // e.g. 13000
   int runtime_version = 0;
   int cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
+  // How our kernels launch here, which the results depend on: programmatic dependent launch
+  // (off below compute capability 9.0 or with TLBENCH_PDL=0) and TLBENCH_GEMM_VARIANT.
+  bool pdl = false;
+  std::string gemm_variant = "auto";
 };
 // Throws DeviceError when the device cannot be queried.
 DeviceInfo query_device(int index = 0);

@@ -49,6 +49,8 @@ const bool kRegistered = tlb::cli::register_command(40, [](CLI::App& root, int& 
     fmt::print("driver / runtime   CUDA {} / CUDA {}\n", tlb::cuda_version_string(d.driver_version),
                tlb::cuda_version_string(d.runtime_version));
     fmt::print("cuBLAS             {}.{}.{}\n", d.cublas_major, d.cublas_minor, d.cublas_patch);
+    fmt::print("kernel launch      PDL {}, GEMM variants {}\n",
+               d.pdl ? "on (TLBENCH_PDL=0 turns it off)" : "off", d.gemm_variant);
     rc = tlb::cli::kOk;
   });
 });
