@@ -113,31 +113,6 @@ struct Candidate {
   int split = 1;  // wgmma only: CTAs of a cluster sharing one output tile's K
 };
 
-// A grid is small when even the 128x128 wgmma tile leaves half the SMs idle (case 1's
-// 128-token GEMMs, case 2's 768-wide ones). There a launch is latency-bound: each CTA pulls
-// its operands through its own SM, so what counts is the bytes each CTA streams,
-// (BM + BN) x 128 bytes per k-tile, times the waves of CTAs, not the chip's throughput.
-bool small_grid(int64_t M, int64_t N, int sms) {
-  return ((M + 127) / 128) * ((N + 127) / 128) * 2 <= sms;
-}
-
-// Relative latency of a launch of the wgmma tiles on a small grid, in rows-times-k-tiles
-// streamed by one CTA, times the waves of clusters the device runs (`capacity` at once).
-// Measured on an H200 (tlbench_kernel_bench small, graph-replayed, see results/perf-log.md):
-// a launch costs about 1.3 us plus 1.6 ns per unit, and a split adds about 2 us (cluster
-// launch, the partial tiles through distributed shared memory, two cluster barriers), so it
-// pays only where it removes more than ~1250 units.
-constexpr double kSplitCostUnits = 1250.0;
-double small_grid_time(const gemm_detail::WgmmaTileShape& t, int split, int capacity, int64_t M, int64_t N,
-                       int64_t K, int64_t bk) {
-  const int64_t clusters = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
-  const int64_t cap = std::max(1, capacity);
-  const int64_t waves = (clusters + cap - 1) / cap;
-  const int64_t k_tiles = (K + bk - 1) / bk;
-  const int64_t per_rank = (k_tiles + split - 1) / split;
-  return static_cast<double>(waves * (t.bm + t.bn) * per_rank) + (split > 1 ? kSplitCostUnits : 0.0);
-}
-
 enum class VariantPolicy { automatic, portable, sm90 };
 
 // TLBENCH_GEMM_VARIANT: unset/"auto" (the dispatcher decides), "portable" (mma.sync / FMA
@@ -166,43 +141,31 @@ std::vector<Candidate> ranked_candidates(const GemmArgs& a) {
       c.push_back({gemm_detail::mma_tile_name(t, a.dtype), Candidate::mma, i,
                    model_time(mma_model(t), a.M, a.N, dev.sms)});
     }
-    if (dev.sm90_image) {
-      for (WgmmaTile t : {WgmmaTile::m128n256, WgmmaTile::m128n128}) {
-        c.push_back({gemm_detail::wgmma_tile_name(t, a.dtype, 1), Candidate::wgmma, static_cast<int>(t),
-                     model_time(wgmma_model(t), a.M, a.N, dev.sms)});
-      }
-    }
   }
   std::stable_sort(c.begin(), c.end(),
                    [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
   if (dev.sm90_image && !(a.dtype == DType::fp32 && a.fp32_math == Fp32Math::ieee)) {
-    // The 64-row tiles, with and without split K: offered for every shape (the tests run
-    // every variant), ranked last on big grids. On a small grid every wgmma tile is ranked
-    // by the latency model and goes first.
-    const int64_t bk = 128 / dtype_bytes(a.dtype);
-    for (WgmmaTile t : {WgmmaTile::m64n128, WgmmaTile::m64n64}) {
-      const auto shape = gemm_detail::wgmma_tile_shape(t);
-      const int64_t tiles = ((a.M + shape.bm - 1) / shape.bm) * ((a.N + shape.bn - 1) / shape.bn);
-      for (int split = 1; split <= gemm_detail::kMaxWgmmaSplit; split *= 2) {
-        // One wave of clusters, and at least two k-tiles per rank (less cannot pay the split).
-        if (split > 1 && (tiles > gemm_detail::wgmma_max_active_clusters(t, a.dtype, split) ||
-                          (a.K + bk - 1) / bk < 2 * split)) {
-          continue;
-        }
-        c.push_back({gemm_detail::wgmma_tile_name(t, a.dtype, split), Candidate::wgmma, static_cast<int>(t),
-                     std::numeric_limits<double>::infinity(), split});
-      }
+    // Every wgmma variant is offered for every shape (the tests run each one). On a big grid
+    // the 128-row tiles join the throughput ranking and the 64-row ones go last; on a small
+    // grid all of them go first, ranked by the latency model.
+    const bool small = gemm_detail::small_wgmma_grid(a.M, a.N, dev.sms);
+    const auto options = gemm_detail::wgmma_options(
+        a.M, a.N, a.K, static_cast<int>(dtype_bytes(a.dtype)),
+        [&](WgmmaTile t, int split) { return gemm_detail::wgmma_max_active_clusters(t, a.dtype, split); });
+    for (const gemm_detail::WgmmaOption& o : options) {
+      const bool big_tile = gemm_detail::wgmma_tile_shape(o.tile).bm == 128;
+      const double time = small ? o.units
+                          : big_tile ? model_time(wgmma_model(o.tile), a.M, a.N, dev.sms)
+                                     : std::numeric_limits<double>::infinity();
+      c.push_back({gemm_detail::wgmma_tile_name(o.tile, a.dtype, o.split), Candidate::wgmma,
+                   static_cast<int>(o.tile), time, o.split});
     }
-    if (small_grid(a.M, a.N, dev.sms)) {
-      for (Candidate& x : c) {
-        if (x.kind != Candidate::wgmma) continue;
-        const auto t = static_cast<WgmmaTile>(x.tile);
-        x.time = small_grid_time(gemm_detail::wgmma_tile_shape(t), x.split,
-                                 gemm_detail::wgmma_max_active_clusters(t, a.dtype, x.split), a.M, a.N, a.K, bk);
-      }
+    if (small) {
       const auto portable = std::stable_partition(c.begin(), c.end(),
                                                   [](const Candidate& x) { return x.kind == Candidate::wgmma; });
       std::stable_sort(c.begin(), portable, [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
+    } else {
+      std::stable_sort(c.begin(), c.end(), [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
     }
   }
   // Until proven on the device, the wgmma kernels rank after every portable one.
@@ -238,6 +201,60 @@ void require_supported(const GemmArgs& a) {
 }
 
 }  // namespace
+
+namespace gemm_detail {
+
+// A grid is small when even the 128x128 wgmma tile leaves half the SMs idle (case 1's
+// 128-token GEMMs, case 2's 768-wide ones). There a launch is latency-bound: each CTA pulls
+// its operands through its own SM, so what counts is the bytes each CTA streams,
+// (BM + BN) x 128 bytes per k-tile, times the waves of CTAs, not the chip's throughput.
+bool small_wgmma_grid(int64_t M, int64_t N, int sms) {
+  return ((M + 127) / 128) * ((N + 127) / 128) * 2 <= sms;
+}
+
+namespace {
+
+// Relative latency of one launch, in rows-times-k-tiles streamed by one CTA, times the waves
+// of clusters the device runs (`capacity` at once). Measured on an H200 (tlbench_kernel_bench
+// small, graph-replayed, see results/perf-log.md): a launch costs about 1.3 us plus 1.6 ns per
+// unit, and a split adds about 2 us (cluster launch, the partial tiles through distributed
+// shared memory, two cluster barriers), so it pays only where it removes more than ~1250 units.
+constexpr double kSplitCostUnits = 1250.0;
+double latency_units(const WgmmaTileShape& t, int split, int capacity, int64_t M, int64_t N, int64_t K,
+                     int64_t bk) {
+  const int64_t clusters = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
+  const int64_t cap = std::max(1, capacity);
+  const int64_t waves = (clusters + cap - 1) / cap;
+  const int64_t k_tiles = (K + bk - 1) / bk;
+  const int64_t per_rank = (k_tiles + split - 1) / split;
+  return static_cast<double>(waves * (t.bm + t.bn) * per_rank) + (split > 1 ? kSplitCostUnits : 0.0);
+}
+
+}  // namespace
+
+std::vector<WgmmaOption> wgmma_options(int64_t M, int64_t N, int64_t K, int elem_bytes,
+                                       const std::function<int(WgmmaTile, int)>& capacity) {
+  const int64_t bk = 128 / elem_bytes;  // a k-tile is 128 bytes of K per row
+  const int64_t k_tiles = (K + bk - 1) / bk;
+  std::vector<WgmmaOption> out;
+  auto add = [&](WgmmaTile t, int split) {
+    out.push_back({t, split, latency_units(wgmma_tile_shape(t), split, capacity(t, split), M, N, K, bk)});
+  };
+  add(WgmmaTile::m128n256, 1);
+  add(WgmmaTile::m128n128, 1);
+  for (WgmmaTile t : {WgmmaTile::m64n128, WgmmaTile::m64n64}) {
+    const WgmmaTileShape shape = wgmma_tile_shape(t);
+    const int64_t tiles = ((M + shape.bm - 1) / shape.bm) * ((N + shape.bn - 1) / shape.bn);
+    for (int split = 1; split <= kMaxWgmmaSplit; split *= 2) {
+      // One wave of clusters, and at least two k-tiles per rank (less cannot pay the split).
+      if (split > 1 && (tiles > capacity(t, split) || k_tiles < 2 * split)) continue;
+      add(t, split);
+    }
+  }
+  return out;
+}
+
+}  // namespace gemm_detail
 
 bool gemm_fused_supported(const GemmArgs& a, std::string* why) {
   if (a.M <= 0 || a.N <= 0 || a.K <= 0) {

@@ -4,7 +4,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "gemm/gemm.hpp"
 
@@ -60,5 +63,20 @@ void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile t, int split, cudaStrea
 // split 1: how many CTAs). Clusters must fit inside one GPC, so this can be well under
 // SMs / split.
 int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
+
+// The wgmma variants offered for an M x N x K product of `elem_bytes`-byte elements, where
+// capacity(tile, split) is how many clusters of that split the device runs at once: the 128-row tiles unsplit; the 64-row tiles unsplit, and split 2 or 4 where one
+// wave of clusters holds the grid and each rank gets at least two k-tiles. `units` is the
+// small-grid latency model (see gemm_dispatch.cpp), in the order offered; a grid is small
+// when the 128x128 tile would leave half the SMs idle, and there the dispatcher ranks every
+// option by `units`.
+struct WgmmaOption {
+  WgmmaTile tile;
+  int split;
+  double units;
+};
+bool small_wgmma_grid(int64_t M, int64_t N, int sms);
+std::vector<WgmmaOption> wgmma_options(int64_t M, int64_t N, int64_t K, int elem_bytes,
+                                       const std::function<int(WgmmaTile, int)>& capacity);
 
 }  // namespace tlb::gemm_detail

@@ -19,6 +19,7 @@
 #include "common/rng.hpp"
 #include "common/rounding.hpp"
 #include "gemm/gemm.hpp"
+#include "gemm/gemm_internal.hpp"
 #include "gpu_test_util.hpp"
 #include "test_support.hpp"
 
@@ -308,6 +309,47 @@ TEST_CASE("gemm small grids split K over a cluster, deterministically", "[gpu][k
       else CHECK(tlb::test::bit_identical(first, got));
     }
   }
+}
+
+// The small-grid latency model, without a device: an H200's 132 SMs and the cluster
+// capacities it reported for these tiles (132 CTAs, 66 pairs, 30 clusters of 4). The
+// choices are the fastest variants measured there (tlbench_kernel_bench small, see
+// results/perf-log.md).
+TEST_CASE("gemm small-grid model picks the variants measured fastest on an H200", "[kernels][gemm]") {
+  using tlb::gemm_detail::WgmmaOption;
+  using tlb::gemm_detail::WgmmaTile;
+  const int sms = 132;
+  auto capacity = [](WgmmaTile, int split) { return split == 1 ? 132 : split == 2 ? 66 : 30; };
+  auto first = [&](int64_t M, int64_t N, int64_t K, int elem_bytes) {
+    REQUIRE(tlb::gemm_detail::small_wgmma_grid(M, N, sms));
+    std::vector<WgmmaOption> o = tlb::gemm_detail::wgmma_options(M, N, K, elem_bytes, capacity);
+    std::stable_sort(o.begin(), o.end(), [](const WgmmaOption& a, const WgmmaOption& b) { return a.units < b.units; });
+    return std::make_pair(tlb::gemm_detail::wgmma_tile_shape(o.front().tile), o.front().split);
+  };
+  struct Want {
+    const char* what;
+    int64_t M, N, K;
+    int elem_bytes, bm, bn, split;
+  };
+  const Want wants[] = {
+      {"case 1 qkv fp16 (3.1 us)", 128, 1536, 512, 2, 64, 64, 1},
+      {"case 1 up fp16 (4.1 us)", 128, 2048, 512, 2, 64, 64, 1},
+      {"case 1 down fp16 (5.2 us)", 128, 512, 2048, 2, 64, 64, 4},
+      {"case 1 down tf32 (6.4 us)", 128, 512, 2048, 4, 64, 64, 4},
+      {"case 2 down fp16 (15.7 us)", 1024, 768, 3072, 2, 64, 128, 1},
+  };
+  for (const Want& w : wants) {
+    INFO(w.what);
+    const auto [shape, split] = first(w.M, w.N, w.K, w.elem_bytes);
+    CHECK(shape.bm == w.bm);
+    CHECK(shape.bn == w.bn);
+    CHECK(split == w.split);
+  }
+  // Splits are offered only within one wave of clusters: 32 tiles of 64x128 need 32
+  // clusters of 4, more than the 30 that fit.
+  for (const WgmmaOption& o : tlb::gemm_detail::wgmma_options(128, 2048, 512, 2, capacity))
+    CHECK_FALSE((o.tile == WgmmaTile::m64n128 && o.split == 4));
+  CHECK_FALSE(tlb::gemm_detail::small_wgmma_grid(4096, 1024, sms));  // case 4: throughput-bound
 }
 
 // Shape checks come before any device query, so these run without a GPU.
