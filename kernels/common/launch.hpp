@@ -6,7 +6,8 @@
 namespace tlb {
 
 // True when launches on the current device carry the PDL attribute: compute capability 9.0
-// or later and TLBENCH_PDL not "0" (the switch exists to measure what PDL buys).
+// or later, running code built for sm_90 or later (the kernels' wait exists only there), and
+// TLBENCH_PDL not "0" (the switch exists to measure what PDL buys).
 bool pdl_enabled();
 
 }  // namespace tlb

@@ -11,6 +11,13 @@
 
 namespace tlb {
 
+namespace {
+
+// Built like every kernel of the library: its image tells which code the device runs.
+__global__ void pdl_probe_kernel() {}
+
+}  // namespace
+
 bool pdl_enabled() {
   constexpr int kMaxDevices = 64;
   static std::array<signed char, kMaxDevices> cache{};  // 0 unknown, 1 on, -1 off
@@ -22,9 +29,15 @@ bool pdl_enabled() {
   if (c == 0) {
     int major = 0;
     TLB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    // The kernels wait for their predecessor with griddepcontrol.wait, which only sm_90+ code
+    // carries: a device running PTX of an older target (a build for 80 only, or a newer GPU
+    // without a matching image) has kernels that would not wait, so PDL stays off there.
+    cudaFuncAttributes attr{};
+    TLB_CUDA_CHECK(cudaFuncGetAttributes(&attr, pdl_probe_kernel));
+    const bool code_waits = attr.binaryVersion >= 90 && attr.ptxVersion >= 90;
     const char* env = std::getenv("TLBENCH_PDL");
     const bool off = env != nullptr && std::strcmp(env, "0") == 0;
-    c = (major >= 9 && !off) ? 1 : -1;
+    c = (major >= 9 && code_waits && !off) ? 1 : -1;
   }
   return c > 0;
 }
