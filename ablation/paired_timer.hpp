@@ -66,7 +66,7 @@ class CudaRunClock final : public RunClock {
 // clocks (candidate / baseline) strays from the point's typical ratio by more than
 // `pair_clock_tolerance` is left out: a transient hit one run and not the other. A steady
 // ratio is kept: under a power cap the baseline and the candidate draw different power and
-// run at different clocks (on the H200, 1.78 against 1.97 GHz in one case 8 point), and
+// run at different clocks (one case 8 point on the H200 spanned 1.78-1.97 GHz), and
 // that is part of what each costs.
 struct ClockTracker {
   double throttle_fraction = 0.9;
