@@ -95,30 +95,44 @@ cudaDataType_t cuda_type(DType d) {
   return d == DType::fp16 ? CUDA_R_16F : d == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-void bench_gemm(cublasHandle_t h, cudaStream_t st, const char* label, int64_t M, int64_t N,
-                int64_t K, DType dt, tlb::GemmEpilogue epi) {
-  DeviceBuffer A = random_buffer(static_cast<size_t>(M * K), dt, 1.0f, 1);
-  DeviceBuffer W = random_buffer(static_cast<size_t>(N * K), dt, 0.02f, 2);
-  DeviceBuffer bias = random_buffer(static_cast<size_t>(N), dt, 0.1f, 3);
-  DeviceBuffer res = random_buffer(static_cast<size_t>(M * N), dt, 1.0f, 4);
-  DeviceBuffer C(static_cast<size_t>(M * N) * tlb::dtype_bytes(dt));
-  const float one = 1.0f, zero = 0.0f;
-  const double flops = 2.0 * M * N * K;
-  const double cublas_ms = median_ms([&](cudaStream_t s) {
+// One GEMM's operands on the device (random, never zero), its fused-epilogue arguments and
+// cuBLAS on the same product without epilogue: what both GEMM benchmarks time.
+struct GemmBench {
+  DType dt;
+  int64_t M, N, K;
+  DeviceBuffer A, W, bias, res, C;
+  tlb::GemmArgs args;
+
+  GemmBench(int64_t m, int64_t n, int64_t k, DType d, tlb::GemmEpilogue epi)
+      : dt(d), M(m), N(n), K(k),
+        A(random_buffer(static_cast<size_t>(m * k), d, 1.0f, 1)),
+        W(random_buffer(static_cast<size_t>(n * k), d, 0.02f, 2)),
+        bias(random_buffer(static_cast<size_t>(n), d, 0.1f, 3)),
+        res(random_buffer(static_cast<size_t>(m * n), d, 1.0f, 4)),
+        C(static_cast<size_t>(m * n) * tlb::dtype_bytes(d)) {
+    args.dtype = d;
+    args.epilogue = epi;
+    args.M = m; args.N = n; args.K = k;
+    args.A = A.get(); args.W = W.get(); args.bias = bias.get(); args.residual = res.get(); args.out = C.get();
+  }
+  void cublas(cublasHandle_t h) const {
+    const float one = 1.0f, zero = 0.0f;
     TLB_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
                                   static_cast<int>(K), &one, W.get(), cuda_type(dt), static_cast<int>(K),
                                   A.get(), cuda_type(dt), static_cast<int>(K), &zero, C.get(),
                                   cuda_type(dt), static_cast<int>(N),
                                   dt == DType::fp32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT));
-  }, st);
-  tlb::GemmArgs g;
-  g.dtype = dt;
-  g.epilogue = epi;
-  g.M = M; g.N = N; g.K = K;
-  g.A = A.get(); g.W = W.get(); g.bias = bias.get(); g.residual = res.get(); g.out = C.get();
+  }
+};
+
+void bench_gemm(cublasHandle_t h, cudaStream_t st, const char* label, int64_t M, int64_t N,
+                int64_t K, DType dt, tlb::GemmEpilogue epi) {
+  const GemmBench b(M, N, K, dt, epi);
+  const double flops = 2.0 * M * N * K;
+  const double cublas_ms = median_ms([&](cudaStream_t) { b.cublas(h); }, st);
   std::string variant;
-  const double ours_ms = median_ms([&](cudaStream_t s) { variant = tlb::gemm_fused(g, s); }, st);
+  const double ours_ms = median_ms([&](cudaStream_t s) { variant = tlb::gemm_fused(b.args, s); }, st);
   const double ours = flops / ours_ms / 1e9, ref = flops / cublas_ms / 1e9;
   fmt::print("gemm  {:<28} {:>5} M={:<6} N={:<6} K={:<6} ours {:7.1f} TFLOP/s ({:.3f} ms, {})  "
              "cuBLAS {:7.1f} TFLOP/s  ratio {:5.1f}%\n",
@@ -129,32 +143,13 @@ void bench_gemm(cublasHandle_t h, cudaStream_t st, const char* label, int64_t M,
 // cuBLAS on the same product without epilogue.
 void bench_gemm_small(cublasHandle_t h, cudaStream_t st, const char* label, int64_t M, int64_t N, int64_t K,
                       DType dt, tlb::GemmEpilogue epi) {
-  DeviceBuffer A = random_buffer(static_cast<size_t>(M * K), dt, 1.0f, 1);
-  DeviceBuffer W = random_buffer(static_cast<size_t>(N * K), dt, 0.02f, 2);
-  DeviceBuffer bias = random_buffer(static_cast<size_t>(N), dt, 0.1f, 3);
-  DeviceBuffer res = random_buffer(static_cast<size_t>(M * N), dt, 1.0f, 4);
-  DeviceBuffer C(static_cast<size_t>(M * N) * tlb::dtype_bytes(dt));
-  const float one = 1.0f, zero = 0.0f;
-  const double cublas_us = graph_us_per_call([&](cudaStream_t) {
-    TLB_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                                  static_cast<int>(K), &one, W.get(), cuda_type(dt), static_cast<int>(K),
-                                  A.get(), cuda_type(dt), static_cast<int>(K), &zero, C.get(),
-                                  cuda_type(dt), static_cast<int>(N),
-                                  dt == DType::fp32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
-                                  CUBLAS_GEMM_DEFAULT));
-  }, st);
-  tlb::GemmArgs g;
-  g.dtype = dt;
-  g.epilogue = epi;
-  g.M = M; g.N = N; g.K = K;
-  g.A = A.get(); g.W = W.get(); g.bias = bias.get(); g.residual = res.get(); g.out = C.get();
-  std::string chosen;
-  tlb::gemm_fused(g, st);
-  chosen = tlb::gemm_fused(g, st);
+  const GemmBench b(M, N, K, dt, epi);
+  const double cublas_us = graph_us_per_call([&](cudaStream_t) { b.cublas(h); }, st);
+  const std::string chosen = tlb::gemm_fused(b.args, st);
   fmt::print("small {:<22} {:>5} M={:<5} N={:<5} K={:<5} cuBLAS {:6.2f} us/launch (graph)\n", label,
              tlb::to_string(dt), M, N, K, cublas_us);
-  for (const std::string& v : tlb::gemm_fused_variants(g)) {
-    const double us = graph_us_per_call([&](cudaStream_t s) { tlb::gemm_fused_variant(g, v, s); }, st);
+  for (const std::string& v : tlb::gemm_fused_variants(b.args)) {
+    const double us = graph_us_per_call([&](cudaStream_t s) { tlb::gemm_fused_variant(b.args, v, s); }, st);
     fmt::print("      {:<40} {:6.2f} us  {:5.2f}x cuBLAS{}\n", v, us, cublas_us / us, v == chosen ? "  <- dispatch" : "");
   }
 }
