@@ -61,6 +61,7 @@ DeviceInfo query_device(int index) {
   TLB_CUDA_CHECK(cudaSetDevice(index));
   size_t free_b = 0, total_b = 0;
   TLB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  d.pdl = pdl_enabled();
   TLB_CUDA_CHECK(cudaSetDevice(current));
   d.memory_free = free_b;
   d.memory_total = total_b;
@@ -69,9 +70,6 @@ DeviceInfo query_device(int index) {
   TLB_CUBLAS_CHECK(cublasGetProperty(MAJOR_VERSION, &d.cublas_major));
   TLB_CUBLAS_CHECK(cublasGetProperty(MINOR_VERSION, &d.cublas_minor));
   TLB_CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &d.cublas_patch));
-  TLB_CUDA_CHECK(cudaSetDevice(index));
-  d.pdl = pdl_enabled();
-  TLB_CUDA_CHECK(cudaSetDevice(current));
   const char* variant = std::getenv("TLBENCH_GEMM_VARIANT");
   if (variant != nullptr && *variant != '\0') d.gemm_variant = variant;
   return d;
