@@ -176,9 +176,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         ptx::tma_load_2d(dst, &tmap_a, kt * C::BK, m0, full_bar + 8 * s);
       }
     }
-    // Lane 0 rejoins its warp: the one-consumer tiles meet the consumers at barriers below
-    // (the staged tile, the cluster), which a warp must not reach in pieces.
-    __syncwarp();
   } else {
     if constexpr (C::kRebalanceRegs) ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = warpgroup - 1;
@@ -229,7 +226,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if constexpr (!C::kRebalanceRegs) {
       // The producer warpgroup kept its registers: all warps share the epilogue (a lone
       // consumer warpgroup is one warp per scheduler, too few to hide the loads and math).
-      ptx::named_barrier_sync_divergent(2, C::kThreads);  // the tile is staged
+      // The tile is staged. Warp 0 arrives diverged (lane 0 from the TMA loop), hence the
+      // barrier that counts a warp once all its threads are there; so does barrier.cluster.
+      ptx::named_barrier_sync_divergent(2, C::kThreads);
       for (int idx = threadIdx.x; idx < C::BM * kRunsPerRow; idx += C::kThreads) {
         const int row = idx / kRunsPerRow, run = idx % kRunsPerRow;
         epilogue_store_staged<T>(p, static_cast<int64_t>(m0) + row, static_cast<int64_t>(n0) + run * kVec,
