@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/cuda_check.hpp"
@@ -126,7 +128,7 @@ VariantPolicy variant_policy() {
   throw std::invalid_argument("TLBENCH_GEMM_VARIANT must be auto, portable or sm90 (got '" + v + "')");
 }
 
-std::vector<Candidate> ranked_candidates(const GemmArgs& a) {
+std::vector<Candidate> rank_candidates(const GemmArgs& a) {
   const DeviceInfo& dev = device_info();
   std::vector<Candidate> c;
   if (a.dtype == DType::fp32 && a.fp32_math == Fp32Math::ieee) {
@@ -173,6 +175,22 @@ std::vector<Candidate> ranked_candidates(const GemmArgs& a) {
     std::stable_partition(c.begin(), c.end(), [](const Candidate& x) { return x.kind != Candidate::wgmma; });
   }
   return c;
+}
+
+// The ranking depends only on the device and the shape, dtype and math of the product, and
+// the layer stack asks for it at every launch of an eager forward: it is worked out once per
+// such key (names, cluster capacities) and then looked up.
+const std::vector<Candidate>& ranked_candidates(const GemmArgs& a) {
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int>;
+  static std::map<Key, std::vector<Candidate>> cache;
+  static std::mutex mu;
+  int dev = 0;
+  TLB_CUDA_CHECK(cudaGetDevice(&dev));
+  const Key key{dev, a.M, a.N, a.K, static_cast<int>(a.dtype), static_cast<int>(a.fp32_math)};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, rank_candidates(a)).first;
+  return it->second;
 }
 
 // The candidate the policy picks from the ranked list (never empty).
@@ -349,7 +367,7 @@ void gemm_fused_variant(const GemmArgs& a, const std::string& variant, cudaStrea
 std::string gemm_fused(const GemmArgs& a, cudaStream_t stream) {
   require_supported(a);
   const VariantPolicy policy = variant_policy();
-  const std::vector<Candidate> ranked = ranked_candidates(a);
+  const std::vector<Candidate>& ranked = ranked_candidates(a);
   const Candidate& c = choose(ranked, policy);
   launch(a, c, stream);
   return c.name;
