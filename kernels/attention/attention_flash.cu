@@ -164,15 +164,7 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
   const uint32_t sq = ptx::smem_addr(sQ), sk = ptx::smem_addr(sK), sv = ptx::smem_addr(sV);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const BlockWork<T> w = block_work<T>(p, kRows, kKV, kD);
-  const BlockCoord& c = w.c;
-  const int split = w.split;
-  const KeyRange& kr = w.kr;
-  const int n_tiles = w.n_tiles;
-  const bool causal = w.causal;
-  const T* gQ = w.q;
-  const T* gK = w.k;
-  const T* gV = w.v;
+  const auto [c, split, kr, n_tiles, causal, gQ, gK, gV] = block_work<T>(p, kRows, kKV, kD);
   const int warp_row = warp * 16 * kMT;           // in the block's tile
   const int64_t row0 = c.q0 + warp_row;           // in the sequence
 

@@ -92,15 +92,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const BlockWork<float> w = block_work<float>(p, kRows, kKV, kD);
-  const BlockCoord& c = w.c;
-  const int split = w.split;
-  const KeyRange& kr = w.kr;
-  const int n_tiles = w.n_tiles;
-  const bool causal = w.causal;
-  const float* gQ = w.q;
-  const float* gK = w.k;
-  const float* gV = w.v;
+  const auto [c, split, kr, n_tiles, causal, gQ, gK, gV] = block_work<float>(p, kRows, kKV, kD);
   const int warp_row = warp * 16;
   const int64_t row0 = c.q0 + warp_row;
 
@@ -202,6 +194,8 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashPara
 
   const int tid = threadIdx.x, lane = tid & 31;
   const int ty = tid >> 3, tx = tid & 7;
+  // Named one by one here: as a structured binding (captured by load_v below) the kernel
+  // compiles to different code.
   const BlockWork<float> w = block_work<float>(p, kRows, kKV, kD);
   const BlockCoord& c = w.c;
   const int split = w.split;

@@ -106,15 +106,7 @@ __global__ void __launch_bounds__(kThreads, kD == 64 ? 2 : 1) flash_fwd_wgmma(co
   const uint32_t sk = ptx::smem_addr(sK), sv = ptx::smem_addr(sV), sq = ptx::smem_addr(sQ);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const BlockWork<T> w = block_work<T>(p, kRows, kKV, kD);
-  const BlockCoord& c = w.c;
-  const int split = w.split;
-  const KeyRange& kr = w.kr;
-  const int n_tiles = w.n_tiles;
-  const bool causal = w.causal;
-  const T* gQ = w.q;
-  const T* gK = w.k;
-  const T* gV = w.v;
+  const auto [c, split, kr, n_tiles, causal, gQ, gK, gV] = block_work<T>(p, kRows, kKV, kD);
   // Warpgroup warp/4 owns rows 64*(warp/4)..+63 and, inside it, warp%4 owns 16 of them: the
   // rows of warp w are 16w..16w+15 of the block, as in the mma.sync kernel.
   const int warp_row = warp * 16;
