@@ -1,5 +1,7 @@
 #include "gpu_test_util.hpp"
 
+#include <catch2/catch.hpp>
+
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -205,6 +207,18 @@ std::string label(const CaseSpec& c, DType dtype) {
     << " h" << s.heads << " f" << s.d_ff << " L" << s.layers << " " << to_string(s.mask) << " "
     << to_string(s.activation);
   return o.str();
+}
+
+void check_timed_row(const PointRow& p) {
+  CHECK((p.status == "ok" || p.status.rfind("fallback:", 0) == 0));
+  CHECK(p.baseline == "00000");
+  REQUIRE(p.speedup.has_value());
+  CHECK(*p.speedup > 0);
+  CHECK(*p.speedup_ci_low <= *p.speedup);
+  CHECK(*p.speedup_ci_high >= *p.speedup);
+  CHECK(*p.reps >= 3);  // --quick: at least 3 pairs
+  CHECK(*p.ref_ms > 0);
+  CHECK(*p.cand_ms > 0);
 }
 
 }  // namespace tlb::test

@@ -12,6 +12,7 @@
 #include "common/device_buffer.hpp"
 #include "common/types.hpp"
 #include "stack/layer_stack.hpp"
+#include "writers.hpp"
 
 namespace tlb::test {
 
@@ -104,5 +105,9 @@ std::vector<double> oracle_output(const CaseSpec& c, DType dtype,
                                   std::vector<std::vector<double>>* per_layer = nullptr);
 
 std::string label(const CaseSpec& c, DType dtype);
+
+// A result row that was timed: status ok (or a visible fallback) against the reference,
+// with a positive speedup inside its interval, at least three pairs and both forward times.
+void check_timed_row(const PointRow& p);
 
 }  // namespace tlb::test

@@ -22,6 +22,7 @@
 #include "config.hpp"
 #include "dispatch_table.hpp"
 #include "ablation/ablation_test_util.hpp"
+#include "gpu_test_util.hpp"
 #include "test_support.hpp"
 #include "writers.hpp"
 
@@ -59,15 +60,7 @@ void check_auto_row(const PointRow& p, const AutoConfig& want) {
   CHECK(p.auto_choice == t.bits(want.config));
   CHECK(p.config_names == "auto=" + t.names(want.config));
   CHECK(p.note.rfind(want.note, 0) == 0);
-  CHECK((p.status == "ok" || p.status.rfind("fallback:", 0) == 0));
-  CHECK(p.baseline == "00000");
-  REQUIRE(p.speedup.has_value());
-  CHECK(*p.speedup > 0);
-  CHECK(*p.speedup_ci_low <= *p.speedup);
-  CHECK(*p.speedup_ci_high >= *p.speedup);
-  CHECK(*p.reps >= 3);
-  CHECK(*p.cand_ms > 0);
-  CHECK(*p.ref_ms > 0);
+  tlb::test::check_timed_row(p);
   REQUIRE(p.golden_rel_l2.has_value());
   CHECK(p.golden_pass == true);
   CHECK(*p.nan_count == 0);

@@ -26,6 +26,7 @@
 #include "common/rounding.hpp"
 #include "paired_timer.hpp"
 #include "ablation/ablation_test_util.hpp"
+#include "gpu_test_util.hpp"
 #include "test_support.hpp"
 #include "timing/clock_probe.hpp"
 #include "timing/l2_flush.hpp"
@@ -242,15 +243,7 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
   for (const auto& [key, n] : count_keys(rows)) CHECK(n == 1);
   for (const PointRow& p : rows) {
     INFO(p.case_id << " " << p.dtype << " " << p.config << " " << p.status << " " << p.note);
-    CHECK((p.status == "ok" || p.status.rfind("fallback:", 0) == 0));
-    CHECK(p.baseline == "00000");
-    REQUIRE(p.speedup.has_value());
-    CHECK(*p.speedup > 0);
-    CHECK(*p.speedup_ci_low <= *p.speedup);
-    CHECK(*p.speedup_ci_high >= *p.speedup);
-    CHECK(*p.reps >= 3);  // --quick: at least 3 pairs
-    CHECK(*p.ref_ms > 0);
-    CHECK(*p.cand_ms > 0);
+    tlb::test::check_timed_row(p);
     CHECK(*p.tflops > 0);
     CHECK(*p.peak_bytes > 0);
     CHECK(*p.predicted_bytes > 0);
