@@ -55,11 +55,10 @@ struct WgmmaConfig {
   static constexpr int kSmemBytes = 1024 + kRegionBytes + STAGES * 16;
   // Registers: with two consumers the producer keeps 40 and consumers get 232 (128 x 40 +
   // 256 x 232 <= 64 Ki, what the 384-thread entry allocation of 168 each frees and takes).
-  // One consumer's 32 or 64 accumulators need no rebalancing.
+  // One consumer's 32 or 64 accumulators need no rebalancing; those tiles alone compile split
+  // K (the 168-register entry budget has no room for its reduction), and there every warp
+  // reduces and runs the epilogue.
   static constexpr bool kRebalanceRegs = kConsumers == 2;
-  // Split K is compiled into the one-consumer tiles only (the 168-register entry budget of
-  // the two-consumer ones has no room for the reduction); there every warp reduces.
-  static constexpr bool kCanSplit = kConsumers == 1;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static_assert(kStageBytes % 1024 == 0, "stage buffers must stay 1024-byte aligned");
 };
@@ -108,7 +107,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                            const GemmArgs p, const int split) {
   static_assert(!C::kRebalanceRegs || 128 * C::kProducerRegs + 256 * C::kConsumerRegs <= 64 * 1024,
                 "the rebalanced registers must fit the SM's register file");
-  static_assert(!(C::kCanSplit && C::kRebalanceRegs), "the split-K reduction does not fit the rebalanced budget");
 #if TLB_PTX_SM90A
   using T = typename C::Elem;
   extern __shared__ unsigned char smem_raw[];
@@ -222,7 +220,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   constexpr int kVec = Pack16<T>::kCount;
   constexpr int kRunsPerRow = C::BN / kVec;
-  if (!C::kCanSplit || split == 1) {
+  if (C::kRebalanceRegs || split == 1) {
     if constexpr (!C::kRebalanceRegs) {
       // The producer warpgroup kept its registers: all warps share the epilogue (a lone
       // consumer warpgroup is one warp per scheduler, too few to hide the loads and math).
@@ -245,11 +243,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     return;
   }
-  if constexpr (C::kCanSplit) {
+  if constexpr (!C::kRebalanceRegs) {
     namespace cg = cooperative_groups;
     const cg::cluster_group cluster = cg::this_cluster();
     cluster.sync();  // every rank's partial tile is staged
-    // Every warp reduces (the split tiles keep the producer's registers, see kCanSplit).
+    // Every warp reduces (the split tiles keep the producer's registers, see kRebalanceRegs).
     const int rows = C::BM / split, first = rank * rows;
     for (int idx = threadIdx.x; idx < rows * kRunsPerRow; idx += C::kThreads) {
       const int row = first + idx / kRunsPerRow, run = idx % kRunsPerRow;
