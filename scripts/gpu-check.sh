@@ -3,7 +3,7 @@
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
 #   scripts/gpu-check.sh build test bench aa sweep sanitize pytorch
-# Environment knobs per step: GPU_TESTS, SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS,
+# Environment knobs per step: GPU_TESTS, SANITIZE_TOOLS, SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS,
 # SWEEP_ARGS, SELECT_ARGS, PROFILE_ARGS, PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -52,10 +52,10 @@ for step in "${steps[@]}"; do
       head -40 "$OUT/profile.txt" >>"$OUT/summary.txt"
       ;;
     sanitize)
-      log "compute-sanitizer memcheck + racecheck over the kernel tests"
-      for tool in memcheck racecheck; do
+      log "compute-sanitizer ${SANITIZE_TOOLS:=memcheck racecheck} over ${SANITIZE_TESTS:=[kernels]}"
+      for tool in $SANITIZE_TOOLS; do
         TLBENCH_SYNC_LAUNCHES=1 timeout "${SANITIZE_TIMEOUT:-600}" compute-sanitizer --tool $tool \
-          --error-exitcode 9 $BUILD/tests/tlbench_gpu_tests -s -r compact "${SANITIZE_TESTS:-[kernels]}" \
+          --error-exitcode 9 $BUILD/tests/tlbench_gpu_tests -s -r compact "$SANITIZE_TESTS" \
           >"$OUT/sanitize-$tool.log" 2>&1
         echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)" | tee -a "$OUT/summary.txt"
       done
