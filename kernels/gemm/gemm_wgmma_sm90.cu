@@ -174,6 +174,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         ptx::tma_load_2d(dst, &tmap_a, kt * C::BK, m0, full_bar + 8 * s);
       }
     }
+    // With one consumer the producer warpgroup stays for the epilogue, and it passes the
+    // barrier that frees the pipeline buffers with the consumer (see below).
+    if constexpr (!C::kRebalanceRegs) ptx::named_barrier_sync_divergent(1, C::kThreads);
   } else {
     if constexpr (C::kRebalanceRegs) ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = warpgroup - 1;
@@ -202,8 +205,16 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::wgmma_wait_group<0>();
 
     // Epilogue through shared memory (the pipeline buffers, now idle: every TMA load has been
-    // consumed). Every consumer must be past its last wgmma before any overwrites them.
-    ptx::named_barrier_sync(1, 128 * C::kConsumers);
+    // consumed). Every consumer must be past its last wgmma before any overwrites them. In
+    // the one-consumer tiles every warp then reads the staged tile, and every warp passes
+    // this barrier too: compute-sanitizer's racecheck flagged the producer warps' reads as
+    // unordered with the consumer's writes (whichever barrier came between) as long as the
+    // consumer had passed one barrier more than they had.
+    if constexpr (C::kRebalanceRegs) {
+      ptx::named_barrier_sync(1, 128 * C::kConsumers);
+    } else {
+      ptx::named_barrier_sync_divergent(1, C::kThreads);
+    }
     // The bytes were last touched by the async proxy (TMA writes, wgmma reads).
     ptx::fence_proxy_async_shared();
     float* mine = staging + consumer * 64 * C::kStagePitch;
