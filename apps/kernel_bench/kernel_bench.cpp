@@ -6,7 +6,10 @@
 //   - fused add+LayerNorm on case 13's rows vs the measured device copy bandwidth, for both
 //     inverse-square-root variants;
 //   - `small`: every GEMM variant on the small-grid shapes of cases 1 and 2, replayed from a
-//     CUDA graph as the graph technique runs them (per-launch time, gaps included).
+//     CUDA graph as the graph technique runs them (per-launch time, gaps included);
+//   - `stack14`: case 14 (100 000 tokens, FP16) through the layer stack alone, for the
+//     configurations with attn: forward time and the device memory the configuration holds
+//     (its data, workspace and cuBLAS handle) beside what the memory plan predicts.
 // Medians of event-timed runs after warm-up, on random (never zero) data.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -28,6 +31,8 @@
 #include "gemm/gemm.hpp"
 #include "gemm/gemm_internal.hpp"  // tile names and cluster capacity, for the small-grid report
 #include "layernorm/add_layernorm.hpp"
+#include "stack/layer_stack.hpp"
+#include "stack/memory_plan.hpp"
 
 namespace {
 
@@ -203,6 +208,66 @@ void bench_layernorm(cudaStream_t st, int64_t rows, int64_t cols, DType dt) {
   }
 }
 
+// Bytes in use on the current device (all of it: cudaMemGetInfo sees every allocation).
+uint64_t device_used_bytes() {
+  size_t free_b = 0, total_b = 0;
+  TLB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return static_cast<uint64_t>(total_b - free_b);
+}
+
+// Case 14 of configs/cases.json in FP16, each configuration built alone on an otherwise empty
+// device (the sweep's points hold a baseline stack beside the candidate, so their peaks are
+// not one configuration's). Every buffer of a path is allocated at construction (a graph
+// path captures there too), so the largest reading after construction and forwards is its
+// peak. Seconds, not minutes: one data set, then a few forwards per configuration.
+void bench_stack_memory(cudaStream_t st) {
+  tlb::CaseSpec c;
+  c.id = 14;
+  c.name = "extreme-100k";
+  c.shape.batch = 1;
+  c.shape.seq = 100000;
+  c.shape.d_model = 1024;
+  c.shape.heads = 16;
+  c.shape.d_ff = 4096;
+  c.shape.layers = 1;
+  c.shape.mask = tlb::MaskKind::causal;
+  c.policy = "F";
+  const DType dt = DType::fp16;
+  TLB_CUDA_CHECK(cudaDeviceSynchronize());
+  const uint64_t before = device_used_bytes();
+  tlb::CaseData data(c, dt, dt, st);
+  TLB_CUDA_CHECK(cudaStreamSynchronize(st));
+  const uint64_t data_bytes = device_used_bytes() - before;
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  fmt::print("stack case 14 extreme-100k fp16: data {:.2f} GiB on the device (planned {:.2f})\n",
+             data_bytes / kGiB, tlb::aligned_total_bytes(tlb::data_layout(c.shape, dt)) / kGiB);
+  for (const char* bits : {"01000", "01010", "11110", "11111"}) {
+    tlb::PathOptions opt;
+    for (int i = 0; i < tlb::kNumStages; ++i) opt.stages.on[i] = bits[i] == '1';
+    uint64_t peak = device_used_bytes();
+    double ms = 0.0;
+    std::string variants;
+    {
+      tlb::StackPath path(data, opt, st);
+      peak = std::max(peak, device_used_bytes());
+      ms = median_ms([&](cudaStream_t) { path.run(); }, st, 3);
+      peak = std::max(peak, device_used_bytes());
+      for (const tlb::StageDispatch& d : path.dispatch()) {
+        if (!d.wanted) continue;
+        if (!variants.empty()) variants += ';';
+        variants += fmt::format("{}={}", tlb::to_string(d.stage), d.variant);
+      }
+    }
+    const tlb::StageSwitch ran = tlb::effective_stages(c.shape, dt, opt.stages);
+    const uint64_t planned = tlb::aligned_total_bytes(tlb::data_layout(c.shape, dt)) +
+                             tlb::aligned_total_bytes(tlb::workspace_layout(c.shape, dt, ran, c.policy)) +
+                             tlb::kCublasWorkspaceBytes;
+    fmt::print("stack case 14 fp16 {}: {:8.2f} ms per forward, peak device memory {:.2f} GiB "
+               "(data + path; planned {:.2f} GiB) | {}\n",
+               bits, ms, (peak - before) / kGiB, planned / kGiB, variants);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -255,6 +320,7 @@ int main(int argc, char** argv) {
       bench_layernorm(st, 32768, 2048, DType::fp16);
       bench_layernorm(st, 32768, 2048, DType::bf16);
     }
+    if (only == "all" || only == "stack14") bench_stack_memory(st);
     TLB_CUBLAS_CHECK(cublasDestroy(h));
     TLB_CUDA_CHECK(cudaStreamDestroy(st));
   } catch (const std::exception& e) {
