@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Markdown summary of a results folder for the README: per case and dtype, the best
 configuration and its speedup over the reference, the `auto` row's choice and latency beside
-PyTorch's best on the same GPU (configs/pytorch-h200.json), and the accuracy of the sweep.
+PyTorch's best on the same GPU (configs/pytorch-h200.json) and its accuracy (golden rel-L2
+error beside the reference's, and whether it also passes strict), then the sweep's accuracy.
 
   scripts/results_table.py results/h200 [--pytorch configs/pytorch-h200.json]
 """
@@ -16,6 +17,18 @@ def fmt_ms(v):
     if v is None:
         return "-"
     return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+
+
+def accuracy(r):
+    """Golden rel-L2 of a row beside the reference's, and its verdicts, for a table cell."""
+    if r is None or r.get("golden_rel_l2") is None:
+        return "-"
+    ref = r.get("golden_rel_l2_ref")
+    ref_cell = f" ({ref:.1e})" if ref is not None else " (no reference)"
+    verdict = "golden" if r.get("golden_pass") else "FAILS golden"
+    if r.get("strict_pass"):
+        verdict += " + strict"
+    return f"{r['golden_rel_l2']:.1e}{ref_cell}, {verdict}"
 
 
 def main(argv):
@@ -40,8 +53,9 @@ def main(argv):
     def measured(r):
         return r.get("speedup") is not None and r["status"] not in ("nonviable", "oom", "error")
 
-    print("| case | dtype | best configuration | speedup vs baseline | best ms | auto (chose) | auto ms | PyTorch ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| case | dtype | best configuration | speedup vs baseline | best ms | auto (chose) | auto ms | PyTorch ms "
+          "| auto accuracy: golden rel-L2 (reference's) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     dtype_order = {"fp16": 0, "bf16": 1, "fp32": 2}
     for (case, dtype) in sorted(groups, key=lambda k: (k[0], dtype_order.get(k[1], 9))):
         g = groups[(case, dtype)]
@@ -57,7 +71,8 @@ def main(argv):
         auto_ms = fmt_ms(auto["cand_ms"]) if auto else "-"
         pt = torch_ms.get(dtype, {}).get(str(case))
         print(f"| {case} {names[case]} | {dtype} | {best['config']} {best['config_names']} | "
-              f"{best['speedup']:.2f}{ci}{vs} | {fmt_ms(best['cand_ms'])} | {auto_cell} | {auto_ms} | {fmt_ms(pt)} |")
+              f"{best['speedup']:.2f}{ci}{vs} | {fmt_ms(best['cand_ms'])} | {auto_cell} | {auto_ms} | {fmt_ms(pt)} "
+              f"| {accuracy(auto)} |")
 
     viable = [r for r in rows if measured(r)]
     golden = sum(1 for r in viable if r.get("golden_pass"))
