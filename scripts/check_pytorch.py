@@ -225,6 +225,16 @@ def check(args):
         print(f"  closest to its bound: batch {row // seq} token {row % seq} column {c}: pytorch "
               f"{m['worst_a']:.6g}, reference {m['worst_b']:.6g}{golden}, |a-b| "
               f"{abs(m['worst_a'] - m['worst_b']):.3g} vs allowed {m['worst_allowed']:.3g}")
+    if "reference_output" in results and results["reference_output"]["outside"] and "golden_output" in tensors:
+        # Which side of a disagreement is off: the fp32 golden (same rounded inputs and
+        # weights) is nearer the exact result than either half-precision path.
+        a = ours.double()
+        b = tensors["reference_output"].reshape(-1, d)[rows].double()
+        gold = tensors["golden_output"].reshape(-1, d)[rows].double()
+        out = ~((a - b).abs() <= args.atol + args.rtol * b.abs())
+        nearer = int(((b - gold).abs() < (a - gold).abs())[out].sum())
+        print(f"  of the {int(out.sum())} element(s) outside, tlbench's reference is nearer the golden "
+              f"than PyTorch in {nearer}")
     if "golden_output" in results:
         print(line("pytorch vs golden_output   ", results["golden_output"], args.atol, args.rtol))
     if ref_vs_golden is not None:

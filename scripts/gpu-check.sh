@@ -100,7 +100,7 @@ PY
       log "PyTorch agreement on exported cases"
       for c in ${PYTORCH_CASES:-1 6 9}; do for d in ${PYTORCH_DTYPES:-fp32 fp16}; do
         $BIN export --config configs/cases.json --case $c --dtype $d -o /tmp/case$c-$d.safetensors >/dev/null &&
-          python3 scripts/check_pytorch.py /tmp/case$c-$d.safetensors 2>&1 | tail -8 | sed "s/^/case $c $d: /" | tee -a "$OUT/summary.txt"
+          python3 scripts/check_pytorch.py /tmp/case$c-$d.safetensors 2>&1 | tail -9 | sed "s/^/case $c $d: /" | tee -a "$OUT/summary.txt"
       done; done
       ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
