@@ -226,12 +226,6 @@ json case_json(const CaseSpec& c) {
           {"seed", c.seed}};
 }
 
-uint64_t device_used_bytes() {
-  size_t free_b = 0, total_b = 0;
-  TLB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  return static_cast<uint64_t>(total_b - free_b);
-}
-
 // One point of the schedule. An auto point carries the configuration the dispatch table chose
 // for it, and the note that says where the choice came from.
 struct SchedPoint {

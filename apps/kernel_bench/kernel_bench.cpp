@@ -31,6 +31,7 @@
 #include "gemm/gemm.hpp"
 #include "gemm/gemm_internal.hpp"  // tile names and cluster capacity, for the small-grid report
 #include "layernorm/add_layernorm.hpp"
+#include "plan_report.hpp"
 #include "stack/layer_stack.hpp"
 #include "stack/memory_plan.hpp"
 
@@ -208,13 +209,6 @@ void bench_layernorm(cudaStream_t st, int64_t rows, int64_t cols, DType dt) {
   }
 }
 
-// Bytes in use on the current device (all of it: cudaMemGetInfo sees every allocation).
-uint64_t device_used_bytes() {
-  size_t free_b = 0, total_b = 0;
-  TLB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  return static_cast<uint64_t>(total_b - free_b);
-}
-
 // Case 14 of configs/cases.json in FP16, each configuration built alone on an otherwise empty
 // device (the sweep's points hold a baseline stack beside the candidate, so their peaks are
 // not one configuration's). Every buffer of a path is allocated at construction (a graph
@@ -234,34 +228,31 @@ void bench_stack_memory(cudaStream_t st) {
   c.policy = "F";
   const DType dt = DType::fp16;
   TLB_CUDA_CHECK(cudaDeviceSynchronize());
-  const uint64_t before = device_used_bytes();
+  const uint64_t before = tlb::device_used_bytes();
   tlb::CaseData data(c, dt, dt, st);
   TLB_CUDA_CHECK(cudaStreamSynchronize(st));
-  const uint64_t data_bytes = device_used_bytes() - before;
+  const uint64_t data_bytes = tlb::device_used_bytes() - before;
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   fmt::print("stack case 14 extreme-100k fp16: data {:.2f} GiB on the device (planned {:.2f})\n",
              data_bytes / kGiB, tlb::aligned_total_bytes(tlb::data_layout(c.shape, dt)) / kGiB);
   for (const char* bits : {"01000", "01010", "11110", "11111"}) {
     tlb::PathOptions opt;
     for (int i = 0; i < tlb::kNumStages; ++i) opt.stages.on[i] = bits[i] == '1';
-    uint64_t peak = device_used_bytes();
+    uint64_t peak = tlb::device_used_bytes();
     double ms = 0.0;
     std::string variants;
     {
       tlb::StackPath path(data, opt, st);
-      peak = std::max(peak, device_used_bytes());
+      peak = std::max(peak, tlb::device_used_bytes());
       ms = median_ms([&](cudaStream_t) { path.run(); }, st, 3);
-      peak = std::max(peak, device_used_bytes());
+      peak = std::max(peak, tlb::device_used_bytes());
       for (const tlb::StageDispatch& d : path.dispatch()) {
         if (!d.wanted) continue;
         if (!variants.empty()) variants += ';';
         variants += fmt::format("{}={}", tlb::to_string(d.stage), d.variant);
       }
     }
-    const tlb::StageSwitch ran = tlb::effective_stages(c.shape, dt, opt.stages);
-    const uint64_t planned = tlb::aligned_total_bytes(tlb::data_layout(c.shape, dt)) +
-                             tlb::aligned_total_bytes(tlb::workspace_layout(c.shape, dt, ran, c.policy)) +
-                             tlb::kCublasWorkspaceBytes;
+    const uint64_t planned = tlb::path_peak_bytes(c.shape, dt, opt.stages, c.policy);  // what `plan` says
     fmt::print("stack case 14 fp16 {}: {:8.2f} ms per forward, peak device memory {:.2f} GiB "
                "(data + path; planned {:.2f} GiB) | {}\n",
                bits, ms, (peak - before) / kGiB, planned / kGiB, variants);

@@ -66,4 +66,10 @@ void check_launch(cudaStream_t stream, const char* file, int line) {
   if (e != cudaSuccess) throw_cuda_error(e, "kernel execution (synchronised check)", file, line);
 }
 
+uint64_t device_used_bytes() {
+  size_t free_b = 0, total_b = 0;
+  TLB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return static_cast<uint64_t>(total_b - free_b);
+}
+
 }  // namespace tlb

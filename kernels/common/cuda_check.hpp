@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -34,6 +35,8 @@ void check_launch(cudaStream_t stream, const char* file, int line);
 // True when synchronising after each launch is wanted: debug builds, or TLBENCH_SYNC_LAUNCHES=1
 // in the environment (the tests set it).
 bool sync_launches();
+// Bytes in use on the current device, every allocation of every user (cudaMemGetInfo).
+uint64_t device_used_bytes();
 
 }  // namespace tlb
 
