@@ -28,12 +28,15 @@ bool gpu_available(std::string* why) {
   return true;
 }
 
-void require_gpu_or_skip(const char* test_name) {
-  std::string why;
-  if (gpu_available(&why)) return;
-  std::printf("SKIPPED: %s needs a GPU: %s\n", test_name, why.c_str());
+void skip_test(const char* test_name, const std::string& what, const std::string& why) {
+  std::printf("SKIPPED: %s needs %s: %s\n", test_name, what.c_str(), why.c_str());
   std::fflush(stdout);
   std::exit(kSkipExitCode);
+}
+
+void require_gpu_or_skip(const char* test_name) {
+  std::string why;
+  if (!gpu_available(&why)) skip_test(test_name, "a GPU", why);
 }
 
 }  // namespace tlb::test

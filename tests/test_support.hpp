@@ -7,6 +7,8 @@ namespace tlb::test {
 
 constexpr int kSkipExitCode = 77;
 bool gpu_available(std::string* why);
+// Prints "SKIPPED: <test> needs <what>: <why>" and exits with kSkipExitCode (CTest: skipped).
+[[noreturn]] void skip_test(const char* test_name, const std::string& what, const std::string& why);
 // Exits the process with kSkipExitCode (CTest: skipped) when no GPU is usable.
 void require_gpu_or_skip(const char* test_name);
 

@@ -3,7 +3,6 @@
 // accuracy line whose counts are those of points.jsonl. Skipped (exit 77) without python3.
 #include <catch2/catch.hpp>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -42,9 +41,8 @@ std::vector<std::string> cells_of(const std::string& row) {
 TEST_CASE("results_table.py: a row per case and dtype of the official results, auto's accuracy in each",
           "[scripts]") {
   if (std::system("python3 -c 'import sys' >/dev/null 2>&1") != 0) {
-    std::printf("SKIPPED: %s needs python3\n", Catch::getResultCapture().getCurrentTestName().c_str());
-    std::fflush(stdout);
-    std::exit(tlb::test::kSkipExitCode);
+    tlb::test::skip_test(Catch::getResultCapture().getCurrentTestName().c_str(), "python3",
+                         "no python3 on the PATH");
   }
   const fs::path src(TLBENCH_SOURCE_DIR);
   const fs::path official = src / "results" / "h200";
