@@ -115,7 +115,8 @@ def compare(a, b, atol, rtol):
     nonfinite = int((~torch.isfinite(a)).sum()) + int((~torch.isfinite(b)).sum())
     diff = (a - b).abs()
     allowed = atol + rtol * b.abs()
-    outside = int((~(diff <= allowed)).sum())  # NaN counts as outside
+    outside_mask = ~(diff <= allowed)  # NaN counts as outside
+    outside = int(outside_mask.sum())
     den = torch.linalg.vector_norm(b).item()
     # The element closest to (or furthest past) its tolerance, to show what a failure is made of.
     excess = torch.nan_to_num(diff - allowed, nan=float("inf"))
@@ -128,6 +129,7 @@ def compare(a, b, atol, rtol):
         "max_abs": diff.max().item() if diff.numel() else 0.0,
         "rel_l2": torch.linalg.vector_norm(a - b).item() / den if den > 0 else float("inf"),
         "outside": outside,
+        "outside_mask": outside_mask,
         "nonfinite": nonfinite,
         "n": diff.numel(),
         "strict": outside == 0 and nonfinite == 0,
@@ -228,12 +230,12 @@ def check(args):
     if "reference_output" in results and results["reference_output"]["outside"] and "golden_output" in tensors:
         # Which side of a disagreement is off: the fp32 golden (same rounded inputs and
         # weights) is nearer the exact result than either half-precision path.
+        m = results["reference_output"]
         a = ours.double()
         b = tensors["reference_output"].reshape(-1, d)[rows].double()
         gold = tensors["golden_output"].reshape(-1, d)[rows].double()
-        out = ~((a - b).abs() <= args.atol + args.rtol * b.abs())
-        nearer = int(((b - gold).abs() < (a - gold).abs())[out].sum())
-        print(f"  of the {int(out.sum())} element(s) outside, tlbench's reference is nearer the golden "
+        nearer = int(((b - gold).abs() < (a - gold).abs())[m["outside_mask"]].sum())
+        print(f"  of the {m['outside']} element(s) outside, tlbench's reference is nearer the golden "
               f"than PyTorch in {nearer}")
     if "golden_output" in results:
         print(line("pytorch vs golden_output   ", results["golden_output"], args.atol, args.rtol))
