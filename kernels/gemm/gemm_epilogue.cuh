@@ -22,18 +22,30 @@ __device__ __forceinline__ float activate(float x, Activation act) {
   }
 }
 
-// Applies the epilogue to acc[0..kCount) = columns n..n+kCount-1 of row m and stores them.
-// Callers guarantee m < M, n < N and n % kCount == 0; since N % 8 == 0 the whole run is in
-// bounds, and (qkv split, head_dim % 8 == 0) it never straddles a head.
+// The bias of output columns n..n+kCount-1 as floats (zeros without a bias). A thread that
+// stores the same columns of many rows loads it once.
 template <typename T>
-__device__ __forceinline__ void epilogue_store(const GemmArgs& p, int64_t m, int64_t n,
-                                               float (&acc)[Pack16<T>::kCount]) {
+__device__ __forceinline__ void load_bias_run(const GemmArgs& p, int64_t n, float (&b)[Pack16<T>::kCount]) {
+  if (p.bias != nullptr) {
+    Pack16<T>::load_nc(static_cast<const T*>(p.bias) + n).to_floats(b);
+  } else {
+#pragma unroll
+    for (int i = 0; i < Pack16<T>::kCount; ++i) b[i] = 0.0f;
+  }
+}
+
+// Applies the epilogue to acc[0..kCount) = columns n..n+kCount-1 of row m, with that run's
+// bias already in `bias` (load_bias_run), and stores them. Callers guarantee m < M, n < N
+// and n % kCount == 0; since N % 8 == 0 the whole run is in bounds, and (qkv split,
+// head_dim % 8 == 0) it never straddles a head.
+template <typename T>
+__device__ __forceinline__ void epilogue_store_biased(const GemmArgs& p, int64_t m, int64_t n,
+                                                      float (&acc)[Pack16<T>::kCount],
+                                                      const float (&bias)[Pack16<T>::kCount]) {
   constexpr int kCount = Pack16<T>::kCount;
   if (p.bias != nullptr) {
-    float b[kCount];
-    Pack16<T>::load_nc(static_cast<const T*>(p.bias) + n).to_floats(b);
 #pragma unroll
-    for (int i = 0; i < kCount; ++i) acc[i] += b[i];
+    for (int i = 0; i < kCount; ++i) acc[i] += bias[i];
   }
   if (p.epilogue == GemmEpilogue::bias_activation) {
 #pragma unroll
@@ -59,23 +71,37 @@ __device__ __forceinline__ void epilogue_store(const GemmArgs& p, int64_t m, int
   Pack16<T>::from_floats(acc).store(dst);
 }
 
+// The same, loading the bias itself: for callers that store each run once.
+template <typename T>
+__device__ __forceinline__ void epilogue_store(const GemmArgs& p, int64_t m, int64_t n,
+                                               float (&acc)[Pack16<T>::kCount]) {
+  float bias[Pack16<T>::kCount];
+  load_bias_run<T>(p, n, bias);
+  epilogue_store_biased<T>(p, m, n, acc, bias);
+}
+
+// kCount staged floats at `src` (16-byte aligned) into registers.
+template <typename T>
+__device__ __forceinline__ void load_staged_run(const float* src, float (&v)[Pack16<T>::kCount]) {
+#pragma unroll
+  for (int e = 0; e < Pack16<T>::kCount; e += 4) {
+    const float4 f = *reinterpret_cast<const float4*>(src + e);
+    v[e] = f.x;
+    v[e + 1] = f.y;
+    v[e + 2] = f.z;
+    v[e + 3] = f.w;
+  }
+}
+
 // Both tensor-core GEMMs stage their fp32 accumulators in shared memory so that each thread
 // then owns one 16-byte output run: this applies the epilogue to the staged run at `src`
 // (kCount floats, 16-byte aligned) for row m, columns n.., where they are inside the output.
 template <typename T>
 __device__ __forceinline__ void epilogue_store_staged(const GemmArgs& p, int64_t m, int64_t n,
                                                       const float* src) {
-  constexpr int kCount = Pack16<T>::kCount;
   if (m < p.M && n < p.N) {
-    float v[kCount];
-#pragma unroll
-    for (int e = 0; e < kCount; e += 4) {
-      const float4 f = *reinterpret_cast<const float4*>(src + e);
-      v[e] = f.x;
-      v[e + 1] = f.y;
-      v[e + 2] = f.z;
-      v[e + 3] = f.w;
-    }
+    float v[Pack16<T>::kCount];
+    load_staged_run<T>(src, v);
     epilogue_store<T>(p, m, n, v);
   }
 }

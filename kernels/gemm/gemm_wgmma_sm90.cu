@@ -53,13 +53,14 @@ struct WgmmaConfig {
   // + 1024 to align the tiles (the swizzle pattern is anchored at 1024-byte boundaries), then
   // a full and an empty barrier per stage.
   static constexpr int kSmemBytes = 1024 + kRegionBytes + STAGES * 16;
-  // Registers: with two consumers the producer keeps 40 and consumers get 232 (128 x 40 +
-  // 256 x 232 <= 64 Ki, what the 384-thread entry allocation of 168 each frees and takes).
-  // One consumer's 32 or 64 accumulators need no rebalancing; those tiles alone compile split
-  // K (the 168-register entry budget has no room for its reduction), and there every warp
-  // reduces and runs the epilogue.
+  // Registers: with two consumers the producer keeps 40 and consumers get 232 for the main
+  // loop (128 x 40 + 256 x 232 <= 64 Ki, what the 384-thread entry allocation of 168 each
+  // frees and takes); once the accumulators are staged every warpgroup returns to 168, so
+  // that all twelve warps share the epilogue. One consumer's 32 or 64 accumulators need no
+  // rebalancing; those tiles alone compile split K (the 168-register entry budget has no room
+  // for its reduction). In every tile, every warp runs the epilogue (and the reduction).
   static constexpr bool kRebalanceRegs = kConsumers == 2;
-  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232, kEpilogueRegs = 168;
   static_assert(kStageBytes % 1024 == 0, "stage buffers must stay 1024-byte aligned");
 };
 
@@ -105,7 +106,8 @@ template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_w,
                            const GemmArgs p, const int split) {
-  static_assert(!C::kRebalanceRegs || 128 * C::kProducerRegs + 256 * C::kConsumerRegs <= 64 * 1024,
+  static_assert(!C::kRebalanceRegs || (128 * C::kProducerRegs + 256 * C::kConsumerRegs <= 64 * 1024 &&
+                                        C::kThreads * C::kEpilogueRegs <= 64 * 1024),
                 "the rebalanced registers must fit the SM's register file");
 #if TLB_PTX_SM90A
   using T = typename C::Elem;
@@ -174,9 +176,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         ptx::tma_load_2d(dst, &tmap_a, kt * C::BK, m0, full_bar + 8 * s);
       }
     }
-    // With one consumer the producer warpgroup stays for the epilogue, and it passes the
-    // barrier that frees the pipeline buffers with the consumer (see below).
-    if constexpr (!C::kRebalanceRegs) ptx::named_barrier_sync_divergent(1, C::kThreads);
+    // The producer warpgroup stays for the epilogue, and it passes the barrier that frees the
+    // pipeline buffers with the consumers (see below).
+    ptx::named_barrier_sync_divergent(1, C::kThreads);
+    if constexpr (C::kRebalanceRegs) {
+      __syncwarp();  // setmaxnreg is warp-aligned; lane 0 of warp 0 ran the TMA loop alone
+      ptx::setmaxnreg_inc<C::kEpilogueRegs>();  // waits until the consumers have given theirs
+    }
   } else {
     if constexpr (C::kRebalanceRegs) ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = warpgroup - 1;
@@ -205,16 +211,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::wgmma_wait_group<0>();
 
     // Epilogue through shared memory (the pipeline buffers, now idle: every TMA load has been
-    // consumed). Every consumer must be past its last wgmma before any overwrites them. In
-    // the one-consumer tiles every warp then reads the staged tile, and every warp passes
-    // this barrier too: compute-sanitizer's racecheck flagged the producer warps' reads as
-    // unordered with the consumer's writes (whichever barrier came between) as long as the
-    // consumer had passed one barrier more than they had.
-    if constexpr (C::kRebalanceRegs) {
-      ptx::named_barrier_sync(1, 128 * C::kConsumers);
-    } else {
-      ptx::named_barrier_sync_divergent(1, C::kThreads);
-    }
+    // consumed). Every consumer must be past its last wgmma before any overwrites them. Every
+    // warp then reads the staged tile, and every warp passes this barrier too:
+    // compute-sanitizer's racecheck flagged the producer warps' reads as unordered with the
+    // consumers' writes (whichever barrier came between) as long as the consumers had passed
+    // one barrier more than they had.
+    ptx::named_barrier_sync_divergent(1, C::kThreads);
     // The bytes were last touched by the async proxy (TMA writes, wgmma reads).
     ptx::fence_proxy_async_shared();
     float* mine = staging + consumer * 64 * C::kStagePitch;
@@ -227,29 +229,33 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       *reinterpret_cast<float2*>(&mine[(row + 8) * C::kStagePitch + col]) =
           make_float2(acc[4 * j + 2], acc[4 * j + 3]);
     }
+    if constexpr (C::kRebalanceRegs) ptx::setmaxnreg_dec<C::kEpilogueRegs>();
   }
 
   constexpr int kVec = Pack16<T>::kCount;
   constexpr int kRunsPerRow = C::BN / kVec;
-  if (C::kRebalanceRegs || split == 1) {
-    if constexpr (!C::kRebalanceRegs) {
-      // The producer warpgroup kept its registers: all warps share the epilogue (a lone
-      // consumer warpgroup is one warp per scheduler, too few to hide the loads and math).
-      // The tile is staged. Warp 0 arrives diverged (lane 0 from the TMA loop), hence the
-      // barrier that counts a warp once all its threads are there; so does barrier.cluster.
-      ptx::named_barrier_sync_divergent(2, C::kThreads);
-      for (int idx = threadIdx.x; idx < C::BM * kRunsPerRow; idx += C::kThreads) {
-        const int row = idx / kRunsPerRow, run = idx % kRunsPerRow;
-        epilogue_store_staged<T>(p, static_cast<int64_t>(m0) + row, static_cast<int64_t>(n0) + run * kVec,
-                                 &staging[row * C::kStagePitch + run * kVec]);
-      }
-    } else if (threadIdx.x >= 128) {
-      const int ct = static_cast<int>(threadIdx.x) - 128, consumer = ct / 128;
-      ptx::named_barrier_sync(2 + consumer, 128);  // this consumer's 64 rows are staged
-      for (int idx = ct & 127; idx < 64 * kRunsPerRow; idx += 128) {
-        const int row = consumer * 64 + idx / kRunsPerRow, run = idx % kRunsPerRow;
-        epilogue_store_staged<T>(p, static_cast<int64_t>(m0) + row, static_cast<int64_t>(n0) + run * kVec,
-                                 &staging[row * C::kStagePitch + run * kVec]);
+  if (split == 1) {
+    // All warps share the epilogue (a lone consumer warpgroup is one warp per scheduler, too
+    // few to hide the loads and the activation's math; two are still only two). The tile is
+    // staged. Warp 0 may arrive diverged (lane 0 from the TMA loop), hence the barrier that
+    // counts a warp once all its threads are there; so does barrier.cluster.
+    ptx::named_barrier_sync_divergent(2, C::kThreads);
+    // A thread stores the same 16-byte run of columns in every row it visits, so it loads
+    // that run's bias once.
+    static_assert(C::kThreads % kRunsPerRow == 0, "a thread's run of columns is fixed");
+    constexpr int kRowStep = C::kThreads / kRunsPerRow;
+    const int run = static_cast<int>(threadIdx.x) % kRunsPerRow;
+    const int64_t n = static_cast<int64_t>(n0) + run * kVec;
+    if (n < p.N) {
+      float bias[kVec];
+      load_bias_run<T>(p, n, bias);
+#pragma unroll 2
+      for (int row = static_cast<int>(threadIdx.x) / kRunsPerRow; row < C::BM; row += kRowStep) {
+        const int64_t m = static_cast<int64_t>(m0) + row;
+        if (m >= p.M) break;
+        float v[kVec];
+        load_staged_run<T>(&staging[row * C::kStagePitch + run * kVec], v);
+        epilogue_store_biased<T>(p, m, n, v, bias);
       }
     }
     return;
