@@ -52,13 +52,23 @@ for step in "${steps[@]}"; do
       head -40 "$OUT/profile.txt" >>"$OUT/summary.txt"
       ;;
     sanitize)
+      # SANITIZE_TESTS: Catch test specs separated by ';'. Every tool runs over every spec, each
+      # pair its own process, all at once (a sanitizer keeps one CPU core busy, the GPU idles).
       log "compute-sanitizer ${SANITIZE_TOOLS:=memcheck racecheck} over ${SANITIZE_TESTS:=[kernels]}"
+      IFS=';' read -ra specs <<<"$SANITIZE_TESTS"
       for tool in $SANITIZE_TOOLS; do
-        TLBENCH_SYNC_LAUNCHES=1 timeout "${SANITIZE_TIMEOUT:-600}" compute-sanitizer --tool $tool \
-          --error-exitcode 9 $BUILD/tests/tlbench_gpu_tests -s -r compact "$SANITIZE_TESTS" \
-          >"$OUT/sanitize-$tool.log" 2>&1
-        echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)" | tee -a "$OUT/summary.txt"
+        for i in "${!specs[@]}"; do
+          (
+            TLBENCH_SYNC_LAUNCHES=1 timeout "${SANITIZE_TIMEOUT:-600}" compute-sanitizer --tool $tool \
+              --error-exitcode 9 $BUILD/tests/tlbench_gpu_tests -s -r compact "${specs[$i]}" \
+              >"$OUT/sanitize-$tool-$i.log" 2>&1
+            rc=$?
+            echo "$tool over ${specs[$i]}: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool-$i.log" | tail -1)" \
+              "$(grep -E '^(Passed|Failed|All tests)' "$OUT/sanitize-$tool-$i.log" | tail -1)" | tee -a "$OUT/summary.txt"
+          ) &
+        done
       done
+      wait
       ;;
     bench)
       log "kernel benchmarks ${BENCH_ARGS:-all}"
