@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -136,13 +135,9 @@ TEST_CASE("where the reference cannot fit, points are timed against attn-only an
 TEST_CASE("the official plan: 448 points per dtype, case 14 viable exactly with attn", "[plan]") {
   const auto techniques = tlb::default_techniques();
   const auto budget = tlb::fixed_memory_budget(80, "test");
-  const auto start = std::chrono::steady_clock::now();
   const tlb::Plan plan = tlb::make_plan(official_cases(), techniques, {}, 1, budget);
   const std::string text = capture(plan);
   const std::string js = tlb::plan_json(plan);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  CHECK(seconds < 0.5);
 
   CHECK(plan.total_points == 1344);
   CHECK(plan.configs_selected == 32);
