@@ -7,7 +7,8 @@
 //     inverse-square-root variants;
 //   - `small`: every GEMM variant on the small-grid shapes of cases 1 and 2, replayed from a
 //     CUDA graph as the graph technique runs them (per-launch time, gaps included);
-//   - `stack14`: case 14 (100 000 tokens, FP16) through the layer stack alone, for the
+//   - `stack14 [CASES]`: case 14 of CASES (default configs/cases.json, read from the working
+//     directory; 100 000 tokens) in FP16 through the layer stack alone, for the
 //     configurations with attn: forward time and the device memory the configuration holds
 //     (its data, workspace and cuBLAS handle) beside what the memory plan predicts.
 // Medians of event-timed runs after warm-up, on random (never zero) data; each GEMM takes
@@ -22,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,7 @@
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "common/rounding.hpp"
+#include "config.hpp"
 #include "gemm/gemm.hpp"
 #include "gemm/gemm_internal.hpp"  // tile names and cluster capacity, for the small-grid report
 #include "layernorm/add_layernorm.hpp"
@@ -231,18 +234,12 @@ void bench_layernorm(cudaStream_t st, int64_t rows, int64_t cols, DType dt) {
 // not one configuration's). Every buffer of a path is allocated at construction (a graph
 // path captures there too), so the largest reading after construction and forwards is its
 // peak. Seconds, not minutes: one data set, then a few forwards per configuration.
-void bench_stack_memory(cudaStream_t st) {
-  tlb::CaseSpec c;
-  c.id = 14;
-  c.name = "extreme-100k";
-  c.shape.batch = 1;
-  c.shape.seq = 100000;
-  c.shape.d_model = 1024;
-  c.shape.heads = 16;
-  c.shape.d_ff = 4096;
-  c.shape.layers = 1;
-  c.shape.mask = tlb::MaskKind::causal;
-  c.policy = "F";
+void bench_stack_memory(cudaStream_t st, const std::string& cases_path) {
+  const tlb::CaseSet cases = tlb::load_cases(cases_path);
+  const auto it = std::find_if(cases.cases.begin(), cases.cases.end(),
+                               [](const tlb::CaseSpec& k) { return k.id == 14; });
+  if (it == cases.cases.end()) throw std::runtime_error(cases_path + " has no case 14");
+  const tlb::CaseSpec& c = *it;
   const DType dt = DType::fp16;
   TLB_CUDA_CHECK(cudaDeviceSynchronize());
   const uint64_t before = tlb::device_used_bytes();
@@ -250,7 +247,7 @@ void bench_stack_memory(cudaStream_t st) {
   TLB_CUDA_CHECK(cudaStreamSynchronize(st));
   const uint64_t data_bytes = tlb::device_used_bytes() - before;
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-  fmt::print("stack case 14 extreme-100k fp16: data {:.2f} GiB on the device (planned {:.2f})\n",
+  fmt::print("stack case 14 {} fp16: data {:.2f} GiB on the device (planned {:.2f})\n", c.name,
              data_bytes / kGiB, tlb::aligned_total_bytes(tlb::data_layout(c.shape, dt)) / kGiB);
   for (const char* bits : {"01000", "01010", "11110", "11111"}) {
     tlb::PathOptions opt;
@@ -329,7 +326,7 @@ int main(int argc, char** argv) {
       bench_layernorm(st, 32768, 2048, DType::fp16);
       bench_layernorm(st, 32768, 2048, DType::bf16);
     }
-    if (only == "all" || only == "stack14") bench_stack_memory(st);
+    if (only == "all" || only == "stack14") bench_stack_memory(st, argc > 2 ? argv[2] : "configs/cases.json");
     TLB_CUBLAS_CHECK(cublasDestroy(h));
     TLB_CUDA_CHECK(cudaStreamDestroy(st));
   } catch (const std::exception& e) {
