@@ -120,6 +120,12 @@ __device__ __forceinline__ float ex2_approx(float x) {
   return y;
 }
 
+// ---- Pull the 128-byte line holding `p` into this SM's L1 (no register, no wait): for
+// weights a kernel reads late, prefetched while it still waits for its inputs.
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
+}
+
 // ---- Programmatic dependent launch (sm_90+; no-ops below, where kernels launch without it).
 // pdl_wait: block until the kernels this one depends on have finished and their writes are
 // visible; every kernel launched with the PDL attribute calls it before touching activations.

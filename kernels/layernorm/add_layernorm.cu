@@ -72,8 +72,6 @@ __device__ __forceinline__ float inverse_sqrt(float x) {
 template <typename T, int kThreadsPerRow, int kVecsPerThread, RsqrtKind kRsqrt>
 __global__ void __launch_bounds__(block_threads<kThreadsPerRow>())
     add_layernorm_kernel(AddNormParams p) {
-  ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
-  ptx::pdl_launch_dependents();
   using Vec = Pack16<T>;
   constexpr int kE = Vec::kCount;
   constexpr int kRowsPerBlock = kThreadsPerRow == 32 ? kAddNormWarpRowsPerBlock : 1;
@@ -90,6 +88,25 @@ __global__ void __launch_bounds__(block_threads<kThreadsPerRow>())
   bool valid[kVecsPerThread];
 #pragma unroll
   for (int j = 0; j < kVecsPerThread; ++j) valid[j] = (j * kThreadsPerRow + t) * kE < p.cols;
+
+  // A thread reads the same columns of gamma, beta and the bias in every row. They are weights,
+  // which no kernel of the forward writes, so their lines come into L1 now, while the previous
+  // kernel finishes (PDL); otherwise gamma and beta are L2 reads after the row's statistics,
+  // on the critical path of a kernel over few rows. Holding them in registers instead would
+  // spill the wide plans; the widest (8 vectors, fp32 rows of 1024 and more) skip even the
+  // prefetch, whose addresses cost them 10-30 registers of occupancy.
+  if constexpr (kVecsPerThread <= 4) {
+#pragma unroll
+    for (int j = 0; j < kVecsPerThread; ++j) {
+      if (!valid[j]) continue;
+      const int c = (j * kThreadsPerRow + t) * kE;
+      ptx::prefetch_l1(static_cast<const T*>(p.gamma) + c);
+      ptx::prefetch_l1(static_cast<const T*>(p.beta) + c);
+      if (has_bias) ptx::prefetch_l1(static_cast<const T*>(p.bias) + c);
+    }
+  }
+  ptx::pdl_wait();  // PDL: x and delta may be the previous kernel's output
+  ptx::pdl_launch_dependents();
 
   // With one row per block the loop bound is block-uniform, so the barriers in row_sum are
   // reached by every thread.
@@ -127,7 +144,7 @@ __global__ void __launch_bounds__(block_threads<kThreadsPerRow>())
           for (int i = 0; i < kE; ++i) add[i] = 0.0f;
         }
         if (has_bias) {
-          // Every row reads the same bias: an L1 hit, so it is not worth registers in flight.
+          // Every row reads the same bias: an L1 hit (prefetched above), not worth registers.
           float b[kE];
           Vec::load_nc(static_cast<const T*>(p.bias) + c).to_floats(b);
 #pragma unroll
