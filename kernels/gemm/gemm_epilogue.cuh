@@ -34,14 +34,16 @@ __device__ __forceinline__ void load_bias_run(const GemmArgs& p, int64_t n, floa
   }
 }
 
-// Applies the epilogue to acc[0..kCount) = columns n..n+kCount-1 of row m, with that run's
-// bias already in `bias` (load_bias_run), and stores them. Callers guarantee m < M, n < N
-// and n % kCount == 0; since N % 8 == 0 the whole run is in bounds, and (qkv split,
+// Applies the epilogue to acc[0..kCount) = columns n..n+kCount-1 of row m and stores them,
+// with every operand it adds already in registers: that run's bias (load_bias_run) and, for
+// bias_residual, row m's residual run (ignored otherwise). Callers guarantee m < M, n < N and
+// n % kCount == 0; since N % 8 == 0 the whole run is in bounds, and (qkv split,
 // head_dim % 8 == 0) it never straddles a head.
 template <typename T>
-__device__ __forceinline__ void epilogue_store_biased(const GemmArgs& p, int64_t m, int64_t n,
+__device__ __forceinline__ void epilogue_store_loaded(const GemmArgs& p, int64_t m, int64_t n,
                                                       float (&acc)[Pack16<T>::kCount],
-                                                      const float (&bias)[Pack16<T>::kCount]) {
+                                                      const float (&bias)[Pack16<T>::kCount],
+                                                      const float (&residual)[Pack16<T>::kCount]) {
   constexpr int kCount = Pack16<T>::kCount;
   if (p.bias != nullptr) {
 #pragma unroll
@@ -51,10 +53,8 @@ __device__ __forceinline__ void epilogue_store_biased(const GemmArgs& p, int64_t
 #pragma unroll
     for (int i = 0; i < kCount; ++i) acc[i] = activate(acc[i], p.activation);
   } else if (p.epilogue == GemmEpilogue::bias_residual) {
-    float r[kCount];
-    Pack16<T>::load_nc(static_cast<const T*>(p.residual) + m * p.N + n).to_floats(r);
 #pragma unroll
-    for (int i = 0; i < kCount; ++i) acc[i] += r[i];
+    for (int i = 0; i < kCount; ++i) acc[i] += residual[i];
   }
   T* dst;
   if (p.epilogue == GemmEpilogue::bias_qkv_split) {
@@ -69,6 +69,28 @@ __device__ __forceinline__ void epilogue_store_biased(const GemmArgs& p, int64_t
     dst = static_cast<T*>(p.out) + m * p.N + n;
   }
   Pack16<T>::from_floats(acc).store(dst);
+}
+
+// Row m's residual run at columns n.. as floats, for bias_residual (zeros otherwise).
+template <typename T>
+__device__ __forceinline__ void load_residual_run(const GemmArgs& p, int64_t m, int64_t n,
+                                                  float (&r)[Pack16<T>::kCount]) {
+  if (p.epilogue == GemmEpilogue::bias_residual) {
+    Pack16<T>::load_nc(static_cast<const T*>(p.residual) + m * p.N + n).to_floats(r);
+  } else {
+#pragma unroll
+    for (int i = 0; i < Pack16<T>::kCount; ++i) r[i] = 0.0f;
+  }
+}
+
+// The same, loading the residual itself.
+template <typename T>
+__device__ __forceinline__ void epilogue_store_biased(const GemmArgs& p, int64_t m, int64_t n,
+                                                      float (&acc)[Pack16<T>::kCount],
+                                                      const float (&bias)[Pack16<T>::kCount]) {
+  float r[Pack16<T>::kCount];
+  load_residual_run<T>(p, m, n, r);
+  epilogue_store_loaded<T>(p, m, n, acc, bias, r);
 }
 
 // The same, loading the bias itself: for callers that store each run once.

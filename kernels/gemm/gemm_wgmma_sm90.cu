@@ -158,8 +158,41 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::tma_load_2d(base + i * C::kStageBytes + C::kABytes, &tmap_w, (kt_begin + i) * C::BK, n0, full_bar + 8 * i);
     }
   }
+  // Each thread stores one 16-byte run of columns, the same in every row it visits. The 64-row
+  // tiles serve small, latency-bound launches: there the epilogue's inputs load before the
+  // main loop, not after it, where their latency would add to the launch's. The bias is a
+  // weight and loads before the PDL wait; the residual may be the previous kernel's output and
+  // loads right after it. (The 128-row tiles, throughput-bound and at their register budget,
+  // load both in the epilogue.)
+  constexpr int kVec = Pack16<T>::kCount;
+  constexpr int kRunsPerRow = C::BN / kVec;
+  static_assert(C::kThreads % kRunsPerRow == 0, "a thread's run of columns is fixed");
+  constexpr int kRowStep = C::kThreads / kRunsPerRow;
+  constexpr bool kEarlyInputs = !C::kRebalanceRegs;
+  constexpr int kRowsPerThread = kEarlyInputs ? C::BM / kRowStep : 1;
+  const int run = static_cast<int>(threadIdx.x) % kRunsPerRow;
+  const int64_t n_run = static_cast<int64_t>(n0) + run * kVec;
+  // Rows [row_begin, row_begin + rows_mine) of the tile are this CTA's to store: all of them,
+  // or under split K the share its cluster rank reduces.
+  const int rows_mine = C::BM / split, row_begin = rank * rows_mine;
+  float bias[kVec];
+  Pack16<T> residual[kRowsPerThread];
+  if constexpr (kEarlyInputs) {
+    if (n_run < p.N) load_bias_run<T>(p, n_run, bias);
+  }
   ptx::pdl_wait();
   ptx::pdl_launch_dependents();
+  if constexpr (kEarlyInputs) {
+    if (p.epilogue == GemmEpilogue::bias_residual && n_run < p.N) {
+#pragma unroll
+      for (int j = 0; j < kRowsPerThread; ++j) {
+        const int row = static_cast<int>(threadIdx.x) / kRunsPerRow + j * kRowStep;
+        const int64_t m = static_cast<int64_t>(m0) + row_begin + row;
+        if (row < rows_mine && m < p.M)
+          residual[j] = Pack16<T>::load_nc(static_cast<const T*>(p.residual) + m * p.N + n_run);
+      }
+    }
+  }
 
   if (warpgroup == 0) {
     if constexpr (C::kRebalanceRegs) ptx::setmaxnreg_dec<C::kProducerRegs>();
@@ -232,61 +265,65 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if constexpr (C::kRebalanceRegs) ptx::setmaxnreg_dec<C::kEpilogueRegs>();
   }
 
-  constexpr int kVec = Pack16<T>::kCount;
-  constexpr int kRunsPerRow = C::BN / kVec;
-  if (split == 1) {
-    // All warps share the epilogue (a lone consumer warpgroup is one warp per scheduler, too
-    // few to hide the loads and the activation's math; two are still only two). The tile is
-    // staged. Warp 0 may arrive diverged (lane 0 from the TMA loop), hence the barrier that
-    // counts a warp once all its threads are there; so does barrier.cluster.
+  if constexpr (kEarlyInputs) {
+    // The staged tile is complete once every warp of this CTA (split == 1), or of the cluster
+    // (split K: every rank's partial), is past its staging. Warp 0 may arrive diverged (lane 0
+    // from the TMA loop), hence the barrier that counts a warp once all its threads are there;
+    // so does barrier.cluster.
+    namespace cg = cooperative_groups;
+    if (split == 1) {
+      ptx::named_barrier_sync_divergent(2, C::kThreads);
+    } else {
+      cg::this_cluster().sync();
+    }
+    if (n_run < p.N) {
+#pragma unroll
+      for (int j = 0; j < kRowsPerThread; ++j) {
+        const int row = row_begin + static_cast<int>(threadIdx.x) / kRunsPerRow + j * kRowStep;
+        const int64_t m = static_cast<int64_t>(m0) + row;
+        if (row >= row_begin + rows_mine || m >= p.M) break;
+        float v[kVec];
+        if (split == 1) {
+          load_staged_run<T>(&staging[row * C::kStagePitch + run * kVec], v);
+        } else {
+          // Every rank's partial of this row, through distributed shared memory, in rank order.
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) v[e] = 0.0f;
+          for (int q = 0; q < split; ++q) {
+            float part[kVec];
+            load_staged_run<T>(cg::this_cluster().map_shared_rank(staging, q) + row * C::kStagePitch + run * kVec,
+                               part);
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) v[e] += part[e];
+          }
+        }
+        float r[kVec];
+        if (p.epilogue == GemmEpilogue::bias_residual) {
+          residual[j].to_floats(r);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) r[e] = 0.0f;
+        }
+        epilogue_store_loaded<T>(p, m, n_run, v, bias, r);
+      }
+    }
+    if (split > 1) cg::this_cluster().sync();  // no rank leaves while another reads its shared memory
+  } else {
+    // The 128-row tiles (never split): all twelve warps share the epilogue (two consumer
+    // warpgroups alone are two warps per scheduler, too few to hide the loads and the
+    // activation's math). A thread loads its run's bias once.
     ptx::named_barrier_sync_divergent(2, C::kThreads);
-    // A thread stores the same 16-byte run of columns in every row it visits, so it loads
-    // that run's bias once.
-    static_assert(C::kThreads % kRunsPerRow == 0, "a thread's run of columns is fixed");
-    constexpr int kRowStep = C::kThreads / kRunsPerRow;
-    const int run = static_cast<int>(threadIdx.x) % kRunsPerRow;
-    const int64_t n = static_cast<int64_t>(n0) + run * kVec;
-    if (n < p.N) {
-      float bias[kVec];
-      load_bias_run<T>(p, n, bias);
+    if (n_run < p.N) {
+      load_bias_run<T>(p, n_run, bias);
 #pragma unroll 2
       for (int row = static_cast<int>(threadIdx.x) / kRunsPerRow; row < C::BM; row += kRowStep) {
         const int64_t m = static_cast<int64_t>(m0) + row;
         if (m >= p.M) break;
         float v[kVec];
         load_staged_run<T>(&staging[row * C::kStagePitch + run * kVec], v);
-        epilogue_store_biased<T>(p, m, n, v, bias);
+        epilogue_store_biased<T>(p, m, n_run, v, bias);
       }
     }
-    return;
-  }
-  if constexpr (!C::kRebalanceRegs) {
-    namespace cg = cooperative_groups;
-    const cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();  // every rank's partial tile is staged
-    // Every warp reduces (the split tiles keep the producer's registers, see kRebalanceRegs).
-    const int rows = C::BM / split, first = rank * rows;
-    for (int idx = threadIdx.x; idx < rows * kRunsPerRow; idx += C::kThreads) {
-      const int row = first + idx / kRunsPerRow, run = idx % kRunsPerRow;
-      const int64_t m = static_cast<int64_t>(m0) + row, n = static_cast<int64_t>(n0) + run * kVec;
-      if (m >= p.M || n >= p.N) continue;
-      float v[kVec];
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) v[e] = 0.0f;
-      for (int q = 0; q < split; ++q) {
-        const float* src = cluster.map_shared_rank(staging, q) + row * C::kStagePitch + run * kVec;
-#pragma unroll
-        for (int e = 0; e < kVec; e += 4) {
-          const float4 f = *reinterpret_cast<const float4*>(src + e);
-          v[e] += f.x;
-          v[e + 1] += f.y;
-          v[e + 2] += f.z;
-          v[e + 3] += f.w;
-        }
-      }
-      epilogue_store<T>(p, m, n, v);
-    }
-    cluster.sync();  // no rank leaves while another still reads its shared memory
   }
 #else
   static_assert(C::kKSteps > 0 && kRasterRows > 0);
