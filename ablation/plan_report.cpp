@@ -166,7 +166,8 @@ double estimated_forward_seconds(const LayerShape& s, DType dtype, const StageSw
   // Bias, residual, LayerNorm and GELU passes over [tokens, d] (d_ff for GELU) rows.
   const double elementwise_ref = (10 * T * d + 2 * T * f) * e, elementwise_fused = 4 * T * d * e;
 
-  double layer = qkv / rate(eff[Stage::qkv]) + out_proj / rate(false) + ffn / rate(eff[Stage::ffn]);
+  double layer = qkv / rate(eff[Stage::qkv]) + out_proj / rate(out_projection_fused(s, dtype, eff, fp32_math)) +
+                 ffn / rate(eff[Stage::ffn]);
   layer += eff[Stage::attn] ? attn / rate(true) : attn / rate(false) + scores_traffic / bw;
   layer += (eff[Stage::norm] ? elementwise_fused : elementwise_ref) / bw;
   const int launches = eff.any_kernel() ? m.fused_launches_per_layer : m.reference_launches_per_layer;

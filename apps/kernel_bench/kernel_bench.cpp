@@ -7,6 +7,8 @@
 //     inverse-square-root variants;
 //   - `small`: every GEMM variant on the small-grid shapes of cases 1 and 2, replayed from a
 //     CUDA graph as the graph technique runs them (per-launch time, gaps included);
+//   - `outproj [CASES]`: the out-projection of every case of CASES in FP16, our GEMM against
+//     cuBLAS, replayed from a CUDA graph;
 //   - `stack14 [CASES]`: case 14 of CASES (default configs/cases.json, read from the working
 //     directory; 100 000 tokens) in FP16 through the layer stack alone, for the
 //     configurations with attn: forward time and the device memory the configuration holds
@@ -180,6 +182,23 @@ void bench_gemm_small(cublasHandle_t h, cudaStream_t st, const char* label, int6
   }
 }
 
+// The out-projection of every case in CASES (attn_out[T, d] · Wo^T, no bias: the fused add +
+// LayerNorm adds it), replayed from a CUDA graph: cuBLAS's launch against the variant our
+// dispatcher picks, per launch with the gaps between launches (ours overlap under PDL).
+void bench_out_projections(cublasHandle_t h, cudaStream_t st, const std::string& cases_path) {
+  const tlb::CaseSet cases = tlb::load_cases(cases_path);
+  for (const tlb::CaseSpec& c : cases.cases) {
+    const int64_t T = c.shape.tokens(), d = c.shape.d_model;
+    GemmBench b(T, d, d, DType::fp16, tlb::GemmEpilogue::bias);
+    b.args.bias = nullptr;
+    const double cublas_us = graph_us_per_call([&](cudaStream_t) { b.cublas(h); }, st);
+    std::string chosen;
+    const double ours_us = graph_us_per_call([&](cudaStream_t s) { chosen = tlb::gemm_fused(b.args, s); }, st);
+    fmt::print("outproj case {:>2} fp16 M={:<6} N=K={:<5} cuBLAS {:8.2f} us  ours {:8.2f} us ({:5.2f}x, {})\n", c.id, T,
+               d, cublas_us, ours_us, cublas_us / ours_us, chosen);
+  }
+}
+
 void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, int64_t h,
                      int64_t s, int64_t dh) {
   const size_t n = static_cast<size_t>(b * h * s * dh);
@@ -326,6 +345,7 @@ int main(int argc, char** argv) {
       bench_layernorm(st, 32768, 2048, DType::fp16);
       bench_layernorm(st, 32768, 2048, DType::bf16);
     }
+    if (only == "outproj") bench_out_projections(h, st, argc > 2 ? argv[2] : "configs/cases.json");
     if (only == "all" || only == "stack14") bench_stack_memory(st, argc > 2 ? argv[2] : "configs/cases.json");
     TLB_CUBLAS_CHECK(cublasDestroy(h));
     TLB_CUDA_CHECK(cudaStreamDestroy(st));

@@ -4,7 +4,9 @@
 //
 // Buffer use per layer l (names from workspace_layout):
 //   x (input or the previous y) --LN1--> normed --qkv--> q, k, v --attention--> attn_out
-//   attn_out --out-proj (cuBLAS)--> proj;  h1 = x + proj + bo;  LN2(h1) -> normed
+//   attn_out --out-proj--> proj;  h1 = x + proj + bo;  LN2(h1) -> normed
+// The out-projection runs on our GEMM where attn's kernel runs and the product is small
+// (out_projection_fused), on cuBLAS elsewhere.
 //   normed --up--> ffn_hidden --down--> proj;  y = h1 + proj + b2 -> stream_a / stream_b
 // With norm fused and ffn not, the down projection's bias + residual is left pending and the
 // next layer's LN1 does it in the fused add+LayerNorm (writing y as its residual output), so
@@ -211,6 +213,7 @@ struct StackPath::Impl {
   DType dt;                    // working dtype of every activation
   std::vector<bool> fused;     // per layer: runs the configuration ('F') or the reference ('E')
   StageSwitch eff;             // stages running their hand-written kernel in 'F' layers
+  bool out_proj_ours = false;  // 'F' layers run the out-projection on our GEMM (with attn)
   std::vector<std::string> notes;
   std::vector<StageDispatch> dispatch;
   std::set<std::string> variants[kNumStages];
@@ -274,6 +277,10 @@ StackPath::Impl::Impl(const CaseData& d, const PathOptions& o, cudaStream_t st)
   fused = fused_layers(opt.policy, s.layers);
   eff = opt.golden ? StageSwitch{} : effective_stages(s, dt, opt.stages, &notes, opt.fp32_math);
   eff[Stage::graph] = false;  // not a kernel stage; opt.stages[graph] decides capture
+  // Where attn runs, the attn stage's record names the out-projection's engine: our GEMM's
+  // variant, or "out_proj_cublas" where cuBLAS is the faster (out_projection_fused) or our
+  // GEMM refuses the operands (it takes every d that attn's head_dim allows).
+  out_proj_ours = !opt.golden && out_projection_fused(s, dt, eff, opt.fp32_math);
 
   const std::vector<BufferSpec> layout = workspace_layout(
       s, dt, opt.stages, opt.policy, opt.golden, opt.keep_layer_outputs, opt.fp32_math);
@@ -346,7 +353,7 @@ void StackPath::Impl::verify_real_operands() {
     // stages it expected to run on the reference.
     const int64_t needed = st == Stage::qkv   ? 3 * s.d_model
                            : st == Stage::ffn ? std::max(s.d_ff, s.d_model)
-                           : st == Stage::norm ? s.d_model
+                           : st == Stage::norm ? (out_proj_ours ? 0 : s.d_model)
                                                : 0;
     if (needed > gemm_f32_cols)
       throw DeviceError("layer stack: the fused " + std::string(to_string(st)) +
@@ -371,6 +378,16 @@ void StackPath::Impl::verify_real_operands() {
       else if (!gemm_fused_supported(
                    ffn_down_args(s, dt, opt.fp32_math, hidden, w.w_ff2, w.b_ff2, h1, y), &why))
         refuse(Stage::ffn, "down projection: " + why);
+    }
+    why.clear();
+    if (out_proj_ours && !gemm_fused_supported(out_proj_args(s, dt, opt.fp32_math, attn_out, w.w_out,
+                                                             w.b_out, proj), &why)) {
+      // cuBLAS takes over; without norm its product goes through the fp32 staging buffer.
+      if (!eff[Stage::norm] && s.d_model > gemm_f32_cols)
+        throw DeviceError("layer stack: the out-projection GEMM rejects this path's operands (" + why +
+                              ") although the memory plan expected it to run; no fallback buffer",
+                          false);
+      out_proj_ours = false;
     }
     why.clear();
     if (eff[Stage::norm]) {
@@ -547,13 +564,30 @@ void StackPath::Impl::forward() {
       record(Stage::attn, "reference");
     }
 
-    // ---- out-projection (cuBLAS in every configuration), h1 = x + proj + bo, LN2(h1)
+    // ---- out-projection, h1 = x + proj + bo, LN2(h1)
+    const bool out_proj_here = st[Stage::attn] && out_proj_ours;
+    if (st[Stage::attn] && !out_proj_here) record(Stage::attn, "out_proj_cublas");
     if (st[Stage::norm]) {
-      linear(attn_out, d, w.w_out, d, d, proj, d);
+      // The fused add + LayerNorm adds bo and the residual in fp32.
+      if (out_proj_here) {
+        record(Stage::attn, "out_proj_" + gemm_fused(out_proj_args(s, dt, opt.fp32_math, attn_out, w.w_out,
+                                                                   nullptr, proj), stream));
+        TLB_LAUNCH_CHECK(stream);
+      } else {
+        linear(attn_out, d, w.w_out, d, d, proj, d);
+      }
       add_norm(add_norm_args(s, dt, x, proj, w.b_out, h1, normed, w.ln2_gamma, w.ln2_beta));
     } else {
-      linear_f32(attn_out, d, w.w_out, d, d, gemm_f32, d);
-      reference::bias_add(dt, proj, gemm_f32, w.b_out, T, d, stream);
+      // proj = attn_out · Wo^T + bo rounded once, by our GEMM's epilogue or the reference's bias
+      // kernel over cuBLAS's fp32 product.
+      if (out_proj_here) {
+        record(Stage::attn, "out_proj_" + gemm_fused(out_proj_args(s, dt, opt.fp32_math, attn_out, w.w_out,
+                                                                   w.b_out, proj), stream));
+        TLB_LAUNCH_CHECK(stream);
+      } else {
+        linear_f32(attn_out, d, w.w_out, d, d, gemm_f32, d);
+        reference::bias_add(dt, proj, gemm_f32, w.b_out, T, d, stream);
+      }
       reference::residual_add(dt, h1, x, proj, T * d, stream);
       layer_norm_ref(h1, w.ln2_gamma, w.ln2_beta, normed);
     }

@@ -56,6 +56,17 @@ StageSwitch effective_stages(const LayerShape& s, DType dtype, const StageSwitch
   return eff;
 }
 
+bool out_projection_fused(const LayerShape& s, DType dtype, const StageSwitch& eff,
+                          Fp32Math fp32_math, std::string* why) {
+  if (!eff[Stage::attn]) return false;
+  if (s.tokens() * s.d_model > kOutProjectionOursMaxOutputs) {
+    if (why) *why = "cuBLAS is faster at this size";
+    return false;
+  }
+  const auto probe = [](uintptr_t i) { return reinterpret_cast<void*>(i << 40); };
+  return gemm_fused_supported(out_proj_args(s, dtype, fp32_math, probe(1), probe(2), probe(3), probe(4)), why);
+}
+
 std::vector<BufferSpec> data_layout(const LayerShape& s, DType storage) {
   const uint64_t e = static_cast<uint64_t>(dtype_bytes(storage));
   const uint64_t d = static_cast<uint64_t>(s.d_model), f = static_cast<uint64_t>(s.d_ff);
@@ -82,14 +93,16 @@ std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
   const std::vector<bool> fused = fused_layers(policy, s.layers);
   const StageSwitch eff =
       golden ? StageSwitch{} : effective_stages(s, dtype, stages, nullptr, fp32_math);
+  const bool out_proj_ours = !golden && out_projection_fused(s, dtype, eff, fp32_math);
   bool any_reference_attn = false, any_flash_attn = false, any_reference_qkv = false;
-  bool any_reference_norm = false, any_reference_ffn = false;
+  bool any_f32_out_proj = false, any_reference_ffn = false;
   for (bool fl : fused) {
     const bool flash = fl && eff[Stage::attn];
     any_flash_attn |= flash;
     any_reference_attn |= !flash;
     any_reference_qkv |= !(fl && eff[Stage::qkv]);
-    any_reference_norm |= !(fl && eff[Stage::norm]);
+    // cuBLAS's out-projection feeding the reference bias kernel keeps its product in fp32.
+    any_f32_out_proj |= !(fl && eff[Stage::norm]) && !(fl && out_proj_ours);
     any_reference_ffn |= !(fl && eff[Stage::ffn]);
   }
 
@@ -110,7 +123,7 @@ std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
   uint64_t gemm_cols = 0;
   if (any_reference_qkv) gemm_cols = std::max(gemm_cols, 3 * d);
   if (any_reference_ffn) gemm_cols = std::max(gemm_cols, f);
-  if (any_reference_norm || any_reference_ffn) gemm_cols = std::max(gemm_cols, d);
+  if (any_f32_out_proj || any_reference_ffn) gemm_cols = std::max(gemm_cols, d);
   if (gemm_cols > 0) b.push_back({"gemm_f32", T * gemm_cols * sizeof(float)});
   if (!golden) {
     if (any_reference_attn) {

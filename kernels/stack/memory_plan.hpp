@@ -27,6 +27,18 @@ StageSwitch effective_stages(const LayerShape& s, DType dtype, const StageSwitch
                              std::vector<std::string>* fallback_notes = nullptr,
                              Fp32Math fp32_math = Fp32Math::tf32);
 
+// Whether the out-projection runs on the hand-written GEMM in the layers that run `eff`: it
+// does where attn's kernel runs and the product is small enough to be bound by launch latency
+// (at most kOutProjectionOursMaxOutputs outputs), so that the attention block's kernels form
+// one chain of programmatic dependent launches, which cuBLAS's kernels cannot join; elsewhere
+// it runs on cuBLAS (*why says why when attn runs). Measured on an H200, graph-replayed
+// (tlbench_kernel_bench outproj): case 1's [128 x 512] x 512 took 2.92 us on ours against
+// cuBLAS's 3.03 us (and its forward 0.1027 -> 0.0966 ms with the PDL chain), while every
+// larger official shape, from case 2's [1024 x 768] x 768 on, ran at 0.71-0.93x cuBLAS.
+constexpr int64_t kOutProjectionOursMaxOutputs = int64_t{1} << 16;
+bool out_projection_fused(const LayerShape& s, DType dtype, const StageSwitch& eff,
+                          Fp32Math fp32_math = Fp32Math::tf32, std::string* why = nullptr);
+
 // Weights of all layers plus the input, stored in `storage`.
 std::vector<BufferSpec> data_layout(const LayerShape& s, DType storage);
 // Activations and scratch of one configured path (its own output buffers included).

@@ -67,6 +67,16 @@ inline GemmArgs ffn_down_args(const LayerShape& s, DType dt, Fp32Math math, cons
   return g;
 }
 
+// out-projection (hand-written in layers where attn is): proj[T, d] = attn_out · Wo^T, plus
+// bo when given (bias == nullptr leaves bo to the fused add + LayerNorm after it).
+inline GemmArgs out_proj_args(const LayerShape& s, DType dt, Fp32Math math, const void* attn_out,
+                              const void* w_out, const void* bias, void* proj) {
+  GemmArgs g = linear_args(dt, math, GemmEpilogue::bias, s.tokens(), s.d_model, s.d_model,
+                           attn_out, w_out, bias);
+  g.out = proj;
+  return g;
+}
+
 // norm: resid_out = x + delta + bias (when delta is given), norm_out = LN(resid).
 inline AddNormArgs add_norm_args(const LayerShape& s, DType dt, const void* x, const void* delta,
                                  const void* bias, void* resid_out, void* norm_out,

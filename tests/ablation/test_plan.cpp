@@ -278,3 +278,30 @@ TEST_CASE("the time model prices the dense reference above the fused path on lon
   CHECK(tlb::estimated_forward_seconds(two, DType::bf16, all) ==
         Approx(2 * tlb::estimated_forward_seconds(s, DType::bf16, all)));
 }
+
+TEST_CASE("the out-projection joins attn on small products only and then needs no fp32 staging", "[plan]") {
+  StageSwitch attn_only;
+  attn_only[Stage::attn] = true;
+  const tlb::LayerShape tiny = official(1).shape;  // 128 tokens x 512: 65536 outputs
+  const tlb::LayerShape bert = official(2).shape;  // 1024 tokens x 768
+  CHECK(tlb::out_projection_fused(tiny, DType::fp16, attn_only));
+  CHECK(tlb::out_projection_fused(tiny, DType::fp32, attn_only, tlb::Fp32Math::ieee));
+  CHECK_FALSE(tlb::out_projection_fused(tiny, DType::fp16, StageSwitch{}));
+  std::string why;
+  CHECK_FALSE(tlb::out_projection_fused(bert, DType::fp16, attn_only, tlb::Fp32Math::tf32, &why));
+  CHECK(why == "cuBLAS is faster at this size");
+
+  // With attn alone (qkv, ffn and norm on the reference), the fp32 staging of the reference's
+  // cuBLAS products is as wide as the FFN's up projection either way; with attn and ffn
+  // fused but norm not, only the out-projection still needs it on case 2, not on case 1.
+  auto staging = [](const tlb::LayerShape& s, const StageSwitch& st) -> uint64_t {
+    for (const tlb::BufferSpec& b : tlb::workspace_layout(s, DType::fp16, st, ""))
+      if (b.name == "gemm_f32") return b.bytes;
+    return 0;
+  };
+  StageSwitch no_norm;
+  no_norm[Stage::qkv] = no_norm[Stage::attn] = no_norm[Stage::ffn] = true;
+  CHECK(staging(tiny, no_norm) == 0);
+  CHECK(staging(bert, no_norm) == static_cast<uint64_t>(bert.tokens() * bert.d_model) * sizeof(float));
+  CHECK(staging(tiny, attn_only) == static_cast<uint64_t>(tiny.tokens() * tiny.d_ff) * sizeof(float));
+}
