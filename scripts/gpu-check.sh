@@ -48,7 +48,7 @@ for step in "${steps[@]}"; do
       ncu --csv --metrics gpu__time_duration.sum ${PROFILE_NCU_FLAGS:-} $BIN run --config configs/cases.json $PROFILE_ARGS \
         --quick --min-reps 2 --max-reps 2 --out /tmp/tlbench-profile >"$OUT/profile.csv" 2>"$OUT/profile.err"
       echo "rc=$?" >>"$OUT/summary.txt"
-      python3 scripts/kernel_profile.py "$OUT/profile.csv" >"$OUT/profile.txt" 2>&1
+      python3 scripts/kernel_profile.py --sequence "${PROFILE_SEQUENCE:-0}" "$OUT/profile.csv" >"$OUT/profile.txt" 2>&1
       head -40 "$OUT/profile.txt" >>"$OUT/summary.txt"
       ;;
     sanitize)
