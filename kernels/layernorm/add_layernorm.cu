@@ -93,9 +93,12 @@ __global__ void __launch_bounds__(block_threads<kThreadsPerRow>())
   // which no kernel of the forward writes, so their lines come into L1 now, while the previous
   // kernel finishes (PDL); otherwise gamma and beta are L2 reads after the row's statistics,
   // on the critical path of a kernel over few rows. Holding them in registers instead would
-  // spill the wide plans; the widest (8 vectors, fp32 rows of 1024 and more) skip even the
-  // prefetch, whose addresses cost them 10-30 registers of occupancy.
-  if constexpr (kVecsPerThread <= 4) {
+  // spill the wide plans. Only the plans of up to two vectors prefetch: in the official sweep
+  // of d3c2059, which prefetched up to four, the four-vector warp plans (rows of 768 and 1024
+  // in fp16/bf16, over thousands of rows) ran the forwards with norm 3-11 % slower, while
+  // case 1's two-vector plan gained; the fp32 eight-vector plans also lose 10-30 registers of
+  // occupancy to the addresses.
+  if constexpr (kVecsPerThread <= 2) {
 #pragma unroll
     for (int j = 0; j < kVecsPerThread; ++j) {
       if (!valid[j]) continue;
