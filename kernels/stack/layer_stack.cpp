@@ -5,12 +5,12 @@
 // Buffer use per layer l (names from workspace_layout):
 //   x (input or the previous y) --LN1--> normed --qkv--> q, k, v --attention--> attn_out
 //   attn_out --out-proj--> proj;  h1 = x + proj + bo;  LN2(h1) -> normed
-// The out-projection runs on our GEMM where attn's kernel runs and the product is small
-// (out_projection_fused), on cuBLAS elsewhere.
 //   normed --up--> ffn_hidden --down--> proj;  y = h1 + proj + b2 -> stream_a / stream_b
 // With norm fused and ffn not, the down projection's bias + residual is left pending and the
 // next layer's LN1 does it in the fused add+LayerNorm (writing y as its residual output), so
 // every layer's y still exists in memory before anything reads it.
+// The out-projection runs on our GEMM where attn's kernel runs and the product is small
+// (out_projection_fused), on cuBLAS elsewhere.
 #include "stack/layer_stack.hpp"
 
 #include <cstring>
