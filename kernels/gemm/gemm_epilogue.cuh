@@ -22,16 +22,22 @@ __device__ __forceinline__ float activate(float x, Activation act) {
   }
 }
 
+// The 16-byte run at `src` as floats (read-only path), or zeros where src is null.
+template <typename T>
+__device__ __forceinline__ void load_run_or_zeros(const T* src, float (&v)[Pack16<T>::kCount]) {
+  if (src != nullptr) {
+    Pack16<T>::load_nc(src).to_floats(v);
+  } else {
+#pragma unroll
+    for (int i = 0; i < Pack16<T>::kCount; ++i) v[i] = 0.0f;
+  }
+}
+
 // The bias of output columns n..n+kCount-1 as floats (zeros without a bias). A thread that
 // stores the same columns of many rows loads it once.
 template <typename T>
 __device__ __forceinline__ void load_bias_run(const GemmArgs& p, int64_t n, float (&b)[Pack16<T>::kCount]) {
-  if (p.bias != nullptr) {
-    Pack16<T>::load_nc(static_cast<const T*>(p.bias) + n).to_floats(b);
-  } else {
-#pragma unroll
-    for (int i = 0; i < Pack16<T>::kCount; ++i) b[i] = 0.0f;
-  }
+  load_run_or_zeros<T>(p.bias != nullptr ? static_cast<const T*>(p.bias) + n : nullptr, b);
 }
 
 // Applies the epilogue to acc[0..kCount) = columns n..n+kCount-1 of row m and stores them,
@@ -75,12 +81,8 @@ __device__ __forceinline__ void epilogue_store_loaded(const GemmArgs& p, int64_t
 template <typename T>
 __device__ __forceinline__ void load_residual_run(const GemmArgs& p, int64_t m, int64_t n,
                                                   float (&r)[Pack16<T>::kCount]) {
-  if (p.epilogue == GemmEpilogue::bias_residual) {
-    Pack16<T>::load_nc(static_cast<const T*>(p.residual) + m * p.N + n).to_floats(r);
-  } else {
-#pragma unroll
-    for (int i = 0; i < Pack16<T>::kCount; ++i) r[i] = 0.0f;
-  }
+  load_run_or_zeros<T>(
+      p.epilogue == GemmEpilogue::bias_residual ? static_cast<const T*>(p.residual) + m * p.N + n : nullptr, r);
 }
 
 // The same, loading the residual itself.
