@@ -564,30 +564,27 @@ void StackPath::Impl::forward() {
       record(Stage::attn, "reference");
     }
 
-    // ---- out-projection, h1 = x + proj + bo, LN2(h1)
+    // ---- out-projection, h1 = x + proj + bo, LN2(h1). With norm, the fused add + LayerNorm
+    // adds bo and the residual in fp32; without, proj = attn_out · Wo^T + bo is rounded once,
+    // by our GEMM's epilogue or by the reference's bias kernel over cuBLAS's fp32 product.
     const bool out_proj_here = st[Stage::attn] && out_proj_ours;
-    if (st[Stage::attn] && !out_proj_here) record(Stage::attn, "out_proj_cublas");
-    if (st[Stage::norm]) {
-      // The fused add + LayerNorm adds bo and the residual in fp32.
-      if (out_proj_here) {
-        record(Stage::attn, "out_proj_" + gemm_fused(out_proj_args(s, dt, opt.fp32_math, attn_out, w.w_out,
-                                                                   nullptr, proj), stream));
-        TLB_LAUNCH_CHECK(stream);
-      } else {
-        linear(attn_out, d, w.w_out, d, d, proj, d);
-      }
-      add_norm(add_norm_args(s, dt, x, proj, w.b_out, h1, normed, w.ln2_gamma, w.ln2_beta));
+    if (out_proj_here) {
+      const void* bias = st[Stage::norm] ? nullptr : w.b_out;
+      record(Stage::attn, "out_proj_" + gemm_fused(out_proj_args(s, dt, opt.fp32_math, attn_out, w.w_out,
+                                                                 bias, proj), stream));
+      TLB_LAUNCH_CHECK(stream);
     } else {
-      // proj = attn_out · Wo^T + bo rounded once, by our GEMM's epilogue or the reference's bias
-      // kernel over cuBLAS's fp32 product.
-      if (out_proj_here) {
-        record(Stage::attn, "out_proj_" + gemm_fused(out_proj_args(s, dt, opt.fp32_math, attn_out, w.w_out,
-                                                                   w.b_out, proj), stream));
-        TLB_LAUNCH_CHECK(stream);
+      if (st[Stage::attn]) record(Stage::attn, "out_proj_cublas");
+      if (st[Stage::norm]) {
+        linear(attn_out, d, w.w_out, d, d, proj, d);
       } else {
         linear_f32(attn_out, d, w.w_out, d, d, gemm_f32, d);
         reference::bias_add(dt, proj, gemm_f32, w.b_out, T, d, stream);
       }
+    }
+    if (st[Stage::norm]) {
+      add_norm(add_norm_args(s, dt, x, proj, w.b_out, h1, normed, w.ln2_gamma, w.ln2_beta));
+    } else {
       reference::residual_add(dt, h1, x, proj, T * d, stream);
       layer_norm_ref(h1, w.ln2_gamma, w.ln2_beta, normed);
     }

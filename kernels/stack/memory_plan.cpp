@@ -9,6 +9,14 @@
 #include "stack/stage_args.hpp"
 
 namespace tlb {
+namespace {
+
+// The support checks look at shapes, dtypes, alignment and overlap, never at memory: stand-ins
+// 1 TiB apart (no tensor is that large, so none overlap) and aligned like the workspace's
+// sub-buffers describe the stack's calls.
+void* probe(uintptr_t i) { return reinterpret_cast<void*>(i << 40); }
+
+}  // namespace
 
 std::vector<bool> fused_layers(const std::string& policy, int64_t layers) {
   std::vector<bool> f(static_cast<size_t>(layers), true);
@@ -24,10 +32,6 @@ StageSwitch effective_stages(const LayerShape& s, DType dtype, const StageSwitch
     eff[st] = false;
     if (notes) notes->push_back(std::string(to_string(st)) + ": " + why);
   };
-  // The support checks look at shapes, dtypes, alignment and overlap, never at memory:
-  // stand-ins 1 TiB apart (no tensor is that large, so none overlap) and aligned like the
-  // workspace's sub-buffers describe the stack's calls.
-  auto probe = [](uintptr_t i) { return reinterpret_cast<void*>(i << 40); };
   std::string why;
   if (wanted[Stage::qkv] &&
       !gemm_fused_supported(qkv_gemm_args(s, dtype, fp32_math, probe(1), probe(2), probe(3),
@@ -63,7 +67,6 @@ bool out_projection_fused(const LayerShape& s, DType dtype, const StageSwitch& e
     if (why) *why = "cuBLAS is faster at this size";
     return false;
   }
-  const auto probe = [](uintptr_t i) { return reinterpret_cast<void*>(i << 40); };
   return gemm_fused_supported(out_proj_args(s, dtype, fp32_math, probe(1), probe(2), probe(3), probe(4)), why);
 }
 
