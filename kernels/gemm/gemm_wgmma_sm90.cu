@@ -175,6 +175,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // Rows [row_begin, row_begin + rows_mine) of the tile are this CTA's to store: all of them,
   // or under split K the share its cluster rank reduces.
   const int rows_mine = C::BM / split, row_begin = rank * rows_mine;
+  // The tile row of this thread's j-th run, in the 64-row tiles' early-input loops below.
+  const auto my_row = [&](int j) { return row_begin + static_cast<int>(threadIdx.x) / kRunsPerRow + j * kRowStep; };
   float bias[kVec];
   Pack16<T> residual[kRowsPerThread];
   if constexpr (kEarlyInputs) {
@@ -186,9 +188,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (p.epilogue == GemmEpilogue::bias_residual && n_run < p.N) {
 #pragma unroll
       for (int j = 0; j < kRowsPerThread; ++j) {
-        const int row = static_cast<int>(threadIdx.x) / kRunsPerRow + j * kRowStep;
-        const int64_t m = static_cast<int64_t>(m0) + row_begin + row;
-        if (row < rows_mine && m < p.M)
+        const int row = my_row(j);
+        const int64_t m = static_cast<int64_t>(m0) + row;
+        if (row < row_begin + rows_mine && m < p.M)
           residual[j] = Pack16<T>::load_nc(static_cast<const T*>(p.residual) + m * p.N + n_run);
       }
     }
@@ -279,7 +281,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (n_run < p.N) {
 #pragma unroll
       for (int j = 0; j < kRowsPerThread; ++j) {
-        const int row = row_begin + static_cast<int>(threadIdx.x) / kRunsPerRow + j * kRowStep;
+        const int row = my_row(j);
         const int64_t m = static_cast<int64_t>(m0) + row;
         if (row >= row_begin + rows_mine || m >= p.M) break;
         float v[kVec];
