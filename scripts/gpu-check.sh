@@ -2,9 +2,12 @@
 # One call on a GPU host: configure, build with all cores, then the steps asked for, logging
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
-#   scripts/gpu-check.sh build test bench aa sweep sanitize pytorch
-# Environment knobs per step: GPU_TESTS, SANITIZE_TOOLS, SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS,
-# SWEEP_ARGS, SELECT_ARGS, PROFILE_ARGS, PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
+#   scripts/gpu-check.sh build test bench attnbench aa sweep sanitize pytorch
+# Environment knobs per step: BUILD_TARGETS, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
+# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, SWEEP_ARGS, SELECT_ARGS, PROFILE_ARGS,
+# PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
+# At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
+# side-by-side kernel records, for results/h200/kernels.jsonl) also come back on their own.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -25,7 +28,9 @@ for step in "${steps[@]}"; do
       cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
         -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTLBENCH_PTXAS_VERBOSE=ON >"$OUT/build.log" 2>&1 \
         || { tail -30 "$OUT/build.log"; exit 1; }
-      if ! cmake --build $BUILD -j "$(nproc)" -- -k 0 >>"$OUT/build.log" 2>&1; then
+      targets=()
+      for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+      if ! cmake --build $BUILD -j "$(nproc)" "${targets[@]}" -- -k 0 >>"$OUT/build.log" 2>&1; then
         grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1
       fi
       $BIN --version | tee -a "$OUT/summary.txt"
@@ -39,8 +44,13 @@ for step in "${steps[@]}"; do
       ;;
     gputests)
       log "GPU tests tagged ${GPU_TESTS:-[gpu]}"
-      $BUILD/tests/tlbench_gpu_tests "${GPU_TESTS:-[gpu]}" >"$OUT/gputests.log" 2>&1
-      echo "rc=$?" | tee -a "$OUT/summary.txt"; tail -4 "$OUT/gputests.log" | tee -a "$OUT/summary.txt"
+      # Test specs separated by ';', each its own process (a hang in one ends at its timeout).
+      IFS=';' read -ra specs <<<"${GPU_TESTS:-[gpu]}"
+      for spec in "${specs[@]}"; do
+        timeout "${GPU_TESTS_TIMEOUT:-900}" $BUILD/tests/tlbench_gpu_tests -d yes "$spec" >>"$OUT/gputests.log" 2>&1
+        echo "$spec: rc=$?" | tee -a "$OUT/summary.txt"
+        grep -E "^(All tests passed|test cases:)" "$OUT/gputests.log" | tail -1 | tee -a "$OUT/summary.txt"
+      done
       ;;
     profile)
       log "per-kernel device time (ncu) of ${PROFILE_ARGS:=--cases 1 --dtypes fp16 --configs 11110}"
@@ -73,6 +83,13 @@ for step in "${steps[@]}"; do
     bench)
       log "kernel benchmarks ${BENCH_ARGS:-all}"
       $BUILD/tlbench_kernel_bench ${BENCH_ARGS:-all} 2>&1 | tee -a "$OUT/bench.log" | tail -60 >>"$OUT/summary.txt"
+      ;;
+    attnbench)
+      # Ours and PyTorch's SDPA (cuDNN, FlashAttention-2) on the same shapes, one after the other.
+      log "attention speed table: ours, then PyTorch SDPA's backends"
+      $BUILD/tlbench_kernel_bench attn "$OUT/attn-ours.jsonl" >>"$OUT/bench.log" 2>&1
+      echo "rc=$?" | tee -a "$OUT/summary.txt"
+      python3 scripts/attention_peer.py "$OUT/attn-ours.jsonl" "$OUT/kernels.jsonl" --append 2>&1 | tee -a "$OUT/summary.txt"
       ;;
     aa)
       log "A/A run of the official set"
@@ -124,3 +141,8 @@ for d in aa sweep quick select; do
   fi
 done
 log "done"
+shopt -s nullglob
+logs=("$OUT"/*.log "$OUT"/*.jsonl)
+if ((${#logs[@]})); then
+  tar -C "$OUT" -czf "$OUT/logs.tar.gz" $(basename -a "${logs[@]}") && rm -f "$OUT"/*.log "$OUT/attn-ours.jsonl"
+fi

@@ -2,7 +2,9 @@
 // current GPU, each beside the ceiling it is judged against:
 //   - fused-epilogue GEMMs on the FFN shapes of cases 10 and 13 vs cuBLAS on the same GEMM
 //     without epilogue;
-//   - fused attention alone (batch 1, 16 heads, head_dim 128, seq 16384) in TFLOP/s;
+//   - `attn [FILE]`: fused attention alone on the speed table's shapes (long sequences at
+//     head_dim 64 and 128, both masks; one shape per further head_dim) in TFLOP/s, and with
+//     FILE one JSON line per shape for scripts/attention_peer.py;
 //   - fused add+LayerNorm on case 13's rows vs the measured device copy bandwidth, for both
 //     inverse-square-root variants;
 //   - `small`: every GEMM variant on the small-grid shapes of cases 1 and 2, replayed from a
@@ -20,8 +22,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -40,6 +44,7 @@
 #include "plan_report.hpp"
 #include "stack/layer_stack.hpp"
 #include "stack/memory_plan.hpp"
+#include "tlbench_version.hpp"
 
 namespace {
 
@@ -199,26 +204,70 @@ void bench_out_projections(cublasHandle_t h, cudaStream_t st, const std::string&
   }
 }
 
-void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, int64_t h,
-                     int64_t s, int64_t dh) {
+// One attention shape of the speed table: forward TFLOP/s (4 b h s^2 d, halved under the causal
+// mask) of the variant the dispatcher picks, or of `force`. With `jsonl`, also one JSON line
+// per shape for scripts/attention_peer.py, which times the peer library on the same shape and
+// completes the kernels.jsonl record.
+void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, int64_t h, int64_t s, int64_t dh,
+                     std::FILE* jsonl, const char* force = nullptr) {
   const size_t n = static_cast<size_t>(b * h * s * dh);
   DeviceBuffer q = random_buffer(n, dt, 1.0f, 5), k = random_buffer(n, dt, 1.0f, 6),
                v = random_buffer(n, dt, 1.0f, 7);
   DeviceBuffer o(n * tlb::dtype_bytes(dt));
-  tlb::LayerShape shape;
-  shape.batch = b; shape.seq = s; shape.heads = h; shape.d_model = h * dh; shape.mask = mask;
-  DeviceBuffer ws(std::max<uint64_t>(1, tlb::flash_attention_workspace_bytes(shape, dt)));
   tlb::AttentionArgs a;
   a.dtype = dt; a.batch = b; a.heads = h; a.seq = s; a.head_dim = dh; a.mask = mask;
   a.q = q.get(); a.k = k.get(); a.v = v.get(); a.o = o.get();
   a.scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  a.force = force;
+  DeviceBuffer ws(std::max<uint64_t>(1, tlb::flash_attention_workspace_bytes(a)));
   a.workspace = ws.get();
   std::string variant;
-  const double ms = median_ms([&](cudaStream_t st2) { variant = tlb::flash_attention(a, st2); }, st, 10);
+  const double ms = median_ms([&](cudaStream_t st2) { variant = tlb::flash_attention(a, st2); }, st, 20);
   double flops = 4.0 * b * h * s * s * dh;
   if (mask == tlb::MaskKind::causal) flops *= 0.5;
-  fmt::print("attn  {:>5} b={} h={} s={} dh={} {:<7} {:7.1f} TFLOP/s ({:.3f} ms, {})\n", tlb::to_string(dt),
-             b, h, s, dh, tlb::to_string(mask), flops / ms / 1e9, ms, variant);
+  const double tflops = flops / ms / 1e9;
+  fmt::print("attn  {:>5} b={} h={} s={} dh={} {:<7} {:7.1f} TFLOP/s ({:.3f} ms, {})\n", tlb::to_string(dt), b, h, s,
+             dh, tlb::to_string(mask), tflops, ms, variant);
+  if (jsonl) {
+    fmt::print(jsonl,
+               "{{\"kernel\": \"attention\", \"dtype\": \"{}\", \"batch\": {}, \"heads\": {}, \"seq\": {}, "
+               "\"head_dim\": {}, \"causal\": {}, \"ours_tflops\": {:.1f}, \"ours_ms\": {:.4f}, \"variant\": \"{}\", "
+               "\"commit\": \"{}\"}}\n",
+               tlb::to_string(dt), b, h, s, dh, mask == tlb::MaskKind::causal ? "true" : "false", tflops, ms, variant,
+               TLBENCH_GIT_COMMIT);
+    std::fflush(jsonl);
+  }
+}
+
+// The attention speed table: long sequences at head_dim 64 and 128 in both masks, and one
+// shape per further head_dim the sm_90a kernel covers.
+void bench_attention_table(cudaStream_t st, std::FILE* jsonl) {
+  using tlb::MaskKind;
+  struct Row {
+    DType dt;
+    int64_t b, h, s, d;
+    MaskKind mask;
+  };
+  const Row rows[] = {
+      {DType::fp16, 1, 16, 16384, 128, MaskKind::none}, {DType::fp16, 1, 16, 16384, 128, MaskKind::causal},
+      {DType::bf16, 1, 16, 16384, 128, MaskKind::none}, {DType::bf16, 1, 16, 16384, 128, MaskKind::causal},
+      {DType::fp16, 1, 16, 100000, 64, MaskKind::causal}, {DType::fp16, 8, 16, 4096, 128, MaskKind::causal},
+      {DType::fp16, 1, 16, 16384, 64, MaskKind::none},  {DType::fp16, 1, 16, 16384, 64, MaskKind::causal},
+      {DType::fp16, 1, 16, 8192, 32, MaskKind::none},   {DType::fp16, 1, 16, 8192, 80, MaskKind::none},
+      {DType::fp16, 1, 16, 8192, 96, MaskKind::none},   {DType::fp16, 1, 16, 8192, 192, MaskKind::none},
+      {DType::fp16, 1, 16, 8192, 256, MaskKind::none},
+  };
+  for (const Row& r : rows) {
+    std::string why;
+    tlb::LayerShape shape;
+    shape.batch = r.b; shape.seq = r.s; shape.heads = r.h; shape.d_model = r.h * r.d; shape.mask = r.mask;
+    if (!tlb::flash_attention_supported(shape, r.dt, &why)) {
+      fmt::print("attn  {:>5} b={} h={} s={} dh={} {:<7} not run: {}\n", tlb::to_string(r.dt), r.b, r.h, r.s, r.d,
+                 tlb::to_string(r.mask), why);
+      continue;
+    }
+    bench_attention(st, r.dt, r.mask, r.b, r.h, r.s, r.d, jsonl);
+  }
 }
 
 void bench_layernorm(cudaStream_t st, int64_t rows, int64_t cols, DType dt) {
@@ -335,11 +384,12 @@ int main(int argc, char** argv) {
       bench_gemm_small(h, st, "case4 down bias+residual", 4096, 1024, 4096, DType::fp16, GemmEpilogue::bias_residual);
     }
     if (only == "all" || only == "attn") {
-      bench_attention(st, DType::fp16, tlb::MaskKind::none, 1, 16, 16384, 128);
-      bench_attention(st, DType::fp16, tlb::MaskKind::causal, 1, 16, 16384, 128);
-      bench_attention(st, DType::bf16, tlb::MaskKind::causal, 1, 16, 16384, 128);
-      bench_attention(st, DType::fp16, tlb::MaskKind::causal, 1, 16, 100000, 64);
-      bench_attention(st, DType::fp16, tlb::MaskKind::causal, 8, 16, 4096, 128);
+      // attn [FILE]: the JSON lines go to FILE as well.
+      std::FILE* jsonl = nullptr;
+      if (only == "attn" && argc > 2 && !(jsonl = std::fopen(argv[2], "w")))
+        throw std::runtime_error(std::string("cannot write ") + argv[2] + ": " + std::strerror(errno));
+      bench_attention_table(st, jsonl);
+      if (jsonl) std::fclose(jsonl);
     }
     if (only == "all" || only == "norm") {
       bench_layernorm(st, 32768, 2048, DType::fp16);

@@ -19,7 +19,8 @@ namespace tlb {
 // fp32 partials in the workspace, then a combine step). A variant spec forces a choice; it is a
 // comma-separated list of "auto", "standard", "short", "splitkv", "splitkv:N" (N key ranges)
 // and, for fp16/bf16, a tile shape "q128w8", "q128w4" or "q64w4" (query rows x warps per
-// block) and an engine for the 128-row tile: "wgmma" (sm_90a warpgroup MMA, on an sm_90 GPU)
+// block) and an engine: "tma" (the warp-specialised sm_90a kernel, its tile chosen by head_dim;
+// the automatic choice on an sm_90 GPU), "wgmma" (the first sm_90a kernel, on the 128-row tile)
 // or "mma" (mma.sync). The environment variable TLBENCH_ATTN_VARIANT applies a spec to every
 // call of the process (A/B runs); there, parts that cannot run a shape (short on a long
 // sequence) are ignored for it. The returned variant name always says what ran.
@@ -42,6 +43,8 @@ struct AttentionArgs {
 };
 
 // Whether the hand-written kernel covers this shape; `why` says why not (a visible fallback).
+// head_dim 64 and 128 run everywhere; fp16/bf16 with any other multiple of 8 up to 256 run on
+// the sm_90a kernel, so for those the answer asks the current device.
 bool flash_attention_supported(const LayerShape& s, DType dtype, std::string* why);
 // Scratch the chosen variant needs (0 when it needs none). Host-only, no device needed: a pure
 // function of the shape (and of TLBENCH_ATTN_VARIANT), linear in seq.

@@ -1,8 +1,9 @@
 // Host side of the fused attention: which shapes the kernels cover, which variant runs a shape
 // (kernel family, tile shape, short-sequence single tile, split-KV and its number of key
 // ranges), the workspace that variant needs, and the launch. The plan is a pure function of the
-// shape, so memory planning can call it without a device; only the choice between the two
-// engines of the 128-row tile (mma.sync or sm_90a wgmma, same workspace) looks at the device.
+// shape and of the engine: on an sm_90 GPU running the sm_90a image fp16/bf16 run the
+// warp-specialised TMA kernel (attention_fwd_sm90.cuh), elsewhere the mma.sync tiles. Memory
+// planning, which must not touch the device, sizes the workspace for the larger of the two.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -35,12 +36,9 @@ constexpr int kMaxSplits = 16;
 constexpr int64_t kMinTilesPerSplit = 4;
 // Sequences up to this length fit one key tile of the short-sequence kernel.
 constexpr int64_t kShortSeqMax = 128;
-// Where the sm_90a wgmma kernel is the automatic choice on an sm_90 GPU (elsewhere it runs in
-// the tests and wherever a spec asks for "wgmma"). head_dim 128: its tests passed on the H200 at
-// 401 TFLOP/s against mma.sync's 272 (batch 1, 16 heads, seq 16384). head_dim 64: the first
-// version failed there; the overlapped rewrite passes every head_dim 64 case on the H200
-// (396 TFLOP/s against 268 at seq 100000, causal), so both take it.
-constexpr bool wgmma_automatic(int64_t head_dim) { return head_dim == 128 || head_dim == 64; }
+// The first sm_90a kernel (attention_flash_sm90.cu: the q128w8 tile on wgmma, loads by every
+// thread, 64-key tiles) runs where a spec asks for "wgmma"; the warp-specialised TMA kernel
+// ("tma") is the automatic choice on Hopper.
 
 std::string_view tile_name(TileShape t) {
   switch (t) {
@@ -55,7 +53,7 @@ std::string_view tile_name(TileShape t) {
 int tile_warps(Family f, TileShape t) { return f == Family::mma16 && t == TileShape::q128w8 ? 8 : 4; }
 
 enum class Variant { automatic, standard, short_seq, split_kv };
-enum class Engine { automatic, wgmma, mma };
+enum class Engine { automatic, tma, wgmma, mma };
 
 // A parsed variant spec (see attention.hpp).
 struct Spec {
@@ -65,6 +63,8 @@ struct Spec {
   TileShape tile = TileShape::q128w8;
   Engine engine = Engine::automatic;
 };
+
+bool is_sm80_head_dim(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
 Spec parse_spec(const char* text, const char* origin) {
   Spec o;
@@ -93,6 +93,8 @@ Spec parse_spec(const char* text, const char* origin) {
     } else if (tok == "q128w8" || tok == "q128w4" || tok == "q64w4") {
       o.has_tile = true;
       o.tile = tok == "q128w8" ? TileShape::q128w8 : tok == "q128w4" ? TileShape::q128w4 : TileShape::q64w4;
+    } else if (tok == "tma") {
+      o.engine = Engine::tma;
     } else if (tok == "wgmma") {
       o.engine = Engine::wgmma;
     } else if (tok == "mma") {
@@ -100,7 +102,7 @@ Spec parse_spec(const char* text, const char* origin) {
     } else {
       throw std::invalid_argument(std::string(origin) + ": unknown token '" + std::string(tok) +
                                   "' (expected auto, standard, short, splitkv, splitkv:N, q128w8, "
-                                  "q128w4, q64w4, wgmma, mma)");
+                                  "q128w4, q64w4, tma, wgmma, mma)");
     }
   }
   return o;
@@ -115,6 +117,8 @@ const Spec& env_spec() {
 struct Plan {
   Family family = Family::mma16;
   TileShape tile = TileShape::q128w8;
+  bool sm90 = false;  // the warp-specialised TMA kernel (tile from attn::sm90_tile)
+  bool wgmma = false;  // the first sm_90a kernel on the q128w8 tile
   bool short_seq = false;
   int splits = 1;
   int64_t keys_per_split = 0;
@@ -126,32 +130,76 @@ uint64_t align256(uint64_t x) { return (x + 255) / 256 * 256; }
 
 [[noreturn]] void reject(const std::string& msg) { throw std::invalid_argument("flash attention: " + msg); }
 
+// Whether the current device runs the sm_90a kernels (an sm_90 GPU and a build carrying sm_90a
+// code), cached per device. No device at all is a plain "no".
+bool device_has_sm90a() {
+  constexpr int kMaxDevices = 64;
+  static std::array<int, kMaxDevices> cache{};  // 0 unknown, 1 yes, 2 no
+  static std::mutex mu;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  int& c = cache[static_cast<size_t>(dev % kMaxDevices)];
+  if (c == 0) {
+    int major = 0, minor = 0;
+    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    c = major == 9 && minor == 0 && attn::flash_sm90_image_present() && attn::flash_wgmma_image_present() ? 1 : 2;
+  }
+  return c == 1;
+}
+
+// The engine a spec leaves for this shape. strict: an engine that cannot run it throws;
+// otherwise (the environment's spec) it is dropped.
+Engine resolve_engine(const Spec& spec, Family family, int64_t head_dim, bool sm90a, bool strict) {
+  // A tile shape names one of the mma.sync kernel's tiles (or, with "wgmma", the first sm_90a
+  // kernel's): it asks for that engine.
+  const Engine e = spec.has_tile && spec.engine == Engine::automatic && family == Family::mma16 ? Engine::mma
+                                                                                                 : spec.engine;
+  std::string no;
+  if ((e == Engine::tma || e == Engine::wgmma) && family != Family::mma16) {
+    no = "the sm_90a kernels are fp16/bf16 only";
+  } else if ((e == Engine::tma || e == Engine::wgmma) && !sm90a) {
+    no = "the sm_90a kernels need an sm_90 GPU and a build with sm_90a code";
+  } else if ((e == Engine::wgmma || e == Engine::mma) && !is_sm80_head_dim(head_dim)) {
+    no = std::string(e == Engine::wgmma ? "the wgmma" : "the mma.sync") + " kernel covers head_dim 64 and 128, not " +
+         std::to_string(head_dim);
+  }
+  if (no.empty()) return e;
+  if (strict) reject(no);
+  return Engine::automatic;
+}
+
 // strict (a spec forced by the caller): a part of the spec that cannot run the shape throws.
-// Otherwise (the environment's spec) such parts are dropped for this shape.
-Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, DType dtype, Fp32Math math,
-                  const Spec& spec, bool strict) {
+// Otherwise (the environment's spec) such parts are dropped for this shape. sm90a: the device
+// runs the sm_90a kernels.
+Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, MaskKind mask, DType dtype,
+                  Fp32Math math, const Spec& spec, bool strict, bool sm90a) {
   Plan plan;
   plan.family = dtype != DType::fp32 ? Family::mma16 : math == Fp32Math::tf32 ? Family::tf32 : Family::fp32fma;
   const int64_t bh = batch * heads;
+  const bool half = plan.family == Family::mma16;
+  const Engine engine = resolve_engine(spec, plan.family, head_dim, sm90a, strict);
+  const bool sm90_engine = engine == Engine::tma || engine == Engine::wgmma;
   Variant variant = spec.variant;
-  const bool wgmma = spec.engine == Engine::wgmma && plan.family == Family::mma16;
-  if (strict && spec.engine == Engine::wgmma && plan.family != Family::mma16)
-    reject("the wgmma kernel is fp16/bf16 only");
 
-  if (variant == Variant::short_seq && (wgmma || !(plan.family == Family::mma16 && seq <= kShortSeqMax))) {
+  const bool short_fits = half && seq <= kShortSeqMax && is_sm80_head_dim(head_dim);
+  if (variant == Variant::short_seq && (sm90_engine || !short_fits)) {
     if (strict)
-      reject(wgmma ? std::string("the short-sequence kernel runs on mma.sync, not wgmma")
-             : plan.family != Family::mma16
-                 ? std::string("the short-sequence variant is fp16/bf16 only (fp32 tiles are 32 keys)")
-                 : "the short-sequence variant needs seq <= " + std::to_string(kShortSeqMax) +
-                       ", got " + std::to_string(seq));
+      reject(sm90_engine ? std::string("the short-sequence kernel runs on mma.sync, not the sm_90a kernels")
+             : !half ? std::string("the short-sequence variant is fp16/bf16 only (fp32 tiles are 32 keys)")
+             : !is_sm80_head_dim(head_dim)
+                 ? "the short-sequence kernel covers head_dim 64 and 128, not " + std::to_string(head_dim)
+                 : "the short-sequence variant needs seq <= " + std::to_string(kShortSeqMax) + ", got " +
+                       std::to_string(seq));
     variant = Variant::automatic;
   }
   // Left to the dispatcher, a standard launch may still be split (few blocks, long keys).
   const bool auto_split = variant == Variant::automatic;
-  if (variant == Variant::automatic)
-    variant = plan.family == Family::mma16 && seq <= kShortSeqMax && !wgmma ? Variant::short_seq
-                                                                           : Variant::standard;
+  if (variant == Variant::automatic) variant = short_fits && !sm90_engine ? Variant::short_seq : Variant::standard;
 
   if (variant == Variant::short_seq) {
     plan.short_seq = true;
@@ -159,28 +207,40 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, D
     return plan;
   }
 
-  // Standard tile. 128 query rows per block share each K/V tile's shared-memory traffic among
-  // as many rows as fit; with few blocks in flight, 64-row tiles double the blocks. wgmma runs
-  // the 128-row shape.
-  if (spec.has_tile && plan.family != Family::mma16 && strict)
-    reject("tile shapes are fp16/bf16 only; fp32 runs 64 x 32 tiles");
-  if (wgmma && spec.has_tile && spec.tile != TileShape::q128w8 && strict)
-    reject("the wgmma kernel runs the 128-row tile only (q128w8's shape)");
-  if (plan.family == Family::mma16) {
-    if (wgmma) {
-      plan.tile = TileShape::q128w8;
-    } else if (spec.has_tile) {
-      plan.tile = spec.tile;
-    } else {
-      const int64_t blocks128 = bh * ((seq + 127) / 128);
-      plan.tile = blocks128 < kPlanningSms ? TileShape::q64w4 : TileShape::q128w8;
-    }
+  // Standard tile. On Hopper the TMA kernel, whose tile follows the head (attn::sm90_tile), one
+  // block per SM. Elsewhere 128 query rows per block share each K/V tile's shared-memory traffic
+  // among as many rows as fit; with few blocks in flight, 64-row tiles double the blocks.
+  plan.sm90 = half && (engine == Engine::tma || (engine == Engine::automatic && sm90a));
+  plan.wgmma = half && engine == Engine::wgmma;
+  if (spec.has_tile && strict) {
+    if (!half) reject("tile shapes are fp16/bf16 only; fp32 runs 64 x 32 tiles");
+    if (plan.sm90) reject("the tma kernel's tile follows the head_dim; it takes no tile shape");
+    if (plan.wgmma && spec.tile != TileShape::q128w8) reject("the wgmma kernel runs the 128-row tile only (q128w8's shape)");
   }
-  const int q_rows = attn::tile_q_rows(plan.family, plan.tile);
-  const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile, static_cast<int>(head_dim));
+  int q_rows = 0, kv_cols = 0;
+  int64_t slots = 0;  // blocks the GPU runs at once
+  if (plan.sm90) {
+    const attn::Sm90Tile t = attn::sm90_tile(head_dim, mask == MaskKind::causal);
+    q_rows = t.q_rows;
+    kv_cols = t.kv_cols;
+    slots = kPlanningSms;
+  } else {
+    if (half) {
+      if (plan.wgmma) {
+        plan.tile = TileShape::q128w8;
+      } else if (spec.has_tile) {
+        plan.tile = spec.tile;
+      } else {
+        const int64_t blocks128 = bh * ((seq + 127) / 128);
+        plan.tile = blocks128 < kPlanningSms ? TileShape::q64w4 : TileShape::q128w8;
+      }
+    }
+    q_rows = attn::tile_q_rows(plan.family, plan.tile);
+    kv_cols = attn::tile_kv_cols(plan.family, plan.tile, static_cast<int>(head_dim));
+    slots = kPlanningSms * kWarpsPerSm / tile_warps(plan.family, plan.tile);
+  }
   const int64_t blocks = bh * ((seq + q_rows - 1) / q_rows);
   const int64_t key_tiles = (seq + kv_cols - 1) / kv_cols;
-  const int64_t slots = kPlanningSms * kWarpsPerSm / tile_warps(plan.family, plan.tile);
 
   int splits = 1;
   if (variant == Variant::split_kv) {
@@ -192,7 +252,7 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, D
       if (strict) reject("split-KV needs at least two key tiles (seq > " + std::to_string(kv_cols) + ")");
       splits = 1;
     }
-  } else if (auto_split && blocks < kPlanningSms) {
+  } else if (auto_split && blocks < slots) {
     splits = static_cast<int>(std::min<int64_t>({slots / blocks, key_tiles / kMinTilesPerSplit, kMaxSplits}));
     if (splits < 2) splits = 1;
   }
@@ -214,48 +274,20 @@ void size_workspace(Plan& plan, int64_t batch, int64_t heads, int64_t seq, int64
   plan.workspace_bytes = plan.o_part_bytes + align256(rows * 2 * 4);
 }
 
-// Whether the current device runs the sm_90a wgmma kernel (an sm_90 GPU and a build carrying
-// sm_90a code), cached per device. No device at all is a plain "no".
-bool device_has_wgmma() {
-  constexpr int kMaxDevices = 64;
-  static std::array<int, kMaxDevices> cache{};  // 0 unknown, 1 yes, 2 no
-  static std::mutex mu;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  std::lock_guard<std::mutex> lock(mu);
-  int& c = cache[static_cast<size_t>(dev % kMaxDevices)];
-  if (c == 0) {
-    int major = 0, minor = 0;
-    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    c = major == 9 && minor == 0 && attn::flash_wgmma_image_present() ? 1 : 2;
-  }
-  return c == 1;
-}
-
-// The engine of a 128-row fp16/bf16 tile: wgmma where asked for (or by default, see
-// wgmma_automatic) and where the device runs it.
-bool use_wgmma(const Plan& plan, const Spec& spec, bool strict, int64_t head_dim) {
-  if (plan.family != Family::mma16 || plan.short_seq || plan.tile != TileShape::q128w8) return false;
-  if (spec.engine == Engine::mma) return false;
-  if (spec.engine != Engine::wgmma && !wgmma_automatic(head_dim)) return false;
-  if (device_has_wgmma()) return true;
-  if (strict && spec.engine == Engine::wgmma)
-    reject("the wgmma kernel needs an sm_90 GPU and a build with sm_90a code");
-  return false;
-}
-
-std::string variant_name(const Plan& plan, bool wgmma, int64_t head_dim) {
+std::string variant_name(const Plan& plan, int64_t head_dim, MaskKind mask) {
   const std::string d = std::to_string(head_dim);
   const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile, static_cast<int>(head_dim));
   if (plan.short_seq) return "flash_short_d" + d + "_q64_kv" + std::to_string(kv_cols);
   const std::string prefix = plan.splits > 1 ? "flash_splitkv_x" + std::to_string(plan.splits) + "_" : "flash_fwd_";
   switch (plan.family) {
     case Family::mma16:
-      if (wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv64";
+      if (plan.sm90) {
+        const attn::Sm90Tile t = attn::sm90_tile(head_dim, mask == MaskKind::causal);
+        const int width = attn::sm90_width(head_dim);
+        return prefix + "sm90_tma_d" + d + (width != head_dim ? "w" + std::to_string(width) : std::string()) + "_q" +
+               std::to_string(t.q_rows) + "_kv" + std::to_string(t.kv_cols);
+      }
+      if (plan.wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv64";
       return prefix + "sm80_d" + d + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
     case Family::tf32: return prefix + "tf32_d" + d + "_q64_kv32";
     case Family::fp32fma: return prefix + "fp32fma_d" + d + "_q64_kv32";
@@ -263,18 +295,26 @@ std::string variant_name(const Plan& plan, bool wgmma, int64_t head_dim) {
   return prefix;
 }
 
-bool shape_supported(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, std::string* why) {
+bool shape_supported(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, DType dtype, std::string* why) {
   auto no = [&](const std::string& w) {
     if (why) *why = w;
     return false;
   };
-  if (head_dim != 64 && head_dim != 128)
-    return no("head_dim " + std::to_string(head_dim) + " not in {64, 128}");
-  if (batch < 1 || heads < 1 || seq < 1)
-    return no("empty shape (batch " + std::to_string(batch) + ", heads " + std::to_string(heads) +
-              ", seq " + std::to_string(seq) + ")");
-  // One block per (64-row query tile, batch*head) must fit the grid's x dimension.
-  if ((seq + 63) / 64 * batch * heads > INT32_MAX) return no("batch*heads*seq too large for one launch");
+  if (batch < 1 || heads < 1 || seq < 1 || head_dim < 1)
+    return no("empty shape (batch " + std::to_string(batch) + ", heads " + std::to_string(heads) + ", seq " +
+              std::to_string(seq) + ", head_dim " + std::to_string(head_dim) + ")");
+  const std::string hd = "head_dim " + std::to_string(head_dim);
+  if (!is_sm80_head_dim(head_dim)) {
+    // Only the sm_90a kernel covers other widths (rounded up to 64, 128, 192 or 256 columns).
+    if (dtype == DType::fp32) return no(hd + " not in {64, 128} (the fp32 kernels' widths)");
+    if (!attn::sm90_head_dim_ok(head_dim)) return no(hd + " is not a multiple of 8 in 8..256");
+    if (!device_has_sm90a())
+      return no(hd + " runs only on the sm_90a kernel (64 and 128 run everywhere), and this device is not an "
+                     "sm_90 GPU running an sm_90a build");
+  }
+  // One block per (64-row query tile, batch*head) must fit the grid's x dimension; TMA takes
+  // 32-bit row coordinates.
+  if ((seq + 63) / 64 * batch * heads > INT32_MAX || seq > INT32_MAX) return no("batch*heads*seq too large for one launch");
   return true;
 }
 
@@ -288,7 +328,8 @@ Choice choose(const AttentionArgs& a) {
   Choice c;
   c.strict = a.force != nullptr;
   c.spec = c.strict ? parse_spec(a.force, "flash attention variant spec") : env_spec();
-  c.plan = plan_variant(a.batch, a.heads, a.seq, a.head_dim, a.dtype, a.fp32_math, c.spec, c.strict);
+  const bool sm90a = a.dtype != DType::fp32 && device_has_sm90a();
+  c.plan = plan_variant(a.batch, a.heads, a.seq, a.head_dim, a.mask, a.dtype, a.fp32_math, c.spec, c.strict, sm90a);
   size_workspace(c.plan, a.batch, a.heads, a.seq, a.head_dim);
   return c;
 }
@@ -300,39 +341,46 @@ bool flash_attention_supported(const LayerShape& s, DType dtype, std::string* wh
     if (why) *why = "d_model " + std::to_string(s.d_model) + " not divisible by heads " + std::to_string(s.heads);
     return false;
   }
-  return shape_supported(s.batch, s.heads, s.seq, s.head_dim(), why);
+  return shape_supported(s.batch, s.heads, s.seq, s.head_dim(), dtype, why);
 }
 
 uint64_t flash_attention_workspace_bytes(const LayerShape& s, DType dtype) {
   if (!flash_attention_supported(s, dtype, nullptr)) return 0;
-  // The fp32 math mode is a run option the shape does not carry: plan for the larger.
+  // The fp32 math mode is a run option the shape does not carry, and planning must not ask the
+  // device which engine runs: plan for the largest.
+  const bool sm80_width = is_sm80_head_dim(s.head_dim());
   uint64_t bytes = 0;
-  for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) {
-    Plan plan = plan_variant(s.batch, s.heads, s.seq, s.head_dim(), dtype, math, env_spec(), false);
+  auto plan_for = [&](Fp32Math math, bool sm90a) {
+    Plan plan = plan_variant(s.batch, s.heads, s.seq, s.head_dim(), s.mask, dtype, math, env_spec(), false, sm90a);
     size_workspace(plan, s.batch, s.heads, s.seq, s.head_dim());
     bytes = std::max(bytes, plan.workspace_bytes);
-    if (dtype != DType::fp32) break;
+  };
+  if (dtype == DType::fp32) {
+    plan_for(Fp32Math::tf32, false);
+    plan_for(Fp32Math::ieee, false);
+  } else {
+    if (sm80_width) plan_for(Fp32Math::tf32, false);
+    plan_for(Fp32Math::tf32, true);
   }
   return bytes;
 }
 
 uint64_t flash_attention_workspace_bytes(const AttentionArgs& a) {
-  if (!shape_supported(a.batch, a.heads, a.seq, a.head_dim, nullptr)) return 0;
+  if (!shape_supported(a.batch, a.heads, a.seq, a.head_dim, a.dtype, nullptr)) return 0;
   return choose(a).plan.workspace_bytes;
 }
 
 std::string flash_attention_variant(const AttentionArgs& a) {
   std::string why;
-  if (!shape_supported(a.batch, a.heads, a.seq, a.head_dim, &why)) reject(why);
-  const Choice c = choose(a);
-  return variant_name(c.plan, use_wgmma(c.plan, c.spec, c.strict, a.head_dim), a.head_dim);
+  if (!shape_supported(a.batch, a.heads, a.seq, a.head_dim, a.dtype, &why)) reject(why);
+  return variant_name(choose(a).plan, a.head_dim, a.mask);
 }
 
-bool flash_attention_has_wgmma() { return device_has_wgmma(); }
+bool flash_attention_has_wgmma() { return device_has_sm90a(); }
 
 std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   std::string why;
-  if (!shape_supported(a.batch, a.heads, a.seq, a.head_dim, &why)) reject(why);
+  if (!shape_supported(a.batch, a.heads, a.seq, a.head_dim, a.dtype, &why)) reject(why);
   if (!a.q || !a.k || !a.v || !a.o) reject("null q, k, v or o");
   for (const void* ptr : {a.q, a.k, a.v, static_cast<const void*>(a.o)})
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) reject("q, k, v and o must be 16-byte aligned");
@@ -341,8 +389,7 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
 
   const Choice c = choose(a);
   const Plan& plan = c.plan;
-  const bool wgmma = use_wgmma(plan, c.spec, c.strict, a.head_dim);
-  const std::string name = variant_name(plan, wgmma, a.head_dim);
+  const std::string name = variant_name(plan, a.head_dim, a.mask);
   attn::FlashLaunch l;
   l.family = plan.family;
   l.tile = plan.tile;
@@ -355,6 +402,7 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   l.p.batch = a.batch;
   l.p.heads = a.heads;
   l.p.seq = a.seq;
+  l.p.head_dim = static_cast<int>(a.head_dim);
   l.p.mask = static_cast<int>(a.mask);
   l.p.valid_lens = a.mask == MaskKind::padding ? a.valid_lens : nullptr;
   l.p.scale_log2 = a.scale * 1.4426950408889634f;  // log2(e): the kernels use exp2
@@ -369,7 +417,8 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
 
   switch (plan.family) {
     case Family::mma16:
-      if (wgmma) attn::launch_flash_wgmma(l, stream);
+      if (plan.sm90) attn::launch_flash_sm90(l, stream);
+      else if (plan.wgmma) attn::launch_flash_wgmma(l, stream);
       else attn::launch_flash_mma16(l, stream);
       break;
     case Family::tf32: attn::launch_flash_tf32(l, stream); break;

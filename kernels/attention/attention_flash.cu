@@ -1,6 +1,7 @@
 // Flash attention forward for fp16/bf16 on mma.sync m16n8k16 (sm_80 and later): S = Q K^T and
 // O += P V on tensor cores with fp32 accumulation, the online softmax in registers, masks in
-// the tile; plus the split-KV combine step (any dtype). head_dim 64 and 128, any seq, every mask.
+// the tile; plus the split-KV combine step (any dtype, any head_dim up to 256). The tiles: head_dim 64
+// and 128, any seq, every mask.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -234,16 +235,20 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
 }
 
 // Merges the split-KV partials of one row per warp: O = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s
-// over the splits that saw a visible key (l_s > 0); a row with none is written as zeros.
-template <typename T, int kD>
+// over the splits that saw a visible key (l_s > 0); a row with none is written as zeros. Lane
+// i owns columns [i * kPer, (i + 1) * kPer) of the p.head_dim <= 32 * kPer columns.
+template <typename T, int kPer>
 __global__ void __launch_bounds__(128) flash_splitkv_combine(const FlashParams p) {
   ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
   ptx::pdl_launch_dependents();
-  constexpr int kPer = kD / 32;  // consecutive columns per lane
   const int64_t bhs = p.batch * p.heads * p.seq;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
   if (r >= bhs) return;
   const int lane = threadIdx.x & 31;
+  const int width = p.head_dim, col0 = lane * kPer;
+  if (col0 >= width) return;
+  // Whole 16-byte runs where the lane's columns are all inside the row.
+  const bool vector = kPer % 4 == 0 && col0 + kPer <= width;
   const int64_t bh = r / p.seq, row = r % p.seq;
   const int64_t split_stride = bhs;  // rows per split
 
@@ -260,23 +265,28 @@ __global__ void __launch_bounds__(128) flash_splitkv_combine(const FlashParams p
     if (!(ml.y > 0.0f)) continue;  // no visible key in this range: its O is not meaningful
     const float w = ptx::ex2_approx(ml.x - mx);
     lsum = fmaf(w, ml.y, lsum);
-    const float* src = p.o_part + pr * kD + lane * kPer;
-    if constexpr (kPer == 4) {
-      const float4 v = *reinterpret_cast<const float4*>(src);
-      acc[0] = fmaf(w, v.x, acc[0]);
-      acc[1] = fmaf(w, v.y, acc[1]);
-      acc[2] = fmaf(w, v.z, acc[2]);
-      acc[3] = fmaf(w, v.w, acc[3]);
+    const float* src = p.o_part + pr * width + col0;
+    if (vector) {
+#pragma unroll
+      for (int e = 0; e < kPer; e += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(src + e);
+        acc[e] = fmaf(w, v.x, acc[e]);
+        acc[e + 1] = fmaf(w, v.y, acc[e + 1]);
+        acc[e + 2] = fmaf(w, v.z, acc[e + 2]);
+        acc[e + 3] = fmaf(w, v.w, acc[e + 3]);
+      }
     } else {
 #pragma unroll
-      for (int e = 0; e < kPer; ++e) acc[e] = fmaf(w, src[e], acc[e]);
+      for (int e = 0; e < kPer; ++e)
+        if (col0 + e < width) acc[e] = fmaf(w, src[e], acc[e]);
     }
   }
   const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
   const int64_t b = bh / p.heads, h = bh % p.heads;
-  T* dst = static_cast<T*>(p.o) + ((b * p.seq + row) * p.heads + h) * kD + lane * kPer;
+  T* dst = static_cast<T*>(p.o) + ((b * p.seq + row) * p.heads + h) * width + col0;
 #pragma unroll
-  for (int e = 0; e < kPer; ++e) dst[e] = from_float<T>(acc[e] * inv);
+  for (int e = 0; e < kPer; ++e)
+    if (col0 + e < width) dst[e] = from_float<T>(acc[e] * inv);
 }
 
 template <typename T, int kD, TileShape kShape>
@@ -316,10 +326,10 @@ void launch_type(const FlashLaunch& l, cudaStream_t stream) {
                               " not compiled");
 }
 
-template <typename T, int kD>
-void launch_combine_dim(const FlashLaunch& l, cudaStream_t stream) {
+template <typename T, int kPer>
+void launch_combine(const FlashLaunch& l, cudaStream_t stream) {
   const int64_t rows = l.p.batch * l.p.heads * l.p.seq;
-  launch_kernel(flash_splitkv_combine<T, kD>, dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128), 0, stream, 1, l.p);
+  launch_kernel(flash_splitkv_combine<T, kPer>, dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128), 0, stream, 1, l.p);
   TLB_LAUNCH_CHECK(stream);
 }
 
@@ -334,9 +344,10 @@ void launch_flash_mma16(const FlashLaunch& l, cudaStream_t stream) {
 void launch_flash_combine(const FlashLaunch& l, cudaStream_t stream) {
   dispatch_dtype(l.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if (l.head_dim == 64) return launch_combine_dim<T, 64>(l, stream);
-    if (l.head_dim == 128) return launch_combine_dim<T, 128>(l, stream);
-    throw std::invalid_argument("flash attention combine: head_dim not compiled");
+    if (l.p.head_dim <= 64) return launch_combine<T, 2>(l, stream);
+    if (l.p.head_dim <= 128) return launch_combine<T, 4>(l, stream);
+    if (l.p.head_dim <= 256) return launch_combine<T, 8>(l, stream);
+    throw std::invalid_argument("flash attention combine: head_dim " + std::to_string(l.p.head_dim) + " over 256");
   });
 }
 

@@ -34,6 +34,7 @@ struct FlashParams {
   const void* v = nullptr;
   void* o = nullptr;
   int64_t batch = 1, heads = 1, seq = 1;
+  int head_dim = 64;                 // columns of q, k, v and o per head (<= the compiled width)
   int mask = 0;                      // MaskKind
   const int* valid_lens = nullptr;   // device, padding only
   float scale_log2 = 1.0f;           // softmax scale times log2(e): exponentials are exp2
@@ -55,6 +56,11 @@ struct FlashLaunch {
 void launch_flash_mma16(const FlashLaunch& l, cudaStream_t stream);
 // Merges split-KV partials into o (any dtype). attention_flash.cu:
 void launch_flash_combine(const FlashLaunch& l, cudaStream_t stream);
+// attention_fwd_sm90.cu: the warp-specialised TMA kernel (sm_90a) for fp16/bf16, any head_dim
+// that is a multiple of 8 up to 256, its block shape from sm90_tile. Only where
+// flash_sm90_image_present() (an sm_90 device running the sm_90a image).
+void launch_flash_sm90(const FlashLaunch& l, cudaStream_t stream);
+bool flash_sm90_image_present();
 // attention_flash_sm90.cu: the q128w8 tile on sm_90a warpgroup MMA (same rows, keys and
 // split-KV partials, so the plan and workspace do not change). Only where
 // flash_wgmma_image_present() (an sm_90 device running the sm_90a image).
@@ -75,6 +81,25 @@ constexpr int tile_kv_cols(Family f, TileShape t, int head_dim) {
   if (t == TileShape::short128) return 128;
   if (t == TileShape::q128w4 || (t == TileShape::q128w8 && head_dim == 64)) return 32;
   return 64;
+}
+
+// The warp-specialised sm_90a kernel: the width it compiles a head_dim to, and per width and
+// mask its query rows (64 per consumer warpgroup) and keys per tile. Registers bound the key
+// tile: S (kv_cols / 2), P (kv_cols / 4) and O (width / 2) fp32 registers per thread stay live
+// together, within the 240 (two consumers) or 160 (three) a consumer thread gets. Shared memory
+// (Q plus two stages of K and V) bounds it too: 208 KB at 128 x 176, 224 KB at 256 x 80.
+constexpr bool sm90_head_dim_ok(int64_t head_dim) { return head_dim >= 8 && head_dim <= 256 && head_dim % 8 == 0; }
+constexpr int sm90_width(int64_t head_dim) { return static_cast<int>((head_dim + 63) / 64 * 64); }
+struct Sm90Tile {
+  int q_rows, kv_cols;
+};
+constexpr Sm90Tile sm90_tile(int64_t head_dim, bool causal) {
+  switch (sm90_width(head_dim)) {
+    case 64: return {192, 128};                                   // three consumers
+    case 128: return causal ? Sm90Tile{128, 128} : Sm90Tile{128, 176};  // causal: tiles on the diagonal
+    case 192: return {128, 112};
+    default: return {128, 80};
+  }
 }
 
 }  // namespace tlb::attn

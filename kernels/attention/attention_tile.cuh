@@ -177,13 +177,15 @@ __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&o)
 
 // Writes this warp's rows: o / l in T to o[b, row, h, :] (rows < seq), or, for a split, the
 // unnormalised fp32 O and (m*scale_log2, l) to the partial buffers for the combine step.
-// Every lane must call it (the row sums are reduced across the quad).
-template <typename T, int kD, int MT, int DN>
+// Every lane must call it (the row sums are reduced across the quad). kNarrow: the kernel
+// computed kD columns for a head of p.head_dim <= kD, and only those are stored.
+template <typename T, int kD, bool kNarrow = false, int MT, int DN>
 __device__ __forceinline__ void store_rows(const FlashParams& p, const BlockCoord& c, int split,
                                            int64_t row0, const float (&o)[MT][DN][4],
                                            const float (&m)[MT][2], const float (&l)[MT][2],
                                            int lane) {
   const int g = lane >> 2, t = lane & 3;
+  const int width = kNarrow ? p.head_dim : kD;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -195,9 +197,10 @@ __device__ __forceinline__ void store_rows(const FlashParams& p, const BlockCoor
       if (row >= p.seq) continue;
       if (p.splits == 1) {
         const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
-        T* dst = static_cast<T*>(p.o) + ((c.b * p.seq + row) * p.heads + c.h) * kD + 2 * t;
+        T* dst = static_cast<T*>(p.o) + ((c.b * p.seq + row) * p.heads + c.h) * width + 2 * t;
 #pragma unroll
         for (int dn = 0; dn < DN; ++dn) {
+          if (kNarrow && dn * 8 >= width) break;
           const float x0 = o[mt][dn][2 * h] * inv, x1 = o[mt][dn][2 * h + 1] * inv;
           if constexpr (std::is_same_v<T, float>) {
             *reinterpret_cast<float2*>(dst + dn * 8) = make_float2(x0, x1);
@@ -207,10 +210,12 @@ __device__ __forceinline__ void store_rows(const FlashParams& p, const BlockCoor
         }
       } else {
         const int64_t prow = (static_cast<int64_t>(split) * p.batch * p.heads + c.bh) * p.seq + row;
-        float* dst = p.o_part + prow * kD + 2 * t;
+        float* dst = p.o_part + prow * width + 2 * t;
 #pragma unroll
-        for (int dn = 0; dn < DN; ++dn)
+        for (int dn = 0; dn < DN; ++dn) {
+          if (kNarrow && dn * 8 >= width) break;
           *reinterpret_cast<float2*>(dst + dn * 8) = make_float2(o[mt][dn][2 * h], o[mt][dn][2 * h + 1]);
+        }
         if (t == 0) {
           const float ms = m[mt][h] == neg_inf() ? neg_inf() : m[mt][h] * p.scale_log2;
           *reinterpret_cast<float2*>(p.ml_part + prow * 2) = make_float2(ms, lsum);

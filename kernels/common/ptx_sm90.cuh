@@ -5,7 +5,10 @@
 // device before launching).
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TLB_PTX_SM90A 1
@@ -79,6 +82,33 @@ __device__ __forceinline__ void tma_load_2d(uint32_t smem_dst, const void* tenso
       : "memory");
 #endif
 }
+// One 3-D box (coordinates innermost first) with an L2 eviction policy from l2_policy_*():
+// operands that other blocks read again (attention's K and V) stay in L2, those read once go
+// first.
+__device__ __forceinline__ void tma_load_3d(uint32_t smem_dst, const void* tensor_map, int32_t c0, int32_t c1,
+                                            int32_t c2, uint32_t bar, uint64_t l2_policy) {
+#if TLB_PTX_SM90
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(smem_dst),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "l"(l2_policy)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ uint64_t l2_policy_evict_last() {
+  uint64_t policy = 0;
+#if TLB_PTX_SM90
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+#endif
+  return policy;
+}
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+  uint64_t policy = 0;
+#if TLB_PTX_SM90
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+#endif
+  return policy;
+}
 __device__ __forceinline__ void prefetch_tensor_map(const void* tensor_map) {
 #if TLB_PTX_SM90
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tensor_map)) : "memory");
@@ -96,6 +126,10 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 // __syncthreads), so a subset of warps can synchronise while others run on.
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// Counts this warp's threads towards barrier `id` without waiting (the other side syncs).
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 // The same without .aligned: each thread counts on its own arrival, so a warp may reach it
 // diverged (a producer warp whose lane 0 ran the TMA loop, say) without the barrier firing
@@ -153,39 +187,92 @@ __device__ __forceinline__ void wgmma_wait_group() {
 
 // The wgmma wrappers below differ only in the instruction and the number of accumulator
 // registers, so they are stamped out by two macros (inline asm needs its operand list and its
-// string spelled out). Accumulator registers are always operands %0 .. %(n-1).
+// string spelled out, and nvcc takes no named operands). Accumulator registers are always
+// operands %0 .. %(n-1); TLB_WGMMA_ACC<n>_REGS spells them for n = 8, 16, ..., 128 and
+// TLB_WGMMA_ACC<n>_OPS(d) binds them to d[0 .. n-1].
 #if TLB_PTX_SM90A
 #define TLB_SM90A_ASM(...) asm volatile(__VA_ARGS__)
 #else
 #define TLB_SM90A_ASM(...) (void)0
 #endif
-#define TLB_WGMMA_R0_31 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define TLB_WGMMA_R32_63 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define TLB_WGMMA_R64_127 \
-  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-#define TLB_WGMMA_ACC32_REGS "{" TLB_WGMMA_R0_31 "}"
-#define TLB_WGMMA_ACC64_REGS "{" TLB_WGMMA_R0_31 ", " TLB_WGMMA_R32_63 "}"
-#define TLB_WGMMA_ACC128_REGS "{" TLB_WGMMA_R0_31 ", " TLB_WGMMA_R32_63 ", " TLB_WGMMA_R64_127 "}"
+#define TLB_WGMMA_L8 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define TLB_WGMMA_L16 TLB_WGMMA_L8 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define TLB_WGMMA_L24 TLB_WGMMA_L16 ", %16, %17, %18, %19, %20, %21, %22, %23"
+#define TLB_WGMMA_L32 TLB_WGMMA_L24 ", %24, %25, %26, %27, %28, %29, %30, %31"
+#define TLB_WGMMA_L40 TLB_WGMMA_L32 ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define TLB_WGMMA_L48 TLB_WGMMA_L40 ", %40, %41, %42, %43, %44, %45, %46, %47"
+#define TLB_WGMMA_L56 TLB_WGMMA_L48 ", %48, %49, %50, %51, %52, %53, %54, %55"
+#define TLB_WGMMA_L64 TLB_WGMMA_L56 ", %56, %57, %58, %59, %60, %61, %62, %63"
+#define TLB_WGMMA_L72 TLB_WGMMA_L64 ", %64, %65, %66, %67, %68, %69, %70, %71"
+#define TLB_WGMMA_L80 TLB_WGMMA_L72 ", %72, %73, %74, %75, %76, %77, %78, %79"
+#define TLB_WGMMA_L88 TLB_WGMMA_L80 ", %80, %81, %82, %83, %84, %85, %86, %87"
+#define TLB_WGMMA_L96 TLB_WGMMA_L88 ", %88, %89, %90, %91, %92, %93, %94, %95"
+#define TLB_WGMMA_L104 TLB_WGMMA_L96 ", %96, %97, %98, %99, %100, %101, %102, %103"
+#define TLB_WGMMA_L112 TLB_WGMMA_L104 ", %104, %105, %106, %107, %108, %109, %110, %111"
+#define TLB_WGMMA_L120 TLB_WGMMA_L112 ", %112, %113, %114, %115, %116, %117, %118, %119"
+#define TLB_WGMMA_L128 TLB_WGMMA_L120 ", %120, %121, %122, %123, %124, %125, %126, %127"
 #define TLB_WGMMA_F8(d, i)                                                                    \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),   \
       "+f"(d[i + 6]), "+f"(d[i + 7])
-#define TLB_WGMMA_ACC32_OPS(d) \
-  TLB_WGMMA_F8(d, 0), TLB_WGMMA_F8(d, 8), TLB_WGMMA_F8(d, 16), TLB_WGMMA_F8(d, 24)
-#define TLB_WGMMA_ACC64_OPS(d) \
-  TLB_WGMMA_ACC32_OPS(d), TLB_WGMMA_F8(d, 32), TLB_WGMMA_F8(d, 40), TLB_WGMMA_F8(d, 48), TLB_WGMMA_F8(d, 56)
-#define TLB_WGMMA_ACC128_OPS(d)                                                                 \
-  TLB_WGMMA_ACC64_OPS(d), TLB_WGMMA_F8(d, 64), TLB_WGMMA_F8(d, 72), TLB_WGMMA_F8(d, 80),         \
-      TLB_WGMMA_F8(d, 88), TLB_WGMMA_F8(d, 96), TLB_WGMMA_F8(d, 104), TLB_WGMMA_F8(d, 112),      \
-      TLB_WGMMA_F8(d, 120)
+#define TLB_WGMMA_O8(d) TLB_WGMMA_F8(d, 0)
+#define TLB_WGMMA_O16(d) TLB_WGMMA_O8(d), TLB_WGMMA_F8(d, 8)
+#define TLB_WGMMA_O24(d) TLB_WGMMA_O16(d), TLB_WGMMA_F8(d, 16)
+#define TLB_WGMMA_O32(d) TLB_WGMMA_O24(d), TLB_WGMMA_F8(d, 24)
+#define TLB_WGMMA_O40(d) TLB_WGMMA_O32(d), TLB_WGMMA_F8(d, 32)
+#define TLB_WGMMA_O48(d) TLB_WGMMA_O40(d), TLB_WGMMA_F8(d, 40)
+#define TLB_WGMMA_O56(d) TLB_WGMMA_O48(d), TLB_WGMMA_F8(d, 48)
+#define TLB_WGMMA_O64(d) TLB_WGMMA_O56(d), TLB_WGMMA_F8(d, 56)
+#define TLB_WGMMA_O72(d) TLB_WGMMA_O64(d), TLB_WGMMA_F8(d, 64)
+#define TLB_WGMMA_O80(d) TLB_WGMMA_O72(d), TLB_WGMMA_F8(d, 72)
+#define TLB_WGMMA_O88(d) TLB_WGMMA_O80(d), TLB_WGMMA_F8(d, 80)
+#define TLB_WGMMA_O96(d) TLB_WGMMA_O88(d), TLB_WGMMA_F8(d, 88)
+#define TLB_WGMMA_O104(d) TLB_WGMMA_O96(d), TLB_WGMMA_F8(d, 96)
+#define TLB_WGMMA_O112(d) TLB_WGMMA_O104(d), TLB_WGMMA_F8(d, 104)
+#define TLB_WGMMA_O120(d) TLB_WGMMA_O112(d), TLB_WGMMA_F8(d, 112)
+#define TLB_WGMMA_O128(d) TLB_WGMMA_O120(d), TLB_WGMMA_F8(d, 120)
+#define TLB_WGMMA_ACC8_REGS "{" TLB_WGMMA_L8 "}"
+#define TLB_WGMMA_ACC8_OPS(d) TLB_WGMMA_O8(d)
+#define TLB_WGMMA_ACC16_REGS "{" TLB_WGMMA_L16 "}"
+#define TLB_WGMMA_ACC16_OPS(d) TLB_WGMMA_O16(d)
+#define TLB_WGMMA_ACC24_REGS "{" TLB_WGMMA_L24 "}"
+#define TLB_WGMMA_ACC24_OPS(d) TLB_WGMMA_O24(d)
+#define TLB_WGMMA_ACC32_REGS "{" TLB_WGMMA_L32 "}"
+#define TLB_WGMMA_ACC32_OPS(d) TLB_WGMMA_O32(d)
+#define TLB_WGMMA_ACC40_REGS "{" TLB_WGMMA_L40 "}"
+#define TLB_WGMMA_ACC40_OPS(d) TLB_WGMMA_O40(d)
+#define TLB_WGMMA_ACC48_REGS "{" TLB_WGMMA_L48 "}"
+#define TLB_WGMMA_ACC48_OPS(d) TLB_WGMMA_O48(d)
+#define TLB_WGMMA_ACC56_REGS "{" TLB_WGMMA_L56 "}"
+#define TLB_WGMMA_ACC56_OPS(d) TLB_WGMMA_O56(d)
+#define TLB_WGMMA_ACC64_REGS "{" TLB_WGMMA_L64 "}"
+#define TLB_WGMMA_ACC64_OPS(d) TLB_WGMMA_O64(d)
+#define TLB_WGMMA_ACC72_REGS "{" TLB_WGMMA_L72 "}"
+#define TLB_WGMMA_ACC72_OPS(d) TLB_WGMMA_O72(d)
+#define TLB_WGMMA_ACC80_REGS "{" TLB_WGMMA_L80 "}"
+#define TLB_WGMMA_ACC80_OPS(d) TLB_WGMMA_O80(d)
+#define TLB_WGMMA_ACC88_REGS "{" TLB_WGMMA_L88 "}"
+#define TLB_WGMMA_ACC88_OPS(d) TLB_WGMMA_O88(d)
+#define TLB_WGMMA_ACC96_REGS "{" TLB_WGMMA_L96 "}"
+#define TLB_WGMMA_ACC96_OPS(d) TLB_WGMMA_O96(d)
+#define TLB_WGMMA_ACC104_REGS "{" TLB_WGMMA_L104 "}"
+#define TLB_WGMMA_ACC104_OPS(d) TLB_WGMMA_O104(d)
+#define TLB_WGMMA_ACC112_REGS "{" TLB_WGMMA_L112 "}"
+#define TLB_WGMMA_ACC112_OPS(d) TLB_WGMMA_O112(d)
+#define TLB_WGMMA_ACC120_REGS "{" TLB_WGMMA_L120 "}"
+#define TLB_WGMMA_ACC120_OPS(d) TLB_WGMMA_O120(d)
+#define TLB_WGMMA_ACC128_REGS "{" TLB_WGMMA_L128 "}"
+#define TLB_WGMMA_ACC128_OPS(d) TLB_WGMMA_O128(d)
 
-// A and B from shared memory: NAME(d, desc_a, desc_b). DESCS and PRED name the operands after
-// the accumulators; FLAGS are the instruction's trailing immediates after the scales.
-#define TLB_WGMMA_SS(NAME, NACC, DESCS, PRED, INSTR, FLAGS)                                  \
-  __device__ __forceinline__ void NAME(float(&d)[NACC], uint64_t desc_a, uint64_t desc_b) { \
-    TLB_SM90A_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n" INSTR " "                \
-                  TLB_WGMMA_ACC##NACC##_REGS ", " DESCS ", p, 1, 1" FLAGS ";\n}\n"           \
-                  : TLB_WGMMA_ACC##NACC##_OPS(d)                                             \
-                  : "l"(desc_a), "l"(desc_b), "r"(1));                                       \
+// A and B from shared memory: NAME(d, desc_a, desc_b, accumulate = 1); accumulate 0 gives
+// d = A*B. DESCS and PRED name the operands after the accumulators; FLAGS are the
+// instruction's trailing immediates after the scales.
+#define TLB_WGMMA_SS(NAME, NACC, DESCS, PRED, INSTR, FLAGS)                                     \
+  __device__ __forceinline__ void NAME(float(&d)[NACC], uint64_t desc_a, uint64_t desc_b,      \
+                                       int accumulate = 1) {                                   \
+    TLB_SM90A_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n" INSTR " "                   \
+                  TLB_WGMMA_ACC##NACC##_REGS ", " DESCS ", p, 1, 1" FLAGS ";\n}\n"              \
+                  : TLB_WGMMA_ACC##NACC##_OPS(d)                                                \
+                  : "l"(desc_a), "l"(desc_b), "r"(accumulate));                                 \
   }
 
 // A from registers: NAME<kTransB>(d, a, desc_b, accumulate). AREGS, DESCB, PRED and TRANS
@@ -201,7 +288,7 @@ __device__ __forceinline__ void wgmma_wait_group() {
                     "n"(kTransB));                                                             \
   }
 
-// d[64 x N] += A[64 x 16] * B[16 x N] (k8 for tf32), A and B from shared memory, both
+// d[64 x N] (+)= A[64 x 16] * B[16 x N] (k8 for tf32), A and B from shared memory, both
 // K-major. Accumulator layout: warp w of the warpgroup owns rows 16w..16w+15; in it lane
 // (g = lane/4, t = lane%4) holds d[4j + {0,1}] = row g, columns 8j + 2t + {0,1} and
 // d[4j + {2,3}] = row g + 8, same columns.
@@ -211,12 +298,40 @@ TLB_WGMMA_SS(wgmma_m64n64k16_bf16, 32, "%32, %33", "%34",
              "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", ", 0, 0")
 TLB_WGMMA_SS(wgmma_m64n64k8_tf32, 32, "%32, %33", "%34",
              "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32", "")
+TLB_WGMMA_SS(wgmma_m64n80k16_f16, 40, "%40, %41", "%42",
+             "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n80k16_bf16, 40, "%40, %41", "%42",
+             "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n96k16_f16, 48, "%48, %49", "%50",
+             "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n96k16_bf16, 48, "%48, %49", "%50",
+             "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n112k16_f16, 56, "%56, %57", "%58",
+             "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n112k16_bf16, 56, "%56, %57", "%58",
+             "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16", ", 0, 0")
 TLB_WGMMA_SS(wgmma_m64n128k16_f16, 64, "%64, %65", "%66",
              "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", ", 0, 0")
 TLB_WGMMA_SS(wgmma_m64n128k16_bf16, 64, "%64, %65", "%66",
              "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", ", 0, 0")
 TLB_WGMMA_SS(wgmma_m64n128k8_tf32, 64, "%64, %65", "%66",
              "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32", "")
+TLB_WGMMA_SS(wgmma_m64n144k16_f16, 72, "%72, %73", "%74",
+             "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n144k16_bf16, 72, "%72, %73", "%74",
+             "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n160k16_f16, 80, "%80, %81", "%82",
+             "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n160k16_bf16, 80, "%80, %81", "%82",
+             "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n176k16_f16, 88, "%88, %89", "%90",
+             "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n176k16_bf16, 88, "%88, %89", "%90",
+             "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n192k16_f16, 96, "%96, %97", "%98",
+             "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n192k16_bf16, 96, "%96, %97", "%98",
+             "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16", ", 0, 0")
 TLB_WGMMA_SS(wgmma_m64n256k16_f16, 128, "%128, %129", "%130",
              "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", ", 0, 0")
 TLB_WGMMA_SS(wgmma_m64n256k16_bf16, 128, "%128, %129", "%130",
@@ -224,7 +339,7 @@ TLB_WGMMA_SS(wgmma_m64n256k16_bf16, 128, "%128, %129", "%130",
 TLB_WGMMA_SS(wgmma_m64n256k8_tf32, 128, "%128, %129", "%130",
              "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32", "")
 
-// ---- wgmma with A from registers (attention: Q and P live in registers). Per warp of the
+// ---- wgmma with A from registers (attention: P lives in registers). Per warp of the
 // warpgroup, `a` is the m16n8k16 A fragment of rows 16w..16w+15 (a0: row g, k 2t..2t+1;
 // a1: row g+8; a2: row g, k 2t+8..; a3: row g+8, k 2t+8..); d is in the accumulator layout
 // described above and accumulates unless `accumulate` is 0 (then d = A*B). kTransB = 0: B is
@@ -237,6 +352,14 @@ TLB_WGMMA_RS(wgmma_m64n128k16_rs_f16, 64, "{%64, %65, %66, %67}", "%68", "%69", 
              "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16")
 TLB_WGMMA_RS(wgmma_m64n128k16_rs_bf16, 64, "{%64, %65, %66, %67}", "%68", "%69", "%70",
              "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16")
+TLB_WGMMA_RS(wgmma_m64n192k16_rs_f16, 96, "{%96, %97, %98, %99}", "%100", "%101", "%102",
+             "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16")
+TLB_WGMMA_RS(wgmma_m64n192k16_rs_bf16, 96, "{%96, %97, %98, %99}", "%100", "%101", "%102",
+             "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16")
+TLB_WGMMA_RS(wgmma_m64n256k16_rs_f16, 128, "{%128, %129, %130, %131}", "%132", "%133", "%134",
+             "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16")
+TLB_WGMMA_RS(wgmma_m64n256k16_rs_bf16, 128, "{%128, %129, %130, %131}", "%132", "%133", "%134",
+             "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16")
 
 // Descriptor of a 128-byte-swizzled operand tile (1024-byte aligned atoms of 8 rows x 128
 // bytes) with explicit byte offsets: for a K-major operand `sbo` steps 8 rows of M/N and
@@ -249,6 +372,40 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_
   d |= static_cast<uint64_t>((sbo & 0x3ffffu) >> 4) << 32;
   d |= static_cast<uint64_t>(1) << 62;
   return d;
+}
+
+// ---- One name for every compiled shape: wgmma_ss<T, N> (A and B from shared memory, both
+// K-major) and wgmma_rs<T, N, kTransB> (A from registers), T = __half or __nv_bfloat16. A
+// shape that has no wrapper above fails to compile.
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+#define TLB_WGMMA_SS_CASE(n)                                                       \
+  if constexpr (N == n) {                                                          \
+    if constexpr (kBf16) wgmma_m64n##n##k16_bf16(d, desc_a, desc_b, accumulate);  \
+    else wgmma_m64n##n##k16_f16(d, desc_a, desc_b, accumulate);                   \
+    return;                                                                        \
+  }
+  TLB_WGMMA_SS_CASE(64) TLB_WGMMA_SS_CASE(80) TLB_WGMMA_SS_CASE(96) TLB_WGMMA_SS_CASE(112)
+  TLB_WGMMA_SS_CASE(128) TLB_WGMMA_SS_CASE(144) TLB_WGMMA_SS_CASE(160) TLB_WGMMA_SS_CASE(176)
+  TLB_WGMMA_SS_CASE(192) TLB_WGMMA_SS_CASE(256)
+#undef TLB_WGMMA_SS_CASE
+  static_assert(N == 64 || N == 80 || N == 96 || N == 112 || N == 128 || N == 144 || N == 160 || N == 176 ||
+                    N == 192 || N == 256,
+                "no wgmma_ss wrapper for this N");
+}
+template <typename T, int N, int kTransB>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+#define TLB_WGMMA_RS_CASE(n)                                                              \
+  if constexpr (N == n) {                                                                 \
+    if constexpr (kBf16) wgmma_m64n##n##k16_rs_bf16<kTransB>(d, a, desc_b, accumulate);  \
+    else wgmma_m64n##n##k16_rs_f16<kTransB>(d, a, desc_b, accumulate);                   \
+    return;                                                                               \
+  }
+  TLB_WGMMA_RS_CASE(64) TLB_WGMMA_RS_CASE(128) TLB_WGMMA_RS_CASE(192) TLB_WGMMA_RS_CASE(256)
+#undef TLB_WGMMA_RS_CASE
+  static_assert(N == 64 || N == 128 || N == 192 || N == 256, "no wgmma_rs wrapper for this N");
 }
 
 }  // namespace tlb::ptx

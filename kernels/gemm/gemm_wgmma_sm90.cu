@@ -25,7 +25,7 @@
 #include "common/ptx_sm90.cuh"
 #include "gemm/gemm_epilogue.cuh"
 #include "gemm/gemm_internal.hpp"
-#include "gemm/tensor_map.hpp"
+#include "common/tensor_map.hpp"
 
 namespace tlb::gemm_detail {
 namespace {

@@ -1,8 +1,9 @@
 // The fused attention against an fp64 host attention on fresh random q, k, v: every dtype and
-// fp32 math mode, every mask (padding lengths of 1, seq and in between), head_dim 64 and 128,
-// odd sequence lengths around the tile sizes, batch 1 and 3, 1-4 heads; every variant the
-// dispatcher can pick (short-sequence, each standard tile shape, split-KV) forced on shapes
-// where it runs. Outputs and the split-KV workspace are NaN-poisoned before each run, and the
+// fp32 math mode, every mask (padding lengths of 1, seq and in between), head_dim 64 and 128
+// everywhere and every compiled width of the sm_90a kernel (with the head_dims that round up to
+// them) on Hopper, odd sequence lengths around the tile sizes, batch 1 and 3, 1-4 heads; every
+// variant the dispatcher can pick (short-sequence, each standard tile shape, split-KV, each
+// engine) forced on shapes where it runs. Outputs and the split-KV workspace are NaN-poisoned before each run, and the
 // output is fenced by guard bytes. The host-only tests (fallback reasons, workspace planning)
 // need no device.
 #include <catch2/catch.hpp>
@@ -424,30 +425,87 @@ TEST_CASE("the sm_90a wgmma kernel matches fp64 attention", "[gpu][kernels][atte
   }
 }
 
+TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width", "[gpu][kernels][attention]") {
+  TLB_REQUIRE_GPU();
+  if (!tlb::flash_attention_has_wgmma()) {
+    WARN("not an sm_90 GPU running an sm_90a build: the TMA kernel cannot run here");
+    return;
+  }
+  // Each compiled width (64, 128, 192, 256) and head_dims that round up to one of them.
+  int idx = 0;
+  for (const Mode& mode : {kFp16, kBf16})
+    for (int64_t head_dim : {8, 32, 64, 80, 96, 128, 160, 192, 256})
+      for (MaskKind mask : kMasks)
+        for (int64_t seq : {1, 7, 257, 1500}) {
+          ++idx;
+          Shape s{idx % 2 ? 1 : 3, 1 + idx % 3, seq, head_dim, mask, {}};
+          if (seq >= 1500) s.heads = 1;  // keeps the host reference quick
+          if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, static_cast<uint64_t>(idx));
+          const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 9));
+          const std::vector<double> ref = reference_attention(p);
+          CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma"), "flash_fwd_sm90_tma_d"));
+          if (seq >= 257) CHECK(starts_with(check_against_fp64(p, ref, mode, "splitkv:3,tma"), "flash_splitkv_x3_sm90_tma_"));
+        }
+  // Several rounds of the two-stage ring, and the causal diagonal far from the first tile.
+  for (const Mode& mode : {kFp16, kBf16}) {
+    Shape s{1, 1, 4097, 128, MaskKind::causal, {}};
+    const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 10));
+    CHECK(starts_with(check_against_fp64(p, reference_attention(p), mode, "standard,tma"), "flash_fwd_sm90_tma_d128_q128_kv128"));
+  }
+  // The long-sequence shape of the speed table, scaled down, against the mma.sync kernel.
+  for (const Mode& mode : {kFp16, kBf16})
+    for (int64_t head_dim : {64, 128})
+      for (MaskKind mask : {MaskKind::none, MaskKind::causal}) {
+        Shape s{2, 2, 4096, head_dim, mask, {}};
+        const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 11));
+        const Run t = run_flash(p, mode, "standard,tma");
+        const Run m = run_flash(p, mode, "standard,q128w8,mma");
+        const Errors e = compare(t.out, m.out);
+        INFO(mode.name << ", " << s.describe() << ": " << t.variant << " vs " << m.variant << ": rel L2 " << e.rel_l2);
+        CHECK(t.guards_intact);
+        CHECK(e.nonfinite == 0);
+        CHECK(e.rel_l2 <= mode.tolerance);
+      }
+}
+
 // ---- Host-only: no device needed.
 
-TEST_CASE("head_dim outside {64, 128} falls back with a reason", "[kernels][attention]") {
-  for (int64_t head_dim : {80, 32, 96, 256}) {
+TEST_CASE("head_dims the kernels do not cover fall back with a reason", "[kernels][attention]") {
+  // head_dim 64 and 128 run everywhere. Other multiples of 8 up to 256 run in fp16/bf16 on the
+  // sm_90a kernel alone: on any other device (or none) they fall back, and say why. fp32 and
+  // widths outside 8..256 or off the multiples of 8 always fall back.
+  const bool sm90a = tlb::flash_attention_has_wgmma();
+  auto layer = [](int64_t head_dim) {
     tlb::LayerShape s;
     s.batch = 2;
     s.seq = 100;
     s.heads = 4;
     s.d_model = 4 * head_dim;
+    return s;
+  };
+  for (int64_t head_dim : {8, 32, 80, 96, 192, 256}) {
+    INFO("head_dim " << head_dim);
     std::string why;
-    CHECK_FALSE(tlb::flash_attention_supported(s, DType::fp16, &why));
-    CHECK(why == "head_dim " + std::to_string(head_dim) + " not in {64, 128}");
-    CHECK(tlb::flash_attention_workspace_bytes(s, DType::fp16) == 0);
+    CHECK(tlb::flash_attention_supported(layer(head_dim), DType::fp16, &why) == sm90a);
+    if (!sm90a) CHECK(why.find("runs only on the sm_90a kernel") != std::string::npos);
+    CHECK_FALSE(tlb::flash_attention_supported(layer(head_dim), DType::fp32, &why));
+    CHECK(why == "head_dim " + std::to_string(head_dim) + " not in {64, 128} (the fp32 kernels' widths)");
+    CHECK(tlb::flash_attention_workspace_bytes(layer(head_dim), DType::fp32) == 0);
+  }
+  for (int64_t head_dim : {36, 264}) {
+    std::string why;
+    CHECK_FALSE(tlb::flash_attention_supported(layer(head_dim), DType::bf16, &why));
+    CHECK(why == "head_dim " + std::to_string(head_dim) + " is not a multiple of 8 in 8..256");
+    CHECK(tlb::flash_attention_workspace_bytes(layer(head_dim), DType::bf16) == 0);
     AttentionArgs a;
+    a.dtype = DType::bf16;
     a.head_dim = head_dim;
     a.seq = 100;
     CHECK_THROWS_AS(tlb::flash_attention(a, nullptr), std::invalid_argument);
   }
-  tlb::LayerShape ok;
-  ok.seq = 100;
-  ok.heads = 8;
-  ok.d_model = 8 * 64;
   std::string why;
-  CHECK(tlb::flash_attention_supported(ok, DType::bf16, &why));
+  for (int64_t head_dim : {64, 128})
+    for (DType dt : {DType::fp16, DType::bf16, DType::fp32}) CHECK(tlb::flash_attention_supported(layer(head_dim), dt, &why));
 }
 
 TEST_CASE("attention variants and workspace are pure functions of the shape, linear in seq",
@@ -476,8 +534,11 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   };
   // The speed-floor shape: the standard 128-row kernel (mma.sync, or wgmma on Hopper), no
   // workspace.
+  const bool sm90a = tlb::flash_attention_has_wgmma();
   const std::string floor_variant = tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::fp16, MaskKind::none));
-  CHECK((floor_variant == "flash_fwd_sm80_d128_q128w8_kv64" || floor_variant == "flash_fwd_sm90_wgmma_d128_q128wg2_kv64"));
+  CHECK(floor_variant == (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv176" : "flash_fwd_sm80_d128_q128w8_kv64"));
+  CHECK(tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::bf16, MaskKind::causal)) ==
+        (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv128" : "flash_fwd_sm80_d128_q128w8_kv64"));
   CHECK(tlb::flash_attention_workspace_bytes(shape(1, 16, 16384, 128), DType::fp16) == 0);
   // Short sequences take the single-tile kernel.
   CHECK(starts_with(tlb::flash_attention_variant(args(64, 16, 64, 64, DType::fp16, MaskKind::none)), "flash_short_d64_q64_kv64"));
@@ -505,7 +566,8 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   // A forced split's workspace is exactly its partials: O in fp32 and (max, sum) per row.
   AttentionArgs forced = args(1, 2, 4096, 128, DType::fp16, MaskKind::none);
   forced.force = "splitkv:4";
-  CHECK(tlb::flash_attention_variant(forced) == "flash_splitkv_x4_sm80_d128_q64w4_kv64");
+  CHECK(tlb::flash_attention_variant(forced) ==
+        (sm90a ? "flash_splitkv_x4_sm90_tma_d128_q128_kv176" : "flash_splitkv_x4_sm80_d128_q64w4_kv64"));
   CHECK(tlb::flash_attention_workspace_bytes(forced) == 4ull * 2 * 4096 * 128 * 4 + 4ull * 2 * 4096 * 2 * 4);
   // Forced specs that cannot run the shape are errors, not silent substitutions.
   forced.force = "short";
@@ -514,6 +576,12 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   CHECK_THROWS_AS(tlb::flash_attention_variant(forced), std::invalid_argument);
   forced.force = "standard,q64w4,wgmma";
   CHECK_THROWS_AS(tlb::flash_attention_variant(forced), std::invalid_argument);
+  forced.force = "standard,q128w8,tma";  // the TMA kernel's tile follows the head
+  CHECK_THROWS_AS(tlb::flash_attention_variant(forced), std::invalid_argument);
+  if (!sm90a) {
+    forced.force = "tma";
+    CHECK_THROWS_AS(tlb::flash_attention_variant(forced), std::invalid_argument);
+  }
   AttentionArgs fp32_wgmma = args(1, 2, 4096, 128, DType::fp32, MaskKind::none);
   fp32_wgmma.force = "wgmma";
   CHECK_THROWS_AS(tlb::flash_attention_variant(fp32_wgmma), std::invalid_argument);

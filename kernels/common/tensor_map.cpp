@@ -1,6 +1,6 @@
 // TMA tensor-map encoding without linking the driver library: the one driver function we
 // need is looked up once through the runtime.
-#include "gemm/tensor_map.hpp"
+#include "common/tensor_map.hpp"
 
 #include <cuda_runtime.h>
 
@@ -31,27 +31,44 @@ EncodeTiledFn encode_tiled_fn() {
   return fn;
 }
 
+// dims and box innermost first; strides[i] is the byte stride of dimension i + 1.
+CUtensorMap encode_sw128(const void* base, DType dtype, cuuint32_t rank, const cuuint64_t* dims,
+                         const cuuint64_t* strides, const cuuint32_t* box) {
+  const CUtensorMapDataType type = dtype == DType::fp16   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                   : dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  CUtensorMap map{};
+  const CUresult r = encode_tiled_fn()(&map, type, rank, const_cast<void*>(base), dims, strides, box,
+                                       element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::string shape;
+    for (cuuint32_t i = rank; i-- > 0;) shape += std::to_string(dims[i]) + (i > 0 ? " x " : "");
+    throw DeviceError("cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
+                          ") for a " + shape + " tensor",
+                      false);
+  }
+  return map;
+}
+
 }  // namespace
 
 CUtensorMap make_tensor_map_2d_sw128(const void* base, DType dtype, uint64_t rows, uint64_t cols,
                                      uint32_t box_rows, uint32_t box_cols) {
-  const CUtensorMapDataType type = dtype == DType::fp16   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                   : dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   const cuuint64_t dims[2] = {cols, rows};
   const cuuint64_t strides[1] = {cols * static_cast<uint64_t>(dtype_bytes(dtype))};
   const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  CUtensorMap map{};
-  const CUresult r = encode_tiled_fn()(&map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides,
-                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    throw DeviceError("cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
-                          ") for a " + std::to_string(rows) + " x " + std::to_string(cols) + " tensor",
-                      false);
-  }
-  return map;
+  return encode_sw128(base, dtype, 2, dims, strides, box);
+}
+
+CUtensorMap make_tensor_map_3d_sw128(const void* base, DType dtype, uint64_t planes, uint64_t rows,
+                                     uint64_t cols, uint32_t box_rows, uint32_t box_cols) {
+  const uint64_t row_bytes = cols * static_cast<uint64_t>(dtype_bytes(dtype));
+  const cuuint64_t dims[3] = {cols, rows, planes};
+  const cuuint64_t strides[2] = {row_bytes, row_bytes * rows};
+  const cuuint32_t box[3] = {box_cols, box_rows, 1};
+  return encode_sw128(base, dtype, 3, dims, strides, box);
 }
 
 }  // namespace tlb

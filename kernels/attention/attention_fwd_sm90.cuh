@@ -1,0 +1,319 @@
+// Flash attention forward for Hopper (sm_90a), warp-specialised. One block owns 64 query rows
+// per consumer warpgroup (128 or 192 rows) of one (batch, head); its warpgroups split the work:
+//
+//   producer (warpgroup 0, one thread)  Q once, then K and V tiles by TMA into a two-stage
+//                                       ring of mbarrier-guarded buffers, K one tile ahead of V
+//   consumers (warpgroups 1..)          per key tile: S = Q K^T (wgmma, both operands in shared
+//                                       memory), mask, online softmax, O += P V (wgmma, P from
+//                                       registers), the next tile's S overlapping this tile's
+//                                       softmax; then the epilogue
+//
+// Within a consumer, tile j's scores are issued before tile j-1's P V, so the softmax of tile j
+// runs while P V is still on the tensor cores. Across consumers, a ring of named barriers
+// (the scheduler) lets one warpgroup issue its two GEMMs while the others run their softmax,
+// so the tensor cores see a steady stream of work. The producer gives its registers to the
+// consumers (setmaxnreg). Every head_dim that is a multiple of 8 up to 256 runs on the compiled
+// width above it (64, 128, 192, 256): TMA fills the missing columns of Q, K and V with zeros,
+// which leaves the scores unchanged and the extra output columns unstored.
+//
+// The per-element work (masks, the online softmax, the epilogue and split-KV partials) is
+// attention_tile.cuh's, written against the m16n8 accumulator layout that wgmma shares.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention/attention_kernels.hpp"
+#include "attention/attention_tile.cuh"
+#include "common/cuda_check.hpp"
+#include "common/launch.cuh"
+#include "common/ptx.cuh"
+#include "common/ptx_sm90.cuh"
+#include "common/tensor_map.hpp"
+
+namespace tlb::attn::sm90 {
+
+// The block shape: kD compiled head-dim columns (a multiple of 64: one 128-byte swizzle row per
+// 64 columns), kBlockN keys per tile, kConsumers warpgroups of 64 query rows.
+template <int kD_, int kBlockN_, int kConsumers_>
+struct FwdShape {
+  static constexpr int kD = kD_, kBlockN = kBlockN_, kConsumers = kConsumers_;
+  static constexpr int kBlockM = 64 * kConsumers;
+  static constexpr int kStages = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kColBlocks = kD / 64;
+  // Each operand tile is kColBlocks column blocks of [rows][64] elements, 128-byte swizzled
+  // (what a TMA box of 64 columns writes), each block 1024-byte aligned.
+  static constexpr uint32_t kQColBytes = kBlockM * 128, kKVColBytes = kBlockN * 128;
+  static constexpr uint32_t kQBytes = kColBlocks * kQColBytes, kKVBytes = kColBlocks * kKVColBytes;
+  // Q | K stages | V stages | mbarriers (Q full; K full, V full, K empty, V empty per stage).
+  static constexpr uint32_t kBarrierOffset = kQBytes + 2 * kStages * kKVBytes;
+  static constexpr int kBarriers = 1 + 4 * kStages;
+  static constexpr uint32_t kSmemBytes = 1024 + kBarrierOffset + 8 * kBarriers;  // + alignment slack
+  // Registers: the producer keeps a minimum and the consumers take the rest of the 64 Ki file.
+  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  // The scheduler barrier pays where the softmax is a large share of a tile (FlashAttention-3
+  // measured it up to head_dim 128); wider heads spend their time in the GEMMs.
+  static constexpr bool kPingpong = kD <= 128;
+
+  static_assert(kD % 64 == 0 && kD <= 256, "compiled widths are 64, 128, 192 and 256");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "P V runs k16 steps over the key tile");
+  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 64 * 1024, "register file");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
+};
+
+// Where everything lives in shared memory, from a 1024-byte aligned base.
+template <class S>
+struct Smem {
+  uint32_t base;
+  __device__ uint32_t q() const { return base; }
+  __device__ uint32_t k(int stage) const { return base + S::kQBytes + stage * S::kKVBytes; }
+  __device__ uint32_t v(int stage) const { return base + S::kQBytes + (S::kStages + stage) * S::kKVBytes; }
+  __device__ uint32_t bar(int i) const { return base + S::kBarrierOffset + 8 * i; }
+  __device__ uint32_t q_full() const { return bar(0); }
+  __device__ uint32_t k_full(int stage) const { return bar(1 + stage); }
+  __device__ uint32_t v_full(int stage) const { return bar(1 + S::kStages + stage); }
+  __device__ uint32_t k_empty(int stage) const { return bar(1 + 2 * S::kStages + stage); }
+  __device__ uint32_t v_empty(int stage) const { return bar(1 + 3 * S::kStages + stage); }
+  // Full barriers complete on the producer's one arrival plus the tile's bytes; empty barriers
+  // on one arrival per consumer warpgroup.
+  __device__ void init_barriers() const {
+    for (int i = 0; i < S::kBarriers; ++i) ptx::mbarrier_init(bar(i), i < 1 + 2 * S::kStages ? 1 : S::kConsumers);
+    ptx::fence_mbarrier_init();
+  }
+};
+
+// Key tile j sits in stage j % kStages; its round (j / kStages) decides the phase to wait for.
+template <class S>
+__device__ __forceinline__ int stage_of(int j) {
+  return j % S::kStages;
+}
+template <class S>
+__device__ __forceinline__ uint32_t phase_of(int j) {
+  return static_cast<uint32_t>(j / S::kStages) & 1u;
+}
+
+// ---- Producer: one thread issues every load of the block.
+template <class S>
+__device__ void produce(const Smem<S>& sm, const CUtensorMap* tmap_q, const CUtensorMap* tmap_k,
+                        const CUtensorMap* tmap_v, int bh, int q0, int key0, int n_tiles) {
+  const uint64_t reused = ptx::l2_policy_evict_last();  // K, V: every query tile of the head reads them
+  const uint64_t once = ptx::l2_policy_evict_first();   // Q: this block alone
+  ptx::mbarrier_arrive_expect_tx(sm.q_full(), S::kQBytes);
+  for (int cb = 0; cb < S::kColBlocks; ++cb)
+    ptx::tma_load_3d(sm.q() + cb * S::kQColBytes, tmap_q, cb * 64, q0, bh, sm.q_full(), once);
+
+  // Tile j of K or V into its stage, once every consumer has released the stage's last round
+  // (a fresh barrier's "previous" phase counts as complete).
+  auto load = [&](const CUtensorMap* map, uint32_t tile, uint32_t full, uint32_t empty, int j) {
+    ptx::mbarrier_wait(empty, phase_of<S>(j) ^ 1u);
+    ptx::mbarrier_arrive_expect_tx(full, S::kKVBytes);
+    for (int cb = 0; cb < S::kColBlocks; ++cb)
+      ptx::tma_load_3d(tile + cb * S::kKVColBytes, map, cb * 64, key0 + j * S::kBlockN, bh, full, reused);
+  };
+  auto load_k = [&](int j) { load(tmap_k, sm.k(stage_of<S>(j)), sm.k_full(stage_of<S>(j)), sm.k_empty(stage_of<S>(j)), j); };
+  auto load_v = [&](int j) { load(tmap_v, sm.v(stage_of<S>(j)), sm.v_full(stage_of<S>(j)), sm.v_empty(stage_of<S>(j)), j); };
+  // The consumers need K of tile j before V of tile j - 1 (their scores run a tile ahead).
+  load_k(0);
+  for (int j = 1; j < n_tiles; ++j) {
+    load_k(j);
+    load_v(j - 1);
+  }
+  load_v(n_tiles - 1);
+}
+
+// ---- Consumer: 64 query rows, the whole key range of the block.
+
+// Keeps reads of wgmma accumulators after the wait that completes them.
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// P (scores after the softmax) rounded to T as the A operand of P V: the accumulator layout of
+// two adjacent n8 tiles is the A layout of one k16 step.
+template <typename T, int kNT>
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[kNT / 2][4], const float (&s)[1][kNT][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kNT / 2; ++kk) {
+    pa[kk][0] = pack2<T>(s[0][2 * kk][0], s[0][2 * kk][1]);
+    pa[kk][1] = pack2<T>(s[0][2 * kk][2], s[0][2 * kk][3]);
+    pa[kk][2] = pack2<T>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+    pa[kk][3] = pack2<T>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+  }
+}
+
+template <typename T, class S>
+__device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork<T>& w, int wg) {
+  constexpr int kNT = S::kBlockN / 8, kDN = S::kD / 8;
+  const int tid = static_cast<int>(threadIdx.x) % 128, lane = tid % 32;
+  const int64_t row0 = w.c.q0 + 64 * wg + 16 * (tid / 32);  // this warp's first query row
+
+  float o[1][kDN][4];
+  float m[1][2] = {{neg_inf(), neg_inf()}}, l[1][2] = {{0.0f, 0.0f}};
+#pragma unroll
+  for (int dn = 0; dn < kDN; ++dn)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][dn][e] = 0.0f;
+  float(&o_flat)[kDN * 4] = reinterpret_cast<float(&)[kDN * 4]>(o[0]);
+
+  if (w.n_tiles > 0) {
+    float s[1][kNT][4];
+    float(&s_flat)[kNT * 4] = reinterpret_cast<float(&)[kNT * 4]>(s[0]);
+    uint32_t pa[kNT / 2][4];
+    float alpha[1][2];
+
+    // S = Q K_j^T: both K-major; a k16 step is 32 bytes along a 128-byte row, and every four
+    // steps move to the next 64-column block. The first step overwrites S.
+    const uint32_t q_rows = sm.q() + wg * 64 * 128;  // this warpgroup's rows in each column block
+    auto issue_scores = [&](int j) {
+      const uint32_t k_tile = sm.k(stage_of<S>(j));
+#pragma unroll
+      for (int ks = 0; ks < S::kD / 16; ++ks) {
+        const uint32_t off = (ks % 4) * 32;
+        const uint64_t a = ptx::wgmma_desc_sw128(q_rows + (ks / 4) * S::kQColBytes + off, 16, 1024);
+        const uint64_t b = ptx::wgmma_desc_sw128(k_tile + (ks / 4) * S::kKVColBytes + off, 16, 1024);
+        ptx::wgmma_ss<T, S::kBlockN>(s_flat, a, b, ks > 0);
+      }
+      ptx::wgmma_commit_group();
+    };
+    // O += P_j V_j: V is the MN-major operand; a k16 step is 16 key rows (2048 bytes), the next
+    // 64 head-dim columns are the next column block.
+    auto issue_pv = [&](int j) {
+      const uint32_t v_tile = sm.v(stage_of<S>(j));
+#pragma unroll
+      for (int kk = 0; kk < S::kBlockN / 16; ++kk) {
+        const uint64_t b = ptx::wgmma_desc_sw128(v_tile + kk * 16 * 128, S::kKVColBytes, 1024);
+        ptx::wgmma_rs<T, S::kD, 1>(o_flat, pa[kk], b, 1);
+      }
+      ptx::wgmma_commit_group();
+    };
+    auto mask_tile = [&](int j) {
+      const int64_t kv0 = w.kr.begin + static_cast<int64_t>(j) * S::kBlockN;
+      if (tile_needs_mask(p, kv0, S::kBlockN, w.kr.end, row0)) mask_scores(s, row0, kv0, w.kr.end, w.causal, lane);
+    };
+    // One thread per warpgroup hands a stage back once the warpgroup's MMAs on it completed.
+    auto release = [&](uint32_t empty) {
+      if (tid == 0) ptx::mbarrier_arrive(empty);
+    };
+    // The scheduler: warpgroup wg issues its GEMMs after warpgroup wg-1 issued its own
+    // (barrier 1 + wg counts 128 waiting and 128 arriving threads).
+    auto scheduler_wait = [&] {
+      if constexpr (S::kPingpong) ptx::named_barrier_sync(1 + wg, 256);
+    };
+    auto scheduler_pass = [&] {
+      if constexpr (S::kPingpong) ptx::named_barrier_arrive(1 + (wg + 1) % S::kConsumers, 256);
+    };
+    if constexpr (S::kPingpong) {
+      if (wg == 0) ptx::named_barrier_arrive(1, 256);  // the first consumer goes first
+    }
+
+    ptx::mbarrier_wait(sm.q_full(), 0);
+    ptx::mbarrier_wait(sm.k_full(0), 0);
+    ptx::wgmma_fence();
+    issue_scores(0);
+    ptx::wgmma_wait_group<0>();
+    fence_operands(s_flat);
+    release(sm.k_empty(0));
+    mask_tile(0);
+    softmax_scores(s, m, l, alpha, p.scale_log2);  // O is still zero: nothing to rescale
+    pack_p<T>(pa, s);
+
+    for (int j = 1; j < w.n_tiles; ++j) {
+      ptx::mbarrier_wait(sm.k_full(stage_of<S>(j)), phase_of<S>(j));
+      scheduler_wait();
+      ptx::wgmma_fence();
+      issue_scores(j);
+      ptx::mbarrier_wait(sm.v_full(stage_of<S>(j - 1)), phase_of<S>(j - 1));
+      issue_pv(j - 1);
+      scheduler_pass();
+      ptx::wgmma_wait_group<1>();  // the scores; P V may still run
+      fence_operands(s_flat);
+      release(sm.k_empty(stage_of<S>(j)));
+      mask_tile(j);
+      const bool rescale = softmax_scores(s, m, l, alpha, p.scale_log2);
+      ptx::wgmma_wait_group<0>();
+      fence_operands(o_flat);
+      release(sm.v_empty(stage_of<S>(j - 1)));
+      if (rescale) rescale_o(o, alpha);
+      pack_p<T>(pa, s);  // P of tile j-1 is no longer read by the tensor cores
+    }
+    const int last = w.n_tiles - 1;
+    ptx::mbarrier_wait(sm.v_full(stage_of<S>(last)), phase_of<S>(last));
+    ptx::wgmma_fence();
+    issue_pv(last);
+    ptx::wgmma_wait_group<0>();
+    fence_operands(o_flat);
+    release(sm.v_empty(stage_of<S>(last)));
+  }
+  store_rows<T, S::kD, true>(p, w.c, w.split, row0, o, m, l, lane);
+}
+
+template <typename T, class S>
+__global__ void __launch_bounds__(S::kThreads, 1)
+    flash_fwd_sm90(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
+                   const __grid_constant__ CUtensorMap tmap_v, const FlashParams p) {
+#if TLB_PTX_SM90A
+  extern __shared__ unsigned char smem_raw[];
+  const Smem<S> sm{(ptx::smem_addr(smem_raw) + 1023u) & ~1023u};
+  const BlockWork<T> w = block_work<T>(p, S::kBlockM, S::kBlockN, p.head_dim);
+  if (threadIdx.x == 0) {
+    sm.init_barriers();
+    ptx::prefetch_tensor_map(&tmap_q);
+    ptx::prefetch_tensor_map(&tmap_k);
+    ptx::prefetch_tensor_map(&tmap_v);
+  }
+  __syncthreads();
+  ptx::pdl_wait();  // PDL: Q, K and V may be the previous kernel's output
+  ptx::pdl_launch_dependents();
+  if (threadIdx.x < 128) {
+    ptx::setmaxnreg_dec<S::kProducerRegs>();
+    if (threadIdx.x == 0 && w.n_tiles > 0)
+      produce<S>(sm, &tmap_q, &tmap_k, &tmap_v, static_cast<int>(w.c.bh), static_cast<int>(w.c.q0),
+                 static_cast<int>(w.kr.begin), w.n_tiles);
+  } else {
+    ptx::setmaxnreg_inc<S::kConsumerRegs>();
+    consume<T, S>(sm, p, w, static_cast<int>(threadIdx.x) / 128 - 1);
+  }
+#else
+  __trap();  // never launched: the host launches this only where an sm_90a image runs
+#endif
+}
+
+// The block shape the dispatcher planned for this head_dim and mask (attention_kernels.hpp).
+template <int kD, bool kCausal>
+using PlannedShape =
+    FwdShape<kD, sm90_tile(kD, kCausal).kv_cols, sm90_tile(kD, kCausal).q_rows / 64>;
+
+template <typename T, class S>
+void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {
+  auto kernel = flash_fwd_sm90<T, S>;
+  static const bool attr_set = [&] {
+    TLB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+    return true;
+  }();
+  (void)attr_set;
+  const FlashParams& p = l.p;
+  const uint64_t bh = static_cast<uint64_t>(p.batch * p.heads), seq = static_cast<uint64_t>(p.seq);
+  const uint64_t hd = static_cast<uint64_t>(p.head_dim);
+  const CUtensorMap tq = make_tensor_map_3d_sw128(p.q, l.dtype, bh, seq, hd, S::kBlockM, 64);
+  const CUtensorMap tk = make_tensor_map_3d_sw128(p.k, l.dtype, bh, seq, hd, S::kBlockN, 64);
+  const CUtensorMap tv = make_tensor_map_3d_sw128(p.v, l.dtype, bh, seq, hd, S::kBlockN, 64);
+  const uint64_t n_qt = (seq + S::kBlockM - 1) / S::kBlockM;
+  const dim3 grid(static_cast<unsigned>(n_qt * bh), static_cast<unsigned>(p.splits));
+  launch_kernel(kernel, grid, dim3(S::kThreads), S::kSmemBytes, stream, 1, tq, tk, tv, p);
+  TLB_LAUNCH_CHECK(stream);
+}
+
+// Both masks' shapes of one compiled width (they differ only where sm90_tile says so).
+template <typename T, int kD>
+void launch_width(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.p.mask == static_cast<int>(MaskKind::causal)) return launch_fwd<T, PlannedShape<kD, true>>(l, stream);
+  return launch_fwd<T, PlannedShape<kD, false>>(l, stream);
+}
+
+}  // namespace tlb::attn::sm90

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Times PyTorch's scaled_dot_product_attention on the shapes `tlbench_kernel_bench attn FILE`
+measured, per backend (cuDNN, FlashAttention-2), and writes the kernels.jsonl records that set
+ours beside cuDNN's: {"kernel": "attention", "dtype", "batch", "heads", "seq", "head_dim",
+"causal", "ours_tflops", "variant", "peer": "cudnn", "peer_tflops", "ratio", "commit", ...}.
+
+Run it on the same GPU right after the benchmark (both numbers then come from one machine and
+one session). Same layout ([batch, heads, seq, head_dim]), same random data scale, same FLOP
+count (4 b h s^2 d, halved under the causal mask); medians of CUDA-event-timed calls after
+warm-up.
+
+    python3 scripts/attention_peer.py OURS.jsonl OUT.jsonl [--append]
+"""
+import argparse
+import json
+import sys
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("ours", help="JSON lines written by `tlbench_kernel_bench attn FILE`")
+    ap.add_argument("out", help="kernels.jsonl to write")
+    ap.add_argument("--append", action="store_true", help="append to OUT instead of replacing it")
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    try:
+        import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as e:
+        print(f"attention_peer.py: PyTorch is needed for the peer timings ({e})", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("attention_peer.py: no CUDA device", file=sys.stderr)
+        return 2
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    env = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cudnn": str(torch.backends.cudnn.version()),
+    }
+
+    def time_ms(fn) -> float:
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(args.reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        times.sort()
+        return times[len(times) // 2]
+
+    with open(args.ours) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    out = open(args.out, "a" if args.append else "w")
+    for r in rows:
+        shape = (r["batch"], r["heads"], r["seq"], r["head_dim"])
+        dt = dtypes[r["dtype"]]
+        q, k, v = (torch.empty(shape, dtype=dt, device="cuda").uniform_(-1, 1) for _ in range(3))
+        flops = 4.0 * r["batch"] * r["heads"] * r["seq"] ** 2 * r["head_dim"] * (0.5 if r["causal"] else 1.0)
+        peer = {}
+        for name, backend in backends.items():
+            try:
+                with sdpa_kernel(backend):
+                    ms = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=r["causal"]))
+                peer[name] = round(flops / ms / 1e9, 1)
+            except RuntimeError as e:  # the backend does not take this shape
+                peer[name] = None
+                print(f"attention_peer.py: {name} on {shape}: {str(e).splitlines()[0]}", file=sys.stderr)
+        del q, k, v
+        torch.cuda.empty_cache()
+        rec = {
+            "kernel": "attention", "dtype": r["dtype"], "batch": r["batch"], "heads": r["heads"], "seq": r["seq"],
+            "head_dim": r["head_dim"], "causal": r["causal"], "ours_tflops": r["ours_tflops"], "variant": r["variant"],
+            "peer": "cudnn", "peer_tflops": peer["cudnn"],
+            "ratio": round(r["ours_tflops"] / peer["cudnn"], 3) if peer["cudnn"] else None,
+            "flash2_tflops": peer["flash2"], "commit": r["commit"], **env,
+        }
+        out.write(json.dumps(rec) + "\n")
+        out.flush()
+        ratio = f"{rec['ratio']:.3f}" if rec["ratio"] else "-"
+        print(f"attn {r['dtype']} b={r['batch']} h={r['heads']} s={r['seq']} d={r['head_dim']} "
+              f"{'causal' if r['causal'] else 'none':<6} ours {r['ours_tflops']:6.1f}  cuDNN {peer['cudnn'] or 0:6.1f}  "
+              f"FA2 {peer['flash2'] or 0:6.1f}  ours/cuDNN {ratio}  {r['variant']}")
+    out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
