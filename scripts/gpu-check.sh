@@ -87,7 +87,7 @@ for step in "${steps[@]}"; do
     attnbench)
       # Ours and PyTorch's SDPA (cuDNN, FlashAttention-2) on the same shapes, one after the other.
       log "attention speed table: ours, then PyTorch SDPA's backends"
-      $BUILD/tlbench_kernel_bench attn "$OUT/attn-ours.jsonl" >>"$OUT/bench.log" 2>&1
+      timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench attn "$OUT/attn-ours.jsonl" >>"$OUT/bench.log" 2>&1
       echo "rc=$?" | tee -a "$OUT/summary.txt"
       python3 scripts/attention_peer.py "$OUT/attn-ours.jsonl" "$OUT/kernels.jsonl" --append 2>&1 | tee -a "$OUT/summary.txt"
       ;;

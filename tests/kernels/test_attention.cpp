@@ -425,7 +425,7 @@ TEST_CASE("the sm_90a wgmma kernel matches fp64 attention", "[gpu][kernels][atte
   }
 }
 
-TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width", "[gpu][kernels][attention]") {
+TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width", "[gpu][kernels][attention][tma]") {
   TLB_REQUIRE_GPU();
   if (!tlb::flash_attention_has_wgmma()) {
     WARN("not an sm_90 GPU running an sm_90a build: the TMA kernel cannot run here");
