@@ -62,6 +62,7 @@ struct Spec {
   bool has_tile = false;
   TileShape tile = TileShape::q128w8;
   Engine engine = Engine::automatic;
+  enum class Grid { automatic, persistent, tiles } grid = Grid::automatic;  // the TMA kernel's
 };
 
 bool is_sm80_head_dim(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
@@ -95,6 +96,8 @@ Spec parse_spec(const char* text, const char* origin) {
       o.tile = tok == "q128w8" ? TileShape::q128w8 : tok == "q128w4" ? TileShape::q128w4 : TileShape::q64w4;
     } else if (tok == "tma") {
       o.engine = Engine::tma;
+    } else if (tok == "persistent" || tok == "tiles") {
+      o.grid = tok == "persistent" ? Spec::Grid::persistent : Spec::Grid::tiles;
     } else if (tok == "wgmma") {
       o.engine = Engine::wgmma;
     } else if (tok == "mma") {
@@ -102,7 +105,7 @@ Spec parse_spec(const char* text, const char* origin) {
     } else {
       throw std::invalid_argument(std::string(origin) + ": unknown token '" + std::string(tok) +
                                   "' (expected auto, standard, short, splitkv, splitkv:N, q128w8, "
-                                  "q128w4, q64w4, tma, wgmma, mma)");
+                                  "q128w4, q64w4, tma, wgmma, mma, persistent, tiles)");
     }
   }
   return o;
@@ -118,6 +121,7 @@ struct Plan {
   Family family = Family::mma16;
   TileShape tile = TileShape::q128w8;
   bool sm90 = false;  // the warp-specialised TMA kernel (tile from attn::sm90_tile)
+  bool persistent = false;  // sm90: one block per SM walks the work items
   bool wgmma = false;  // the first sm_90a kernel on the q128w8 tile
   bool short_seq = false;
   int splits = 1;
@@ -219,11 +223,17 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   }
   int q_rows = 0, kv_cols = 0;
   int64_t slots = 0;  // blocks the GPU runs at once
+  if (spec.grid != Spec::Grid::automatic && !plan.sm90 && strict)
+    reject("persistent and tiles are grids of the tma kernel");
   if (plan.sm90) {
     const attn::Sm90Tile t = attn::sm90_tile(head_dim, mask == MaskKind::causal);
     q_rows = t.q_rows;
     kv_cols = t.kv_cols;
     slots = kPlanningSms;
+    // Items of equal cost (no causal mask) share the SMs evenly in a persistent grid, which
+    // hides each item's start and store behind its neighbours'. Causal items shrink along the
+    // diagonal: a block per item lets the hardware hand the next one to the SM that frees first.
+    plan.persistent = spec.grid == Spec::Grid::automatic ? mask != MaskKind::causal : spec.grid == Spec::Grid::persistent;
   } else {
     if (half) {
       if (plan.wgmma) {
@@ -285,7 +295,7 @@ std::string variant_name(const Plan& plan, int64_t head_dim, MaskKind mask) {
         const attn::Sm90Tile t = attn::sm90_tile(head_dim, mask == MaskKind::causal);
         const int width = attn::sm90_width(head_dim);
         return prefix + "sm90_tma_d" + d + (width != head_dim ? "w" + std::to_string(width) : std::string()) + "_q" +
-               std::to_string(t.q_rows) + "_kv" + std::to_string(t.kv_cols);
+               std::to_string(t.q_rows) + "_kv" + std::to_string(t.kv_cols) + (plan.persistent ? "_persistent" : "");
       }
       if (plan.wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv64";
       return prefix + "sm80_d" + d + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
@@ -393,6 +403,7 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   attn::FlashLaunch l;
   l.family = plan.family;
   l.tile = plan.tile;
+  l.persistent = plan.persistent;
   l.dtype = a.dtype;
   l.head_dim = static_cast<int>(a.head_dim);
   l.p.q = a.q;

@@ -16,6 +16,11 @@
 // width above it (64, 128, 192, 256): TMA fills the missing columns of Q, K and V with zeros,
 // which leaves the scores unchanged and the extra output columns unstored.
 //
+// A block runs one work item (a query tile of one head and key range), or, persistent, one
+// item after another (item blockIdx.x, then + gridDim.x, ...): the producer then loads the next
+// item's Q and first K and V tiles while the consumers still finish and store the last one, so
+// a short item costs little more than its GEMMs.
+//
 // The per-element work (masks, the online softmax, the epilogue and split-KV partials) is
 // attention_tile.cuh's, written against the m16n8 accumulator layout that wgmma shares.
 #pragma once
@@ -23,6 +28,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "attention/attention_kernels.hpp"
@@ -48,9 +54,10 @@ struct FwdShape {
   // (what a TMA box of 64 columns writes), each block 1024-byte aligned.
   static constexpr uint32_t kQColBytes = kBlockM * 128, kKVColBytes = kBlockN * 128;
   static constexpr uint32_t kQBytes = kColBlocks * kQColBytes, kKVBytes = kColBlocks * kKVColBytes;
-  // Q | K stages | V stages | mbarriers (Q full; K full, V full, K empty, V empty per stage).
+  // Q | K stages | V stages | mbarriers (Q full, Q empty; K full, V full, K empty, V empty per
+  // stage).
   static constexpr uint32_t kBarrierOffset = kQBytes + 2 * kStages * kKVBytes;
-  static constexpr int kBarriers = 1 + 4 * kStages;
+  static constexpr int kBarriers = 2 + 4 * kStages;
   static constexpr uint32_t kSmemBytes = 1024 + kBarrierOffset + 8 * kBarriers;  // + alignment slack
   // Registers: the producer keeps a minimum and the consumers take the rest of the 64 Ki file.
   static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
@@ -73,17 +80,26 @@ struct Smem {
   __device__ uint32_t k(int stage) const { return base + S::kQBytes + stage * S::kKVBytes; }
   __device__ uint32_t v(int stage) const { return base + S::kQBytes + (S::kStages + stage) * S::kKVBytes; }
   __device__ uint32_t bar(int i) const { return base + S::kBarrierOffset + 8 * i; }
+  // Full barriers complete on the producer's one arrival plus the tile's bytes; empty barriers
+  // on one arrival per consumer warpgroup.
   __device__ uint32_t q_full() const { return bar(0); }
   __device__ uint32_t k_full(int stage) const { return bar(1 + stage); }
   __device__ uint32_t v_full(int stage) const { return bar(1 + S::kStages + stage); }
-  __device__ uint32_t k_empty(int stage) const { return bar(1 + 2 * S::kStages + stage); }
-  __device__ uint32_t v_empty(int stage) const { return bar(1 + 3 * S::kStages + stage); }
-  // Full barriers complete on the producer's one arrival plus the tile's bytes; empty barriers
-  // on one arrival per consumer warpgroup.
+  __device__ uint32_t q_empty() const { return bar(1 + 2 * S::kStages); }
+  __device__ uint32_t k_empty(int stage) const { return bar(2 + 2 * S::kStages + stage); }
+  __device__ uint32_t v_empty(int stage) const { return bar(2 + 3 * S::kStages + stage); }
   __device__ void init_barriers() const {
-    for (int i = 0; i < S::kBarriers; ++i) ptx::mbarrier_init(bar(i), i < 1 + 2 * S::kStages ? 1 : S::kConsumers);
+    for (int i = 0; i < S::kBarriers; ++i) ptx::mbarrier_init(bar(i), i <= 2 * S::kStages ? 1 : S::kConsumers);
     ptx::fence_mbarrier_init();
   }
+};
+
+// Where a thread is in the block's sequence of loads: the K/V ring's next tile (tile j of the
+// sequence sits in stage j % kStages, its round j / kStages picks the phase) and how many
+// items have used Q. Producer and consumers walk the same items, so their counters agree.
+struct Ring {
+  int tile = 0;
+  int q_round = 0;
 };
 
 // Key tile j sits in stage j % kStages; its round (j / kStages) decides the phase to wait for.
@@ -99,23 +115,30 @@ __device__ __forceinline__ uint32_t phase_of(int j) {
 // ---- Producer: one thread issues every load of the block.
 template <class S>
 __device__ void produce(const Smem<S>& sm, const CUtensorMap* tmap_q, const CUtensorMap* tmap_k,
-                        const CUtensorMap* tmap_v, int bh, int q0, int key0, int n_tiles) {
+                        const CUtensorMap* tmap_v, int bh, int q0, int key0, int n_tiles, Ring& ring) {
   const uint64_t reused = ptx::l2_policy_evict_last();  // K, V: every query tile of the head reads them
-  const uint64_t once = ptx::l2_policy_evict_first();   // Q: this block alone
+  const uint64_t once = ptx::l2_policy_evict_first();   // Q: this item alone
+  // Q of the last item must be done with (a fresh barrier's "previous" phase counts as complete).
+  ptx::mbarrier_wait(sm.q_empty(), (static_cast<uint32_t>(ring.q_round) & 1u) ^ 1u);
   ptx::mbarrier_arrive_expect_tx(sm.q_full(), S::kQBytes);
   for (int cb = 0; cb < S::kColBlocks; ++cb)
     ptx::tma_load_3d(sm.q() + cb * S::kQColBytes, tmap_q, cb * 64, q0, bh, sm.q_full(), once);
 
-  // Tile j of K or V into its stage, once every consumer has released the stage's last round
-  // (a fresh barrier's "previous" phase counts as complete).
+  // Tile j of K or V into its stage, once every consumer has released the stage's last round.
   auto load = [&](const CUtensorMap* map, uint32_t tile, uint32_t full, uint32_t empty, int j) {
-    ptx::mbarrier_wait(empty, phase_of<S>(j) ^ 1u);
+    ptx::mbarrier_wait(empty, phase_of<S>(ring.tile + j) ^ 1u);
     ptx::mbarrier_arrive_expect_tx(full, S::kKVBytes);
     for (int cb = 0; cb < S::kColBlocks; ++cb)
       ptx::tma_load_3d(tile + cb * S::kKVColBytes, map, cb * 64, key0 + j * S::kBlockN, bh, full, reused);
   };
-  auto load_k = [&](int j) { load(tmap_k, sm.k(stage_of<S>(j)), sm.k_full(stage_of<S>(j)), sm.k_empty(stage_of<S>(j)), j); };
-  auto load_v = [&](int j) { load(tmap_v, sm.v(stage_of<S>(j)), sm.v_full(stage_of<S>(j)), sm.v_empty(stage_of<S>(j)), j); };
+  auto load_k = [&](int j) {
+    const int st = stage_of<S>(ring.tile + j);
+    load(tmap_k, sm.k(st), sm.k_full(st), sm.k_empty(st), j);
+  };
+  auto load_v = [&](int j) {
+    const int st = stage_of<S>(ring.tile + j);
+    load(tmap_v, sm.v(st), sm.v_full(st), sm.v_empty(st), j);
+  };
   // The consumers need K of tile j before V of tile j - 1 (their scores run a tile ahead).
   load_k(0);
   for (int j = 1; j < n_tiles; ++j) {
@@ -123,6 +146,8 @@ __device__ void produce(const Smem<S>& sm, const CUtensorMap* tmap_q, const CUte
     load_v(j - 1);
   }
   load_v(n_tiles - 1);
+  ring.tile += n_tiles;
+  ++ring.q_round;
 }
 
 // ---- Consumer: 64 query rows, the whole key range of the block.
@@ -148,7 +173,7 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[kNT / 2][4], const float (
 }
 
 template <typename T, class S>
-__device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork<T>& w, int wg) {
+__device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork<T>& w, int wg, Ring& ring) {
   constexpr int kNT = S::kBlockN / 8, kDN = S::kD / 8;
   const int tid = static_cast<int>(threadIdx.x) % 128, lane = tid % 32;
   const int64_t row0 = w.c.q0 + 64 * wg + 16 * (tid / 32);  // this warp's first query row
@@ -170,8 +195,11 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
     // S = Q K_j^T: both K-major; a k16 step is 32 bytes along a 128-byte row, and every four
     // steps move to the next 64-column block. The first step overwrites S.
     const uint32_t q_rows = sm.q() + wg * 64 * 128;  // this warpgroup's rows in each column block
+    // Tile j of this item is tile ring.tile + j of the block's ring.
+    auto stage = [&](int j) { return stage_of<S>(ring.tile + j); };
+    auto phase = [&](int j) { return phase_of<S>(ring.tile + j); };
     auto issue_scores = [&](int j) {
-      const uint32_t k_tile = sm.k(stage_of<S>(j));
+      const uint32_t k_tile = sm.k(stage(j));
 #pragma unroll
       for (int ks = 0; ks < S::kD / 16; ++ks) {
         const uint32_t off = (ks % 4) * 32;
@@ -184,7 +212,7 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
     // O += P_j V_j: V is the MN-major operand; a k16 step is 16 key rows (2048 bytes), the next
     // 64 head-dim columns are the next column block.
     auto issue_pv = [&](int j) {
-      const uint32_t v_tile = sm.v(stage_of<S>(j));
+      const uint32_t v_tile = sm.v(stage(j));
 #pragma unroll
       for (int kk = 0; kk < S::kBlockN / 16; ++kk) {
         const uint64_t b = ptx::wgmma_desc_sw128(v_tile + kk * 16 * 128, S::kKVColBytes, 1024);
@@ -208,59 +236,60 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
     auto scheduler_pass = [&] {
       if constexpr (S::kPingpong) ptx::named_barrier_arrive(1 + (wg + 1) % S::kConsumers, 256);
     };
-    if constexpr (S::kPingpong) {
-      if (wg == 0) ptx::named_barrier_arrive(1, 256);  // the first consumer goes first
-    }
 
-    ptx::mbarrier_wait(sm.q_full(), 0);
-    ptx::mbarrier_wait(sm.k_full(0), 0);
+    ptx::mbarrier_wait(sm.q_full(), static_cast<uint32_t>(ring.q_round) & 1u);
+    ptx::mbarrier_wait(sm.k_full(stage(0)), phase(0));
     ptx::wgmma_fence();
     issue_scores(0);
     ptx::wgmma_wait_group<0>();
     fence_operands(s_flat);
-    release(sm.k_empty(0));
+    release(sm.k_empty(stage(0)));
     mask_tile(0);
     softmax_scores(s, m, l, alpha, p.scale_log2);  // O is still zero: nothing to rescale
     pack_p<T>(pa, s);
 
     for (int j = 1; j < w.n_tiles; ++j) {
-      ptx::mbarrier_wait(sm.k_full(stage_of<S>(j)), phase_of<S>(j));
+      ptx::mbarrier_wait(sm.k_full(stage(j)), phase(j));
       scheduler_wait();
       ptx::wgmma_fence();
       issue_scores(j);
-      ptx::mbarrier_wait(sm.v_full(stage_of<S>(j - 1)), phase_of<S>(j - 1));
+      ptx::mbarrier_wait(sm.v_full(stage(j - 1)), phase(j - 1));
       issue_pv(j - 1);
       scheduler_pass();
       ptx::wgmma_wait_group<1>();  // the scores; P V may still run
       fence_operands(s_flat);
-      release(sm.k_empty(stage_of<S>(j)));
+      release(sm.k_empty(stage(j)));
       mask_tile(j);
       const bool rescale = softmax_scores(s, m, l, alpha, p.scale_log2);
       ptx::wgmma_wait_group<0>();
       fence_operands(o_flat);
-      release(sm.v_empty(stage_of<S>(j - 1)));
+      release(sm.v_empty(stage(j - 1)));
       if (rescale) rescale_o(o, alpha);
       pack_p<T>(pa, s);  // P of tile j-1 is no longer read by the tensor cores
     }
+    release(sm.q_empty());  // every score of the item is computed: Q may take the next item's
     const int last = w.n_tiles - 1;
-    ptx::mbarrier_wait(sm.v_full(stage_of<S>(last)), phase_of<S>(last));
+    ptx::mbarrier_wait(sm.v_full(stage(last)), phase(last));
     ptx::wgmma_fence();
     issue_pv(last);
     ptx::wgmma_wait_group<0>();
     fence_operands(o_flat);
-    release(sm.v_empty(stage_of<S>(last)));
+    release(sm.v_empty(stage(last)));
+    ring.tile += w.n_tiles;
+    ++ring.q_round;
   }
   store_rows<T, S::kD, true>(p, w.c, w.split, row0, o, m, l, lane);
 }
 
-template <typename T, class S>
+// kPersistent: gridDim.x blocks walk the items (every (query tile, batch*head) of every key
+// range) with stride gridDim.x; otherwise a block per item, key ranges along y.
+template <typename T, class S, bool kPersistent>
 __global__ void __launch_bounds__(S::kThreads, 1)
     flash_fwd_sm90(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
                    const __grid_constant__ CUtensorMap tmap_v, const FlashParams p) {
 #if TLB_PTX_SM90A
   extern __shared__ unsigned char smem_raw[];
   const Smem<S> sm{(ptx::smem_addr(smem_raw) + 1023u) & ~1023u};
-  const BlockWork<T> w = block_work<T>(p, S::kBlockM, S::kBlockN, p.head_dim);
   if (threadIdx.x == 0) {
     sm.init_barriers();
     ptx::prefetch_tensor_map(&tmap_q);
@@ -270,14 +299,34 @@ __global__ void __launch_bounds__(S::kThreads, 1)
   __syncthreads();
   ptx::pdl_wait();  // PDL: Q, K and V may be the previous kernel's output
   ptx::pdl_launch_dependents();
+  const int64_t per_split = (p.seq + S::kBlockM - 1) / S::kBlockM * p.batch * p.heads;
+  const int64_t items = kPersistent ? per_split * p.splits : 1;
+  const int64_t first = kPersistent ? blockIdx.x : 0, stride = kPersistent ? gridDim.x : 1;
+  auto work = [&](int64_t item) {
+    if constexpr (kPersistent)
+      return block_work<T>(p, S::kBlockM, S::kBlockN, p.head_dim, item % per_split, static_cast<int>(item / per_split));
+    else
+      return block_work<T>(p, S::kBlockM, S::kBlockN, p.head_dim);
+  };
+  Ring ring;
   if (threadIdx.x < 128) {
     ptx::setmaxnreg_dec<S::kProducerRegs>();
-    if (threadIdx.x == 0 && w.n_tiles > 0)
-      produce<S>(sm, &tmap_q, &tmap_k, &tmap_v, static_cast<int>(w.c.bh), static_cast<int>(w.c.q0),
-                 static_cast<int>(w.kr.begin), w.n_tiles);
+    if (threadIdx.x == 0) {
+      for (int64_t item = first; item < items; item += stride) {
+        const BlockWork<T> w = work(item);
+        if (w.n_tiles > 0)
+          produce<S>(sm, &tmap_q, &tmap_k, &tmap_v, static_cast<int>(w.c.bh), static_cast<int>(w.c.q0),
+                     static_cast<int>(w.kr.begin), w.n_tiles, ring);
+      }
+    }
   } else {
     ptx::setmaxnreg_inc<S::kConsumerRegs>();
-    consume<T, S>(sm, p, w, static_cast<int>(threadIdx.x) / 128 - 1);
+    const int wg = static_cast<int>(threadIdx.x) / 128 - 1;
+    // The scheduler's ring starts with the first consumer (barrier 1 counts its arrival).
+    if constexpr (S::kPingpong) {
+      if (wg == 0) ptx::named_barrier_arrive(1, 256);
+    }
+    for (int64_t item = first; item < items; item += stride) consume<T, S>(sm, p, work(item), wg, ring);
   }
 #else
   __trap();  // never launched: the host launches this only where an sm_90a image runs
@@ -289,9 +338,12 @@ template <int kD, bool kCausal>
 using PlannedShape =
     FwdShape<kD, sm90_tile(kD, kCausal).kv_cols, sm90_tile(kD, kCausal).q_rows / 64>;
 
-template <typename T, class S>
+// SMs of the current device, asked once per device.
+int sm_count();
+
+template <typename T, class S, bool kPersistent>
 void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {
-  auto kernel = flash_fwd_sm90<T, S>;
+  auto kernel = flash_fwd_sm90<T, S, kPersistent>;
   static const bool attr_set = [&] {
     TLB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     return true;
@@ -303,8 +355,9 @@ void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {
   const CUtensorMap tq = make_tensor_map_3d_sw128(p.q, l.dtype, bh, seq, hd, S::kBlockM, 64);
   const CUtensorMap tk = make_tensor_map_3d_sw128(p.k, l.dtype, bh, seq, hd, S::kBlockN, 64);
   const CUtensorMap tv = make_tensor_map_3d_sw128(p.v, l.dtype, bh, seq, hd, S::kBlockN, 64);
-  const uint64_t n_qt = (seq + S::kBlockM - 1) / S::kBlockM;
-  const dim3 grid(static_cast<unsigned>(n_qt * bh), static_cast<unsigned>(p.splits));
+  const uint64_t per_split = (seq + S::kBlockM - 1) / S::kBlockM * bh;
+  const dim3 grid = kPersistent ? dim3(static_cast<unsigned>(std::min<uint64_t>(per_split * p.splits, sm_count())))
+                                : dim3(static_cast<unsigned>(per_split), static_cast<unsigned>(p.splits));
   launch_kernel(kernel, grid, dim3(S::kThreads), S::kSmemBytes, stream, 1, tq, tk, tv, p);
   TLB_LAUNCH_CHECK(stream);
 }
@@ -312,8 +365,11 @@ void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {
 // Both masks' shapes of one compiled width (they differ only where sm90_tile says so).
 template <typename T, int kD>
 void launch_width(const FlashLaunch& l, cudaStream_t stream) {
-  if (l.p.mask == static_cast<int>(MaskKind::causal)) return launch_fwd<T, PlannedShape<kD, true>>(l, stream);
-  return launch_fwd<T, PlannedShape<kD, false>>(l, stream);
+  const bool causal = l.p.mask == static_cast<int>(MaskKind::causal);
+  if (causal && l.persistent) return launch_fwd<T, PlannedShape<kD, true>, true>(l, stream);
+  if (causal) return launch_fwd<T, PlannedShape<kD, true>, false>(l, stream);
+  if (l.persistent) return launch_fwd<T, PlannedShape<kD, false>, true>(l, stream);
+  return launch_fwd<T, PlannedShape<kD, false>, false>(l, stream);
 }
 
 }  // namespace tlb::attn::sm90

@@ -20,7 +20,7 @@ bool flash_sm90_image_present() {
   // The kernel carries sm_90a machine code only if the build targeted it; any other image of it
   // is the trapping stub.
   cudaFuncAttributes attr{};
-  TLB_CUDA_CHECK(cudaFuncGetAttributes(&attr, sm90::flash_fwd_sm90<__half, sm90::PlannedShape<128, false>>));
+  TLB_CUDA_CHECK(cudaFuncGetAttributes(&attr, sm90::flash_fwd_sm90<__half, sm90::PlannedShape<128, false>, false>));
   return attr.ptxVersion >= 90 && attr.binaryVersion == 90;
 }
 

@@ -47,6 +47,7 @@ struct FlashParams {
 struct FlashLaunch {
   Family family = Family::mma16;
   TileShape tile = TileShape::q128w8;  // mma16 only
+  bool persistent = false;             // sm90 only: one block per SM walks the work items
   DType dtype = DType::fp16;
   int head_dim = 64;
   FlashParams p;

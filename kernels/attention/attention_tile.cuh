@@ -23,10 +23,12 @@ __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u);
 struct BlockCoord {
   int64_t bh, b, h, q0;
 };
-__device__ __forceinline__ BlockCoord block_coord(const FlashParams& p, int q_rows) {
+// `index` counts (batch*head, query tile) pairs: blockIdx.x for a block per tile, the work item
+// of a persistent block.
+__device__ __forceinline__ BlockCoord block_coord(const FlashParams& p, int q_rows, int64_t index) {
   const int64_t n_qt = (p.seq + q_rows - 1) / q_rows;
-  int64_t qt = static_cast<int64_t>(blockIdx.x) % n_qt;
-  const int64_t bh = static_cast<int64_t>(blockIdx.x) / n_qt;
+  int64_t qt = index % n_qt;
+  const int64_t bh = index / n_qt;
   if (p.mask == static_cast<int>(MaskKind::causal)) qt = n_qt - 1 - qt;
   return {bh, bh / p.heads, bh % p.heads, qt * q_rows};
 }
@@ -68,10 +70,10 @@ struct BlockWork {
 };
 template <typename T>
 __device__ __forceinline__ BlockWork<T> block_work(const FlashParams& p, int q_rows, int kv_tile,
-                                                   int head_dim) {
+                                                   int head_dim, int64_t index, int split) {
   BlockWork<T> w;
-  w.c = block_coord(p, q_rows);
-  w.split = static_cast<int>(blockIdx.y);
+  w.c = block_coord(p, q_rows, index);
+  w.split = split;
   w.kr = key_range(p, w.c, q_rows, w.split);
   w.n_tiles = w.kr.end > w.kr.begin ? static_cast<int>((w.kr.end - w.kr.begin + kv_tile - 1) / kv_tile) : 0;
   w.causal = p.mask == static_cast<int>(MaskKind::causal);
@@ -80,6 +82,12 @@ __device__ __forceinline__ BlockWork<T> block_work(const FlashParams& p, int q_r
   w.k = static_cast<const T*>(p.k) + head_off;
   w.v = static_cast<const T*>(p.v) + head_off;
   return w;
+}
+// A block per (query tile, batch*head) along x and key range along y.
+template <typename T>
+__device__ __forceinline__ BlockWork<T> block_work(const FlashParams& p, int q_rows, int kv_tile,
+                                                   int head_dim) {
+  return block_work<T>(p, q_rows, kv_tile, head_dim, blockIdx.x, static_cast<int>(blockIdx.y));
 }
 
 // Whether any element of a key tile needs the mask for rows [row0, row0 + 16*MT): the tile
@@ -91,19 +99,26 @@ __device__ __forceinline__ bool tile_needs_mask(const FlashParams& p, int64_t kv
 }
 
 // Sets masked scores to -inf: key >= limit (the block's key range end), or (causal) key > query.
+// The comparisons run on 32-bit offsets from the tile's corner (the tile's keys and rows are
+// within a few hundred of it), not on 64-bit positions per element.
 template <int MT, int NT>
 __device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], int64_t row0, int64_t kv0,
                                             int64_t limit, bool causal, int lane) {
   const int g = lane >> 2, t = lane & 3;
+  constexpr int64_t kFar = 1 << 30;  // beyond every tile: the comparison it feeds is decided
+  const int keys = static_cast<int>(limit - kv0 < kFar ? limit - kv0 : kFar);  // visible: col < keys
+  // Causal: col is visible while col <= row + diag.
+  const int64_t d = row0 - kv0;
+  const int diag = causal ? static_cast<int>(d < -kFar ? -kFar : (d > kFar ? kFar : d)) : kFar;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int64_t row = row0 + mt * 16 + g + ((e >> 1) << 3);
-        const int64_t col = kv0 + nt * 8 + 2 * t + (e & 1);
-        if (col >= limit || (causal && col > row)) s[mt][nt][e] = neg_inf();
+        const int row = mt * 16 + g + ((e >> 1) << 3);
+        const int col = nt * 8 + 2 * t + (e & 1);
+        if (col >= keys || col > row + diag) s[mt][nt][e] = neg_inf();
       }
 }
 
