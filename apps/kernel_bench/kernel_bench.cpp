@@ -9,6 +9,8 @@
 //     inverse-square-root variants;
 //   - `small`: every GEMM variant on the small-grid shapes of cases 1 and 2, replayed from a
 //     CUDA graph as the graph technique runs them (per-launch time, gaps included);
+//   - `attncases [CASES]`: the attention of every case of CASES in FP16, as dispatched and with
+//     each grid of the sm_90a kernel forced;
 //   - `outproj [CASES]`: the out-projection of every case of CASES in FP16, our GEMM against
 //     cuBLAS, replayed from a CUDA graph;
 //   - `stack14 [CASES]`: case 14 of CASES (default configs/cases.json, read from the working
@@ -209,7 +211,7 @@ void bench_out_projections(cublasHandle_t h, cudaStream_t st, const std::string&
 // per shape for scripts/attention_peer.py, which times the peer library on the same shape and
 // completes the kernels.jsonl record.
 void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, int64_t h, int64_t s, int64_t dh,
-                     std::FILE* jsonl, const char* force = nullptr) {
+                     std::FILE* jsonl, const char* force = nullptr, const std::vector<int>& valid_lens = {}) {
   const size_t n = static_cast<size_t>(b * h * s * dh);
   DeviceBuffer q = random_buffer(n, dt, 1.0f, 5), k = random_buffer(n, dt, 1.0f, 6),
                v = random_buffer(n, dt, 1.0f, 7);
@@ -219,6 +221,12 @@ void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, i
   a.q = q.get(); a.k = k.get(); a.v = v.get(); a.o = o.get();
   a.scale = 1.0f / std::sqrt(static_cast<float>(dh));
   a.force = force;
+  DeviceBuffer lens(std::max<size_t>(1, valid_lens.size()) * sizeof(int));
+  if (mask == tlb::MaskKind::padding) {
+    if (valid_lens.size() != static_cast<size_t>(b)) throw std::invalid_argument("padding needs one valid length per batch element");
+    TLB_CUDA_CHECK(cudaMemcpy(lens.get(), valid_lens.data(), valid_lens.size() * sizeof(int), cudaMemcpyHostToDevice));
+    a.valid_lens = lens.as<int>();
+  }
   DeviceBuffer ws(std::max<uint64_t>(1, tlb::flash_attention_workspace_bytes(a)));
   a.workspace = ws.get();
   std::string variant;
@@ -236,6 +244,25 @@ void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, i
                tlb::to_string(dt), b, h, s, dh, mask == tlb::MaskKind::causal ? "true" : "false", tflops, ms, variant,
                TLBENCH_GIT_COMMIT);
     std::fflush(jsonl);
+  }
+}
+
+// The attention of every case of CASES in FP16, as the dispatcher runs it and with each grid of
+// the sm_90a TMA kernel forced (where the device runs it): the A/B behind the grid rule.
+void bench_attention_cases(cudaStream_t st, const std::string& cases_path) {
+  const tlb::CaseSet cases = tlb::load_cases(cases_path);
+  for (const tlb::CaseSpec& c : cases.cases) {
+    const tlb::LayerShape& s = c.shape;
+    std::string why;
+    if (!tlb::flash_attention_supported(s, DType::fp16, &why)) {
+      fmt::print("attn  case {:>2}: not run: {}\n", c.id, why);
+      continue;
+    }
+    fmt::print("attn  case {:>2} {}\n", c.id, c.name);
+    for (const char* force : {static_cast<const char*>(nullptr), "tma,tiles", "tma,persistent"}) {
+      if (force && !tlb::flash_attention_has_wgmma()) continue;
+      bench_attention(st, DType::fp16, s.mask, s.batch, s.heads, s.seq, s.head_dim(), nullptr, force, s.valid_lens);
+    }
   }
 }
 
@@ -396,6 +423,7 @@ int main(int argc, char** argv) {
       bench_layernorm(st, 32768, 2048, DType::bf16);
     }
     if (only == "outproj") bench_out_projections(h, st, argc > 2 ? argv[2] : "configs/cases.json");
+    if (only == "attncases") bench_attention_cases(st, argc > 2 ? argv[2] : "configs/cases.json");
     if (only == "all" || only == "stack14") bench_stack_memory(st, argc > 2 ? argv[2] : "configs/cases.json");
     TLB_CUBLAS_CHECK(cublasDestroy(h));
     TLB_CUDA_CHECK(cudaStreamDestroy(st));

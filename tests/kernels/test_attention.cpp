@@ -553,7 +553,10 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   // workspace.
   const bool sm90a = tlb::flash_attention_has_wgmma();
   const std::string floor_variant = tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::fp16, MaskKind::none));
-  CHECK(floor_variant == (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv176_persistent" : "flash_fwd_sm80_d128_q128w8_kv64"));
+  CHECK(floor_variant == (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv176" : "flash_fwd_sm80_d128_q128w8_kv64"));
+  // Short unmasked items run on a persistent grid.
+  CHECK(tlb::flash_attention_variant(args(32, 16, 257, 64, DType::fp16, MaskKind::none)) ==
+        (sm90a ? "flash_fwd_sm90_tma_d64_q192_kv128_persistent" : "flash_fwd_sm80_d64_q128w8_kv32"));
   CHECK(tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::bf16, MaskKind::causal)) ==
         (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv128" : "flash_fwd_sm80_d128_q128w8_kv64"));
   CHECK(tlb::flash_attention_workspace_bytes(shape(1, 16, 16384, 128), DType::fp16) == 0);
@@ -585,6 +588,7 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   forced.force = "splitkv:4";
   CHECK(tlb::flash_attention_variant(forced) ==
         (sm90a ? "flash_splitkv_x4_sm90_tma_d128_q128_kv176_persistent" : "flash_splitkv_x4_sm80_d128_q64w4_kv64"));
+  // (Each of the four ranges holds 6 key tiles: short items, a persistent grid.)
   CHECK(tlb::flash_attention_workspace_bytes(forced) == 4ull * 2 * 4096 * 128 * 4 + 4ull * 2 * 4096 * 2 * 4);
   // Forced specs that cannot run the shape are errors, not silent substitutions.
   forced.force = "short";
