@@ -67,26 +67,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)
   }
 }
 
-// P (scores after the softmax) rounded to T as the A operand of P V: the C layout of two
-// adjacent n8 tiles is the A layout of one k16 step.
-template <typename T, int kNT>
-__device__ __forceinline__ void pack_p(uint32_t (&pa)[kNT / 2][4], const float (&s)[1][kNT][4]) {
-#pragma unroll
-  for (int kk = 0; kk < kNT / 2; ++kk) {
-    pa[kk][0] = pack2<T>(s[0][2 * kk][0], s[0][2 * kk][1]);
-    pa[kk][1] = pack2<T>(s[0][2 * kk][2], s[0][2 * kk][3]);
-    pa[kk][2] = pack2<T>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-    pa[kk][3] = pack2<T>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-  }
-}
-
-// Keeps reads of wgmma accumulators after the wait that completes them.
-template <int N>
-__device__ __forceinline__ void fence_operands(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 #endif  // TLB_PTX_SM90A
 
 template <typename T, int kD>
