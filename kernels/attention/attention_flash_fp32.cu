@@ -97,11 +97,8 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
   const int64_t row0 = c.q0 + warp_row;
 
   float o[1][kDN][4];
-  float m[1][2] = {{neg_inf(), neg_inf()}}, l[1][2] = {{0.0f, 0.0f}};
-#pragma unroll
-  for (int dn = 0; dn < kDN; ++dn)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[0][dn][e] = 0.0f;
+  float m[1][2], l[1][2];
+  clear_row_state(o, m, l);
 
   if (n_tiles > 0) {
     load_f32_async<Swizzle::qk, kD, kRows>(sQ, gQ, c.q0, p.seq, tid);

@@ -93,11 +93,8 @@ __global__ void __launch_bounds__(kThreads, kD == 64 ? 2 : 1) flash_fwd_wgmma(co
   const int64_t row0 = c.q0 + warp_row;
 
   float o[1][kDN][4];
-  float m[1][2] = {{neg_inf(), neg_inf()}}, l[1][2] = {{0.0f, 0.0f}};
-#pragma unroll
-  for (int dn = 0; dn < kDN; ++dn)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[0][dn][e] = 0.0f;
+  float m[1][2], l[1][2];
+  clear_row_state(o, m, l);
   float(&o_flat)[kDN * 4] = reinterpret_cast<float(&)[kDN * 4]>(o[0]);
 
   // S = Q K^T of tile `it` into s: K is the K-major B operand; a 16-column k step is a 32-byte

@@ -159,11 +159,8 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
   const int64_t row0 = w.c.q0 + 64 * wg + 16 * (tid / 32);  // this warp's first query row
 
   float o[1][kDN][4];
-  float m[1][2] = {{neg_inf(), neg_inf()}}, l[1][2] = {{0.0f, 0.0f}};
-#pragma unroll
-  for (int dn = 0; dn < kDN; ++dn)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[0][dn][e] = 0.0f;
+  float m[1][2], l[1][2];
+  clear_row_state(o, m, l);
   float(&o_flat)[kDN * 4] = reinterpret_cast<float(&)[kDN * 4]>(o[0]);
 
   if (w.n_tiles > 0) {

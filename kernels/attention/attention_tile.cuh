@@ -122,6 +122,20 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], int64_t row0,
       }
 }
 
+// The online softmax's starting point: O = 0, running max -inf, running sum 0.
+template <int MT, int DN>
+__device__ __forceinline__ void clear_row_state(float (&o)[MT][DN][4], float (&m)[MT][2], float (&l)[MT][2]) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int dn = 0; dn < DN; ++dn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][dn][e] = 0.0f;
+    m[mt][0] = m[mt][1] = neg_inf();
+    l[mt][0] = l[mt][1] = 0.0f;
+  }
+}
+
 // The scores half of one online-softmax step over a tile of raw scores s (scale not yet
 // applied): updates the running max m (raw units) and the running sum l (this lane's columns
 // only; the quad's partial sums are added once at the end, since every rescale factor is shared
