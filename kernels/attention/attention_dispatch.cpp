@@ -413,7 +413,6 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   l.tile = plan.tile;
   l.persistent = plan.persistent;
   l.dtype = a.dtype;
-  l.head_dim = static_cast<int>(a.head_dim);
   l.p.q = a.q;
   l.p.k = a.k;
   l.p.v = a.v;

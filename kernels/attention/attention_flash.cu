@@ -320,9 +320,9 @@ void launch_dim(const FlashLaunch& l, cudaStream_t stream) {
 
 template <typename T>
 void launch_type(const FlashLaunch& l, cudaStream_t stream) {
-  if (l.head_dim == 64) return launch_dim<T, 64>(l, stream);
-  if (l.head_dim == 128) return launch_dim<T, 128>(l, stream);
-  throw std::invalid_argument("flash attention: head_dim " + std::to_string(l.head_dim) +
+  if (l.p.head_dim == 64) return launch_dim<T, 64>(l, stream);
+  if (l.p.head_dim == 128) return launch_dim<T, 128>(l, stream);
+  throw std::invalid_argument("flash attention: head_dim " + std::to_string(l.p.head_dim) +
                               " not compiled");
 }
 

@@ -381,15 +381,15 @@ void launch_fp32(const FlashLaunch& l, cudaStream_t stream) {
 }  // namespace
 
 void launch_flash_tf32(const FlashLaunch& l, cudaStream_t stream) {
-  if (l.head_dim == 64) return launch_fp32<flash_fwd_tf32<64>, Tf32Layout<64>::kBytes>(l, stream);
-  if (l.head_dim == 128) return launch_fp32<flash_fwd_tf32<128>, Tf32Layout<128>::kBytes>(l, stream);
-  throw std::invalid_argument("flash attention tf32: head_dim " + std::to_string(l.head_dim) + " not compiled");
+  if (l.p.head_dim == 64) return launch_fp32<flash_fwd_tf32<64>, Tf32Layout<64>::kBytes>(l, stream);
+  if (l.p.head_dim == 128) return launch_fp32<flash_fwd_tf32<128>, Tf32Layout<128>::kBytes>(l, stream);
+  throw std::invalid_argument("flash attention tf32: head_dim " + std::to_string(l.p.head_dim) + " not compiled");
 }
 
 void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream) {
-  if (l.head_dim == 64) return launch_fp32<flash_fwd_fp32fma<64>, FmaLayout<64>::kBytes>(l, stream);
-  if (l.head_dim == 128) return launch_fp32<flash_fwd_fp32fma<128>, FmaLayout<128>::kBytes>(l, stream);
-  throw std::invalid_argument("flash attention fp32: head_dim " + std::to_string(l.head_dim) + " not compiled");
+  if (l.p.head_dim == 64) return launch_fp32<flash_fwd_fp32fma<64>, FmaLayout<64>::kBytes>(l, stream);
+  if (l.p.head_dim == 128) return launch_fp32<flash_fwd_fp32fma<128>, FmaLayout<128>::kBytes>(l, stream);
+  throw std::invalid_argument("flash attention fp32: head_dim " + std::to_string(l.p.head_dim) + " not compiled");
 }
 
 }  // namespace tlb::attn

@@ -215,9 +215,9 @@ void launch_wgmma(const FlashLaunch& l, cudaStream_t stream) {
 
 template <typename T>
 void launch_type(const FlashLaunch& l, cudaStream_t stream) {
-  if (l.head_dim == 64) return launch_wgmma<T, 64>(l, stream);
-  if (l.head_dim == 128) return launch_wgmma<T, 128>(l, stream);
-  throw std::invalid_argument("flash attention wgmma: head_dim " + std::to_string(l.head_dim) + " not compiled");
+  if (l.p.head_dim == 64) return launch_wgmma<T, 64>(l, stream);
+  if (l.p.head_dim == 128) return launch_wgmma<T, 128>(l, stream);
+  throw std::invalid_argument("flash attention wgmma: head_dim " + std::to_string(l.p.head_dim) + " not compiled");
 }
 
 }  // namespace

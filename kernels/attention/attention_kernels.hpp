@@ -49,8 +49,7 @@ struct FlashLaunch {
   TileShape tile = TileShape::q128w8;  // mma16 only
   bool persistent = false;             // sm90 only: one block per SM walks the work items
   DType dtype = DType::fp16;
-  int head_dim = 64;
-  FlashParams p;
+  FlashParams p;  // p.head_dim picks the compiled width
 };
 
 // Launchers (TLB_LAUNCH_CHECK after each launch). attention_flash.cu:
