@@ -38,10 +38,6 @@ constexpr int64_t kMinTilesPerSplit = 4;
 constexpr int64_t kPersistentMaxTiles = 16;
 // Sequences up to this length fit one key tile of the short-sequence kernel.
 constexpr int64_t kShortSeqMax = 128;
-// The first sm_90a kernel (attention_flash_sm90.cu: the q128w8 tile on wgmma, loads by every
-// thread, 64-key tiles) runs where a spec asks for "wgmma"; the warp-specialised TMA kernel
-// ("tma") is the automatic choice on Hopper.
-
 std::string_view tile_name(TileShape t) {
   switch (t) {
     case TileShape::q128w8: return "q128w8";
@@ -55,6 +51,10 @@ std::string_view tile_name(TileShape t) {
 int tile_warps(Family f, TileShape t) { return f == Family::mma16 && t == TileShape::q128w8 ? 8 : 4; }
 
 enum class Variant { automatic, standard, short_seq, split_kv };
+// The engines of the fp16/bf16 kernels: the warp-specialised TMA kernel ("tma",
+// attention_fwd_sm90.cuh, the automatic choice on Hopper), the first sm_90a kernel ("wgmma",
+// attention_flash_sm90.cu: the q128w8 tile on wgmma, loads by every thread, 64-key tiles; only
+// where a spec asks for it) and the mma.sync tiles ("mma", everywhere else).
 enum class Engine { automatic, tma, wgmma, mma };
 
 // A parsed variant spec (see attention.hpp).
@@ -122,9 +122,8 @@ const Spec& env_spec() {
 struct Plan {
   Family family = Family::mma16;
   TileShape tile = TileShape::q128w8;
-  bool sm90 = false;  // the warp-specialised TMA kernel (tile from attn::sm90_tile)
-  bool persistent = false;  // sm90: one block per SM walks the work items
-  bool wgmma = false;  // the first sm_90a kernel on the q128w8 tile
+  Engine engine = Engine::mma;  // fp16/bf16: tma (tile from attn::sm90_tile), wgmma or mma
+  bool persistent = false;      // tma: one block per SM walks the work items
   bool short_seq = false;
   int splits = 1;
   int64_t keys_per_split = 0;
@@ -216,25 +215,25 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   // Standard tile. On Hopper the TMA kernel, whose tile follows the head (attn::sm90_tile), one
   // block per SM. Elsewhere 128 query rows per block share each K/V tile's shared-memory traffic
   // among as many rows as fit; with few blocks in flight, 64-row tiles double the blocks.
-  plan.sm90 = half && (engine == Engine::tma || (engine == Engine::automatic && sm90a));
-  plan.wgmma = half && engine == Engine::wgmma;
+  if (half) plan.engine = engine == Engine::automatic ? (sm90a ? Engine::tma : Engine::mma) : engine;
+  const bool tma = half && plan.engine == Engine::tma;
   if (spec.has_tile && strict) {
     if (!half) reject("tile shapes are fp16/bf16 only; fp32 runs 64 x 32 tiles");
-    if (plan.sm90) reject("the tma kernel's tile follows the head_dim; it takes no tile shape");
-    if (plan.wgmma && spec.tile != TileShape::q128w8) reject("the wgmma kernel runs the 128-row tile only (q128w8's shape)");
+    if (tma) reject("the tma kernel's tile follows the head_dim; it takes no tile shape");
+    if (plan.engine == Engine::wgmma && spec.tile != TileShape::q128w8)
+      reject("the wgmma kernel runs the 128-row tile only (q128w8's shape)");
   }
   int q_rows = 0, kv_cols = 0;
   int64_t slots = 0;  // blocks the GPU runs at once
-  if (spec.grid != Spec::Grid::automatic && !plan.sm90 && strict)
-    reject("persistent and tiles are grids of the tma kernel");
-  if (plan.sm90) {
+  if (spec.grid != Spec::Grid::automatic && !tma && strict) reject("persistent and tiles are grids of the tma kernel");
+  if (tma) {
     const attn::Sm90Tile t = attn::sm90_tile(head_dim, mask == MaskKind::causal);
     q_rows = t.q_rows;
     kv_cols = t.kv_cols;
     slots = kPlanningSms;
   } else {
     if (half) {
-      if (plan.wgmma) {
+      if (plan.engine == Engine::wgmma) {
         plan.tile = TileShape::q128w8;
       } else if (spec.has_tile) {
         plan.tile = spec.tile;
@@ -273,7 +272,7 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
     plan.keys_per_split = tiles_per_split * kv_cols;
     tiles_per_item = tiles_per_split;
   }
-  if (plan.sm90) {
+  if (tma) {
     // A persistent grid hides each item's start and store behind its neighbours' work, which
     // pays where items are short; on long ones a block per item measured faster (H200, 16 heads
     // of 16384 keys: 671 against 639 TFLOP/s at head_dim 128). Causal items shrink along the
@@ -299,13 +298,13 @@ std::string variant_name(const Plan& plan, int64_t head_dim, MaskKind mask) {
   const std::string prefix = plan.splits > 1 ? "flash_splitkv_x" + std::to_string(plan.splits) + "_" : "flash_fwd_";
   switch (plan.family) {
     case Family::mma16:
-      if (plan.sm90) {
+      if (plan.engine == Engine::tma) {
         const attn::Sm90Tile t = attn::sm90_tile(head_dim, mask == MaskKind::causal);
         const int width = attn::sm90_width(head_dim);
         return prefix + "sm90_tma_d" + d + (width != head_dim ? "w" + std::to_string(width) : std::string()) + "_q" +
                std::to_string(t.q_rows) + "_kv" + std::to_string(t.kv_cols) + (plan.persistent ? "_persistent" : "");
       }
-      if (plan.wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv64";
+      if (plan.engine == Engine::wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv64";
       return prefix + "sm80_d" + d + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
     case Family::tf32: return prefix + "tf32_d" + d + "_q64_kv32";
     case Family::fp32fma: return prefix + "fp32fma_d" + d + "_q64_kv32";
@@ -435,8 +434,8 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
 
   switch (plan.family) {
     case Family::mma16:
-      if (plan.sm90) attn::launch_flash_sm90(l, stream);
-      else if (plan.wgmma) attn::launch_flash_wgmma(l, stream);
+      if (plan.engine == Engine::tma) attn::launch_flash_sm90(l, stream);
+      else if (plan.engine == Engine::wgmma) attn::launch_flash_wgmma(l, stream);
       else attn::launch_flash_mma16(l, stream);
       break;
     case Family::tf32: attn::launch_flash_tf32(l, stream); break;
