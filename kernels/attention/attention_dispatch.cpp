@@ -5,11 +5,9 @@
 // warp-specialised TMA kernel (attention_fwd_sm90.cuh), elsewhere the mma.sync tiles. Memory
 // planning, which must not touch the device, sizes the workspace for the larger of the two.
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -17,6 +15,7 @@
 #include "attention/attention.hpp"
 #include "attention/attention_kernels.hpp"
 #include "common/cuda_check.hpp"
+#include "common/device_caps.hpp"
 
 namespace tlb {
 namespace {
@@ -135,26 +134,19 @@ uint64_t align256(uint64_t x) { return (x + 255) / 256 * 256; }
 
 [[noreturn]] void reject(const std::string& msg) { throw std::invalid_argument("flash attention: " + msg); }
 
-// Whether the current device runs the sm_90a kernels (an sm_90 GPU and a build carrying sm_90a
-// code), cached per device. No device at all is a plain "no".
+// Whether the current device runs the sm_90a kernels: an sm_90 GPU, and a build carrying
+// sm_90a code (asked once: every sm_90 device runs the same image). No device at all is a
+// plain "no".
 bool device_has_sm90a() {
-  constexpr int kMaxDevices = 64;
-  static std::array<int, kMaxDevices> cache{};  // 0 unknown, 1 yes, 2 no
-  static std::mutex mu;
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
-  std::lock_guard<std::mutex> lock(mu);
-  int& c = cache[static_cast<size_t>(dev % kMaxDevices)];
-  if (c == 0) {
-    int major = 0, minor = 0;
-    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    c = major == 9 && minor == 0 && attn::flash_sm90_image_present() && attn::flash_wgmma_image_present() ? 1 : 2;
-  }
-  return c == 1;
+  const DeviceCaps& caps = device_caps();
+  if (caps.major != 9 || caps.minor != 0) return false;
+  static const bool images = attn::flash_sm90_image_present() && attn::flash_wgmma_image_present();
+  return images;
 }
 
 // The engine a spec leaves for this shape. strict: an engine that cannot run it throws;

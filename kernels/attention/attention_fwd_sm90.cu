@@ -1,7 +1,5 @@
 // Host entry of the warp-specialised sm_90a attention kernel: the compiled width for the head
 // (attention_fwd_sm90_d*.cu; the 128 one also says whether this build carries the sm_90a image).
-#include <array>
-#include <atomic>
 #include <stdexcept>
 #include <string>
 
@@ -14,19 +12,6 @@ void launch_width_128(const FlashLaunch& l, cudaStream_t stream);
 void launch_width_192(const FlashLaunch& l, cudaStream_t stream);
 void launch_width_256(const FlashLaunch& l, cudaStream_t stream);
 
-int sm_count() {
-  constexpr int kMaxDevices = 64;
-  static std::array<std::atomic<int>, kMaxDevices> cache{};  // 0: not asked yet
-  int dev = 0;
-  TLB_CUDA_CHECK(cudaGetDevice(&dev));
-  std::atomic<int>& c = cache[static_cast<size_t>(dev % kMaxDevices)];
-  if (c.load() == 0) {
-    int n = 0;
-    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    c.store(n);
-  }
-  return c.load();
-}
 }  // namespace sm90
 
 void launch_flash_sm90(const FlashLaunch& l, cudaStream_t stream) {

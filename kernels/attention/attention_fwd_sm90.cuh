@@ -34,6 +34,7 @@
 #include "attention/attention_kernels.hpp"
 #include "attention/attention_tile.cuh"
 #include "common/cuda_check.hpp"
+#include "common/device_caps.hpp"
 #include "common/launch.cuh"
 #include "common/ptx.cuh"
 #include "common/ptx_sm90.cuh"
@@ -315,9 +316,6 @@ template <int kD, bool kCausal>
 using PlannedShape =
     FwdShape<kD, sm90_tile(kD, kCausal).kv_cols, sm90_tile(kD, kCausal).q_rows / 64>;
 
-// SMs of the current device, asked once per device.
-int sm_count();
-
 template <typename T, class S, bool kPersistent>
 void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {
   auto kernel = flash_fwd_sm90<T, S, kPersistent>;
@@ -333,7 +331,7 @@ void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {
   const CUtensorMap tk = make_tensor_map_3d_sw128(p.k, l.dtype, bh, seq, hd, S::kBlockN, 64);
   const CUtensorMap tv = make_tensor_map_3d_sw128(p.v, l.dtype, bh, seq, hd, S::kBlockN, 64);
   const uint64_t per_split = (seq + S::kBlockM - 1) / S::kBlockM * bh;
-  const dim3 grid = kPersistent ? dim3(static_cast<unsigned>(std::min<uint64_t>(per_split * p.splits, sm_count())))
+  const dim3 grid = kPersistent ? dim3(static_cast<unsigned>(std::min<uint64_t>(per_split * p.splits, device_caps().sms)))
                                 : dim3(static_cast<unsigned>(per_split), static_cast<unsigned>(p.splits));
   launch_kernel(kernel, grid, dim3(S::kThreads), S::kSmemBytes, stream, 1, tq, tk, tv, p);
   TLB_LAUNCH_CHECK(stream);

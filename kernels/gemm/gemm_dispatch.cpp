@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/cuda_check.hpp"
+#include "common/device_caps.hpp"
 #include "gemm/gemm.hpp"
 #include "gemm/gemm_internal.hpp"
 
@@ -47,9 +48,10 @@ const DeviceInfo& device_info() {
   std::lock_guard<std::mutex> lock(mu);
   DeviceInfo& d = cache[static_cast<size_t>(dev % kMaxDevices)];
   if (d.sms == 0) {
-    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev));
-    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, dev));
-    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
+    const DeviceCaps& caps = device_caps();
+    d.major = caps.major;
+    d.minor = caps.minor;
+    d.sms = caps.sms;
     if (d.major >= 8) d.mma_ptx = gemm_detail::mma_image_ptx_version();
     d.sm90_image = d.major == 9 && d.minor == 0 && gemm_detail::wgmma_sm90_image_present();
   }

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "common/cuda_check.hpp"
+#include "common/device_caps.hpp"
 #include "common/dtype_traits.cuh"
 #include "common/launch.cuh"
 #include "common/ptx.cuh"
@@ -208,9 +209,7 @@ void launch(const AddNormParams& p, cudaStream_t stream) {
     TLB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0));
     blocks_per_sm.store(n > 0 ? n : 1, std::memory_order_relaxed);
   }
-  int device = 0, sms = 0;
-  TLB_CUDA_CHECK(cudaGetDevice(&device));
-  TLB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = device_caps().sms;
   const int64_t needed = (p.rows + kRowsPerBlock - 1) / kRowsPerBlock;
   const int64_t resident = static_cast<int64_t>(sms) * blocks_per_sm.load(std::memory_order_relaxed);
   const unsigned grid = static_cast<unsigned>(needed < resident ? needed : resident);
