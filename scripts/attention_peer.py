@@ -13,7 +13,44 @@ warm-up.
 """
 import argparse
 import json
+import os
 import sys
+import tempfile
+
+
+REQUIRED = {"dtype": str, "batch": int, "heads": int, "seq": int, "head_dim": int, "causal": bool,
+            "ours_tflops": (int, float), "variant": str, "commit": str}
+
+
+def fail(msg: str) -> int:
+    print(f"attention_peer.py: {msg}", file=sys.stderr)
+    return 2
+
+
+def read_ours(path: str):
+    """The benchmark's rows, or (None, one-line reason)."""
+    if not os.path.isfile(path):
+        return None, f"{path}: not a regular file"
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as e:
+                return None, f"{path}:{n}: not JSON ({e.msg})"
+            if not isinstance(r, dict):
+                return None, f"{path}:{n}: not a JSON object"
+            for key, kind in REQUIRED.items():
+                if not isinstance(r.get(key), kind) or (kind is int and isinstance(r.get(key), bool)):
+                    return None, f"{path}:{n}: \"{key}\" missing or not {getattr(kind, '__name__', 'a number')}"
+            if r["dtype"] not in ("fp16", "bf16"):
+                return None, f"{path}:{n}: dtype {r['dtype']!r} is not fp16 or bf16"
+            if min(r["batch"], r["heads"], r["seq"], r["head_dim"]) < 1 or not r["ours_tflops"] > 0:
+                return None, f"{path}:{n}: sizes and ours_tflops must be positive"
+            rows.append(r)
+    return rows, None
 
 
 def main() -> int:
@@ -23,15 +60,24 @@ def main() -> int:
     ap.add_argument("--append", action="store_true", help="append to OUT instead of replacing it")
     ap.add_argument("--reps", type=int, default=20)
     args = ap.parse_args()
+    # Bad input: one line, exit 2, nothing written.
+    if args.reps < 1:
+        return fail(f"--reps {args.reps}: must be at least 1")
+    rows, why = read_ours(args.ours)
+    if rows is None:
+        return fail(why)
+    if os.path.lexists(args.out) and (os.path.islink(args.out) or not os.path.isfile(args.out)):
+        return fail(f"{args.out}: exists and is not a regular file; not replaced")
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(out_dir):
+        return fail(f"{args.out}: the folder {out_dir} does not exist")
     try:
         import torch
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except ImportError as e:
-        print(f"attention_peer.py: PyTorch is needed for the peer timings ({e})", file=sys.stderr)
-        return 2
+        return fail(f"PyTorch is needed for the peer timings ({e})")
     if not torch.cuda.is_available():
-        print("attention_peer.py: no CUDA device", file=sys.stderr)
-        return 2
+        return fail("no CUDA device")
     backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     env = {
@@ -55,9 +101,7 @@ def main() -> int:
         times.sort()
         return times[len(times) // 2]
 
-    with open(args.ours) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    out = open(args.out, "a" if args.append else "w")
+    records = []
     for r in rows:
         shape = (r["batch"], r["heads"], r["seq"], r["head_dim"])
         dt = dtypes[r["dtype"]]
@@ -81,13 +125,26 @@ def main() -> int:
             "ratio": round(r["ours_tflops"] / peer["cudnn"], 3) if peer["cudnn"] else None,
             "flash2_tflops": peer["flash2"], "commit": r["commit"], **env,
         }
-        out.write(json.dumps(rec) + "\n")
-        out.flush()
+        records.append(rec)
         ratio = f"{rec['ratio']:.3f}" if rec["ratio"] else "-"
         print(f"attn {r['dtype']} b={r['batch']} h={r['heads']} s={r['seq']} d={r['head_dim']} "
               f"{'causal' if r['causal'] else 'none':<6} ours {r['ours_tflops']:6.1f}  cuDNN {peer['cudnn'] or 0:6.1f}  "
               f"FA2 {peer['flash2'] or 0:6.1f}  ours/cuDNN {ratio}  {r['variant']}")
-    out.close()
+    # Written once every shape is measured: appended, or in place of OUT through a temporary
+    # file beside it.
+    text = "".join(json.dumps(rec) + "\n" for rec in records)
+    if args.append:
+        with open(args.out, "a") as f:
+            f.write(text)
+    else:
+        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".attention_peer.")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            os.replace(tmp, args.out)
+        except BaseException:
+            os.unlink(tmp)
+            raise
     return 0
 
 

@@ -30,7 +30,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -373,6 +375,27 @@ void bench_stack_memory(cudaStream_t st, const std::string& cases_path) {
 int main(int argc, char** argv) {
   try {
     const std::string only = argc > 1 ? argv[1] : "all";
+    // Bad input is one line and exit 2, before any device work.
+    const char* kModes[] = {"all", "gemm", "small", "attn", "attncases", "norm", "outproj", "stack14"};
+    if (std::find(std::begin(kModes), std::end(kModes), only) == std::end(kModes)) {
+      fmt::print(stderr, "kernel_bench: unknown benchmark '{}' (expected all, gemm, small, attn [FILE], attncases "
+                         "[CASES], norm, outproj [CASES], stack14 [CASES])\n", only);
+      return 2;
+    }
+    const char* jsonl_path = only == "attn" && argc > 2 ? argv[2] : nullptr;  // attn FILE
+    if (jsonl_path) {
+      std::error_code ec;
+      const auto status = std::filesystem::symlink_status(jsonl_path, ec);
+      const std::filesystem::path parent = std::filesystem::path(jsonl_path).parent_path();
+      if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+        fmt::print(stderr, "kernel_bench: {}: exists and is not a regular file; not replaced\n", jsonl_path);
+        return 2;
+      }
+      if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+        fmt::print(stderr, "kernel_bench: {}: the folder {} does not exist\n", jsonl_path, parent.string());
+        return 2;
+      }
+    }
     cudaStream_t st;
     TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cublasHandle_t h;
@@ -411,10 +434,11 @@ int main(int argc, char** argv) {
       bench_gemm_small(h, st, "case4 down bias+residual", 4096, 1024, 4096, DType::fp16, GemmEpilogue::bias_residual);
     }
     if (only == "all" || only == "attn") {
-      // attn [FILE]: the JSON lines go to FILE as well.
+      // The JSON lines go to FILE as well (opened once the device is up, so a run that cannot
+      // start leaves nothing behind).
       std::FILE* jsonl = nullptr;
-      if (only == "attn" && argc > 2 && !(jsonl = std::fopen(argv[2], "w")))
-        throw std::runtime_error(std::string("cannot write ") + argv[2] + ": " + std::strerror(errno));
+      if (jsonl_path && !(jsonl = std::fopen(jsonl_path, "w")))
+        throw std::runtime_error(std::string(jsonl_path) + ": cannot write: " + std::strerror(errno));
       bench_attention_table(st, jsonl);
       if (jsonl) std::fclose(jsonl);
     }
