@@ -262,7 +262,7 @@ void bench_attention_cases(cudaStream_t st, const std::string& cases_path) {
     }
     fmt::print("attn  case {:>2} {}\n", c.id, c.name);
     for (const char* force : {static_cast<const char*>(nullptr), "tma,tiles", "tma,persistent"}) {
-      if (force && !tlb::flash_attention_has_wgmma()) continue;
+      if (force && !tlb::flash_attention_has_sm90a()) continue;
       bench_attention(st, DType::fp16, s.mask, s.batch, s.heads, s.seq, s.head_dim(), nullptr, force, s.valid_lens);
     }
   }

@@ -53,8 +53,8 @@ uint64_t flash_attention_workspace_bytes(const LayerShape& s, DType dtype);
 uint64_t flash_attention_workspace_bytes(const AttentionArgs& a);
 // The name of the variant flash_attention(a) would launch, without launching it.
 std::string flash_attention_variant(const AttentionArgs& a);
-// Whether the current device runs the sm_90a wgmma kernel (an sm_90 GPU, a build with sm_90a).
-bool flash_attention_has_wgmma();
+// Whether the current device runs the sm_90a kernels (an sm_90 GPU, a build with sm_90a code).
+bool flash_attention_has_sm90a();
 // Launches the variant the dispatcher picks for the shape; returns its name for the results.
 // Throws std::invalid_argument for a shape flash_attention_supported() rejects.
 std::string flash_attention(const AttentionArgs& a, cudaStream_t stream);

@@ -385,7 +385,7 @@ std::string flash_attention_variant(const AttentionArgs& a) {
   return variant_name(choose(a).plan, a.head_dim, a.mask);
 }
 
-bool flash_attention_has_wgmma() { return device_has_sm90a(); }
+bool flash_attention_has_sm90a() { return device_has_sm90a(); }
 
 std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   std::string why;

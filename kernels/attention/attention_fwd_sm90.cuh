@@ -103,7 +103,6 @@ struct Ring {
   int q_round = 0;
 };
 
-// Key tile j sits in stage j % kStages; its round (j / kStages) decides the phase to wait for.
 template <class S>
 __device__ __forceinline__ int stage_of(int j) {
   return j % S::kStages;

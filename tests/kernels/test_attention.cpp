@@ -404,7 +404,7 @@ TEST_CASE("a batch element with no visible key gets zeros, never NaN", "[gpu][ke
 
 TEST_CASE("the sm_90a wgmma kernel matches fp64 attention", "[gpu][kernels][attention]") {
   TLB_REQUIRE_GPU();
-  if (!tlb::flash_attention_has_wgmma()) {
+  if (!tlb::flash_attention_has_sm90a()) {
     WARN("not an sm_90 GPU running an sm_90a build: the wgmma kernel cannot run here");
     return;
   }
@@ -437,7 +437,7 @@ TEST_CASE("the sm_90a wgmma kernel matches fp64 attention", "[gpu][kernels][atte
 
 TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width", "[gpu][kernels][attention][tma]") {
   TLB_REQUIRE_GPU();
-  if (!tlb::flash_attention_has_wgmma()) {
+  if (!tlb::flash_attention_has_sm90a()) {
     WARN("not an sm_90 GPU running an sm_90a build: the TMA kernel cannot run here");
     return;
   }
@@ -491,7 +491,7 @@ TEST_CASE("head_dims the kernels do not cover fall back with a reason", "[kernel
   // head_dim 64 and 128 run everywhere. Other multiples of 8 up to 256 run in fp16/bf16 on the
   // sm_90a kernel alone: on any other device (or none) they fall back, and say why. fp32 and
   // widths outside 8..256 or off the multiples of 8 always fall back.
-  const bool sm90a = tlb::flash_attention_has_wgmma();
+  const bool sm90a = tlb::flash_attention_has_sm90a();
   auto layer = [](int64_t head_dim) {
     tlb::LayerShape s;
     s.batch = 2;
@@ -551,7 +551,7 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   };
   // The speed-floor shape: the standard 128-row kernel (mma.sync, or wgmma on Hopper), no
   // workspace.
-  const bool sm90a = tlb::flash_attention_has_wgmma();
+  const bool sm90a = tlb::flash_attention_has_sm90a();
   const std::string floor_variant = tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::fp16, MaskKind::none));
   CHECK(floor_variant == (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv176" : "flash_fwd_sm80_d128_q128w8_kv64"));
   // Short unmasked items run on a persistent grid.
