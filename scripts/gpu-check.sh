@@ -2,10 +2,10 @@
 # One call on a GPU host: configure, build with all cores, then the steps asked for, logging
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
-#   scripts/gpu-check.sh build test bench attnbench aa sweep sanitize pytorch
+#   scripts/gpu-check.sh build test bench attnbench attnvariants aa sweep sanitize pytorch
 # Environment knobs per step: BUILD_TARGETS, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
-# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, SWEEP_ARGS, SELECT_ARGS, PROFILE_ARGS,
-# PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
+# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, POLY_VARIANTS, SWEEP_ARGS,
+# SELECT_ARGS, PROFILE_ARGS, PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
 # side-by-side kernel records, for results/h200/kernels.jsonl) also come back on their own.
 set -uo pipefail
@@ -91,6 +91,21 @@ for step in "${steps[@]}"; do
       echo "rc=$?" | tee -a "$OUT/summary.txt"
       python3 scripts/attention_peer.py "$OUT/attn-ours.jsonl" "$OUT/kernels.jsonl" --append 2>&1 | tee -a "$OUT/summary.txt"
       ;;
+    attnvariants)
+      # The attention table again for each split of the sm_90a kernel's exponentials in
+      # POLY_VARIANTS (one in N on the FMA pipe, every width; 0: none), rebuilding only the
+      # kernels it changes; the build is put back to each width's own choice at the end.
+      for n in ${POLY_VARIANTS:-0 8}; do
+        log "attention table, one exponential in $n on the FMA pipe"
+        cmake -S . -B $BUILD -DTLBENCH_SM90_POLY_EXP2="$n" >>"$OUT/build.log" 2>&1 &&
+          cmake --build $BUILD -j "$(nproc)" --target tlbench_kernel_bench >>"$OUT/build.log" 2>&1 ||
+          { tail -30 "$OUT/build.log"; exit 1; }
+        timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench attn "$OUT/attn-poly$n.jsonl" >"$OUT/attn-poly$n.log" 2>&1
+        echo "rc=$?" | tee -a "$OUT/summary.txt"
+        grep -E "^attn" "$OUT/attn-poly$n.log" | tee -a "$OUT/summary.txt"
+      done
+      cmake -S . -B $BUILD -DTLBENCH_SM90_POLY_EXP2= >>"$OUT/build.log" 2>&1
+      ;;
     aa)
       log "A/A run of the official set"
       /usr/bin/time -f "aa wall %e s" $BIN run --config configs/cases.json --aa --out "$OUT/aa" --json \
@@ -144,5 +159,5 @@ log "done"
 shopt -s nullglob
 logs=("$OUT"/*.log "$OUT"/*.jsonl)
 if ((${#logs[@]})); then
-  tar -C "$OUT" -czf "$OUT/logs.tar.gz" $(basename -a "${logs[@]}") && rm -f "$OUT"/*.log "$OUT/attn-ours.jsonl"
+  tar -C "$OUT" -czf "$OUT/logs.tar.gz" $(basename -a "${logs[@]}") && rm -f "$OUT"/*.log "$OUT"/attn-*.jsonl
 fi

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "attention/attention_kernels.hpp"
+#include "attention/exp2_poly.hpp"
 #include "common/dtype_traits.cuh"
 #include "common/ptx.cuh"
 
@@ -144,7 +145,9 @@ __device__ __forceinline__ void clear_row_state(float (&o)[MT][DN][4], float (&m
 // settle, most tiles leave every max of the warp unchanged (factor exactly 1), and the warp
 // skips the O rescale, the bulk of the softmax's arithmetic. A row whose keys are all masked so
 // far keeps m = -inf and contributes exact zeros, never NaN.
-template <int MT, int NT>
+// kPolyEvery: one exponential in kPolyEvery of each row runs exp2_poly on the FMA pipe (0:
+// none), chosen at compile time per column so the two units' instructions interleave.
+template <int kPolyEvery = 0, int MT, int NT>
 __device__ __forceinline__ bool softmax_scores(float (&s)[MT][NT][4], float (&m)[MT][2],
                                                float (&l)[MT][2], float (&alpha)[MT][2],
                                                float scale_log2) {
@@ -164,7 +167,10 @@ __device__ __forceinline__ bool softmax_scores(float (&s)[MT][NT][4], float (&m)
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          const float pv = ptx::ex2_approx(fmaf(s[mt][nt][e], scale_log2, -ms));
+          const float x = fmaf(s[mt][nt][e], scale_log2, -ms);
+          const int col = 2 * nt + e - 2 * h;
+          const bool poly = kPolyEvery > 0 && col % (kPolyEvery > 0 ? kPolyEvery : 1) == kPolyEvery - 1;
+          const float pv = poly ? exp2_poly(x) : ptx::ex2_approx(x);
           s[mt][nt][e] = pv;
           sum += pv;
         }

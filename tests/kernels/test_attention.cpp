@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attention/attention.hpp"
+#include "attention/exp2_poly.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "common/rounding.hpp"
@@ -486,6 +487,33 @@ TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width"
 }
 
 // ---- Host-only: no device needed.
+
+// exp2_poly against exp2 in fp64 at every float of [-2, 0] (covering every fraction f twice
+// over) and on random samples of the rest of the softmax's range: the relative error stays a
+// fifth of an fp16 half-ulp; -127 and below (masked scores: -inf) give exactly 0, 0 exactly 1.
+TEST_CASE("exp2_poly: within 9e-5 of 2^x, exact at 0 and 0 below -127", "[kernels][attention]") {
+  double worst = 0.0;
+  float worst_x = 0.0f;
+  auto check = [&](float x) {
+    const double want = std::exp2(static_cast<double>(x));
+    const double err = std::fabs(tlb::attn::exp2_poly(x) / want - 1.0);
+    if (err > worst) worst = err, worst_x = x;
+  };
+  for (float x = -2.0f; x <= 0.0f; x = std::nextafter(x, 1.0f)) check(x);
+  std::mt19937 gen(20261202);
+  std::uniform_real_distribution<float> wide(-126.0f, 0.0f);
+  for (int i = 0; i < 2'000'000; ++i) check(wide(gen));
+  INFO("worst relative error " << worst << " at x = " << worst_x);
+  CHECK(worst < 9e-5);
+  CHECK(worst > 1e-6);  // a polynomial, not ex2: the measurement sees it
+  CHECK(tlb::attn::exp2_poly(0.0f) == 1.0f);
+  CHECK(tlb::attn::exp2_poly(-1.0f) == 0.5f);
+  CHECK(tlb::attn::exp2_poly(-127.0f) == 0.0f);
+  CHECK(tlb::attn::exp2_poly(-300.0f) == 0.0f);
+  CHECK(tlb::attn::exp2_poly(-INFINITY) == 0.0f);
+  CHECK(tlb::attn::exp2_poly(-126.5f) < 0x1p-126f);
+  CHECK(tlb::attn::exp2_poly(1e-7f) == Approx(1.0).epsilon(1e-6));  // a max rounded just below a score
+}
 
 TEST_CASE("head_dims the kernels do not cover fall back with a reason", "[kernels][attention]") {
   // head_dim 64 and 128 run everywhere. Other multiples of 8 up to 256 run in fp16/bf16 on the
