@@ -2,10 +2,11 @@
 # One call on a GPU host: configure, build with all cores, then the steps asked for, logging
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
-#   scripts/gpu-check.sh build test bench attnbench attnvariants aa sweep sanitize pytorch
+#   scripts/gpu-check.sh build test bench attnbench attnvariants ncu aa sweep sanitize pytorch
 # Environment knobs per step: BUILD_TARGETS, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
-# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, POLY_VARIANTS, SWEEP_ARGS,
-# SELECT_ARGS, PROFILE_ARGS, PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
+# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, POLY_VARIANTS, NCU_KERNELS,
+# NCU_BENCH, SWEEP_ARGS, SELECT_ARGS, PROFILE_ARGS, PROFILE_NCU_FLAGS, PYTORCH_CASES,
+# PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
 # side-by-side kernel records, for results/h200/kernels.jsonl) also come back on their own.
 set -uo pipefail
@@ -60,6 +61,22 @@ for step in "${steps[@]}"; do
       echo "rc=$?" >>"$OUT/summary.txt"
       python3 scripts/kernel_profile.py --sequence "${PROFILE_SEQUENCE:-0}" "$OUT/profile.csv" >"$OUT/profile.txt" 2>&1
       head -40 "$OUT/profile.txt" >>"$OUT/summary.txt"
+      ;;
+    ncu)
+      # One launch per kernel in NCU_KERNELS (regular expressions over mangled names, separated
+      # by ';') of `tlbench_kernel_bench ${NCU_BENCH:-attn}`, at the clocks the card runs at:
+      # pipe utilisation, issue slots, warp stalls.
+      IFS=';' read -ra kernels <<<"${NCU_KERNELS:?ncu needs NCU_KERNELS}"
+      for i in "${!kernels[@]}"; do
+        log "ncu: first launch matching ${kernels[$i]}"
+        timeout 300 ncu --clock-control none --kernel-name-base mangled -k "regex:${kernels[$i]}" -c 1 \
+          --section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats \
+          --section WarpStateStats --section Occupancy \
+          --metrics "sm__cycles_elapsed.avg.per_second,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active,regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+          $BUILD/tlbench_kernel_bench ${NCU_BENCH:-attn} >"$OUT/ncu-$i.log" 2>&1
+        echo "rc=$?" | tee -a "$OUT/summary.txt"
+        grep -E "SM Frequency|cycles_elapsed.avg.per_second|Compute \(SM\) Throughput|Issue Slots Busy|pipe_(tensor|xu|fma|alu|fmaheavy|uniform).*(pct|%)|Duration" "$OUT/ncu-$i.log" | head -40 | tee -a "$OUT/summary.txt"
+      done
       ;;
     sanitize)
       # SANITIZE_TESTS: Catch test specs separated by ';'. Every tool runs over every spec, each

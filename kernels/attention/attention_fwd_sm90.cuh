@@ -172,17 +172,17 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
 
     // S = Q K_j^T: both K-major; a k16 step is 32 bytes along a 128-byte row, and every four
     // steps move to the next 64-column block. The first step overwrites S.
-    const uint32_t q_rows = sm.q() + wg * 64 * 128;  // this warpgroup's rows in each column block
+    const uint64_t q_desc = ptx::wgmma_desc_sw128(sm.q() + wg * 64 * 128, 16, 1024);  // this warpgroup's rows
     // Tile j of this item is tile ring.tile + j of the block's ring.
     auto stage = [&](int j) { return stage_of<S>(ring.tile + j); };
     auto phase = [&](int j) { return phase_of<S>(ring.tile + j); };
     auto issue_scores = [&](int j) {
-      const uint32_t k_tile = sm.k(stage(j));
+      const uint64_t k_desc = ptx::wgmma_desc_sw128(sm.k(stage(j)), 16, 1024);
 #pragma unroll
       for (int ks = 0; ks < S::kD / 16; ++ks) {
         const uint32_t off = (ks % 4) * 32;
-        const uint64_t a = ptx::wgmma_desc_sw128(q_rows + (ks / 4) * S::kQColBytes + off, 16, 1024);
-        const uint64_t b = ptx::wgmma_desc_sw128(k_tile + (ks / 4) * S::kKVColBytes + off, 16, 1024);
+        const uint64_t a = ptx::wgmma_desc_advance(q_desc, (ks / 4) * S::kQColBytes + off);
+        const uint64_t b = ptx::wgmma_desc_advance(k_desc, (ks / 4) * S::kKVColBytes + off);
         ptx::wgmma_ss<T, S::kBlockN>(s_flat, a, b, ks > 0);
       }
       ptx::wgmma_commit_group();
@@ -190,10 +190,10 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
     // O += P_j V_j: V is the MN-major operand; a k16 step is 16 key rows (2048 bytes), the next
     // 64 head-dim columns are the next column block.
     auto issue_pv = [&](int j) {
-      const uint32_t v_tile = sm.v(stage(j));
+      const uint64_t v_desc = ptx::wgmma_desc_sw128(sm.v(stage(j)), S::kKVColBytes, 1024);
 #pragma unroll
       for (int kk = 0; kk < S::kBlockN / 16; ++kk) {
-        const uint64_t b = ptx::wgmma_desc_sw128(v_tile + kk * 16 * 128, S::kKVColBytes, 1024);
+        const uint64_t b = ptx::wgmma_desc_advance(v_desc, kk * 16 * 128);
         ptx::wgmma_rs<T, S::kD, 1>(o_flat, pa[kk], b, 1);
       }
       ptx::wgmma_commit_group();

@@ -374,6 +374,15 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_
   return d;
 }
 
+// The descriptor of the operand `bytes` (a multiple of 16) further into shared memory than d's:
+// the start address is the low field (address / 16, 14 bits) and shared memory ends below
+// 2^18 bytes, so the add never carries into the strides. One add on the low word, where
+// building a descriptor afresh costs a handful of masks and shifts per MMA.
+__device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t d, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(d) + (bytes >> 4);
+  return (d & 0xffffffff00000000ull) | lo;
+}
+
 // ---- One name for every compiled shape: wgmma_ss<T, N> (A and B from shared memory, both
 // K-major) and wgmma_rs<T, N, kTransB> (A from registers), T = __half or __nv_bfloat16. A
 // shape that has no wrapper above fails to compile.
