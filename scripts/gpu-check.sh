@@ -2,9 +2,9 @@
 # One call on a GPU host: configure, build with all cores, then the steps asked for, logging
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
-#   scripts/gpu-check.sh build test bench attnbench attnvariants ncu aa sweep sanitize pytorch
+#   scripts/gpu-check.sh build test bench attnbench ncu aa sweep sanitize pytorch
 # Environment knobs per step: BUILD_TARGETS, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
-# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, POLY_VARIANTS, NCU_KERNELS,
+# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS,
 # NCU_BENCH, SWEEP_ARGS, SELECT_ARGS, PROFILE_ARGS, PROFILE_NCU_FLAGS, PYTORCH_CASES,
 # PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
@@ -107,21 +107,6 @@ for step in "${steps[@]}"; do
       timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench attn "$OUT/attn-ours.jsonl" >>"$OUT/bench.log" 2>&1
       echo "rc=$?" | tee -a "$OUT/summary.txt"
       python3 scripts/attention_peer.py "$OUT/attn-ours.jsonl" "$OUT/kernels.jsonl" --append 2>&1 | tee -a "$OUT/summary.txt"
-      ;;
-    attnvariants)
-      # The attention table again for each split of the sm_90a kernel's exponentials in
-      # POLY_VARIANTS (one in N on the FMA pipe, every width; 0: none), rebuilding only the
-      # kernels it changes; the build is put back to each width's own choice at the end.
-      for n in ${POLY_VARIANTS:-0 8}; do
-        log "attention table, one exponential in $n on the FMA pipe"
-        cmake -S . -B $BUILD -DTLBENCH_SM90_POLY_EXP2="$n" >>"$OUT/build.log" 2>&1 &&
-          cmake --build $BUILD -j "$(nproc)" --target tlbench_kernel_bench >>"$OUT/build.log" 2>&1 ||
-          { tail -30 "$OUT/build.log"; exit 1; }
-        timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench attn "$OUT/attn-poly$n.jsonl" >"$OUT/attn-poly$n.log" 2>&1
-        echo "rc=$?" | tee -a "$OUT/summary.txt"
-        grep -E "^attn" "$OUT/attn-poly$n.log" | tee -a "$OUT/summary.txt"
-      done
-      cmake -S . -B $BUILD -DTLBENCH_SM90_POLY_EXP2= >>"$OUT/build.log" 2>&1
       ;;
     aa)
       log "A/A run of the official set"

@@ -44,10 +44,9 @@ namespace tlb::attn::sm90 {
 
 // The block shape: kD compiled head-dim columns (a multiple of 64: one 128-byte swizzle row per
 // 64 columns), kBlockN keys per tile, kConsumers warpgroups of 64 query rows.
-template <int kD_, int kBlockN_, int kConsumers_, int kPolyExp2Every_ = 0>
+template <int kD_, int kBlockN_, int kConsumers_>
 struct FwdShape {
   static constexpr int kD = kD_, kBlockN = kBlockN_, kConsumers = kConsumers_;
-  static constexpr int kPolyExp2Every = kPolyExp2Every_;
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kStages = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -223,7 +222,7 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
     fence_operands(s_flat);
     release(sm.k_empty(stage(0)));
     mask_tile(0);
-    softmax_scores<S::kPolyExp2Every>(s, m, l, alpha, p.scale_log2);  // O is still zero: nothing to rescale
+    softmax_scores(s, m, l, alpha, p.scale_log2);  // O is still zero: nothing to rescale
     pack_p<T>(pa, s);
 
     for (int j = 1; j < w.n_tiles; ++j) {
@@ -238,7 +237,7 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
       fence_operands(s_flat);
       release(sm.k_empty(stage(j)));
       mask_tile(j);
-      const bool rescale = softmax_scores<S::kPolyExp2Every>(s, m, l, alpha, p.scale_log2);
+      const bool rescale = softmax_scores(s, m, l, alpha, p.scale_log2);
       ptx::wgmma_wait_group<0>();
       fence_operands(o_flat);
       release(sm.v_empty(stage(j - 1)));
@@ -312,19 +311,9 @@ __global__ void __launch_bounds__(S::kThreads, 1)
 }
 
 // The block shape the dispatcher planned for this head_dim and mask (attention_kernels.hpp).
-// A build may set TLB_SM90_POLY_EXP2 (CMake's TLBENCH_SM90_POLY_EXP2) to try one split of the
-// exponentials on every width, the way a new part is tuned.
 template <int kD, bool kCausal>
-constexpr int poly_exp2_every() {
-#ifdef TLB_SM90_POLY_EXP2
-  return TLB_SM90_POLY_EXP2;
-#else
-  return sm90_tile(kD, kCausal).poly_exp2_every;
-#endif
-}
-template <int kD, bool kCausal>
-using PlannedShape = FwdShape<kD, sm90_tile(kD, kCausal).kv_cols, sm90_tile(kD, kCausal).q_rows / 64,
-                              poly_exp2_every<kD, kCausal>()>;
+using PlannedShape =
+    FwdShape<kD, sm90_tile(kD, kCausal).kv_cols, sm90_tile(kD, kCausal).q_rows / 64>;
 
 template <typename T, class S, bool kPersistent>
 void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {

@@ -90,11 +90,8 @@ constexpr int tile_kv_cols(Family f, TileShape t, int head_dim) {
 // (Q plus two stages of K and V) bounds it too: 208 KB at 128 x 176, 224 KB at 256 x 80.
 constexpr bool sm90_head_dim_ok(int64_t head_dim) { return head_dim >= 8 && head_dim <= 256 && head_dim % 8 == 0; }
 constexpr int sm90_width(int64_t head_dim) { return static_cast<int>((head_dim + 63) / 64 * 64); }
-// poly_exp2_every: one softmax exponential in that many runs on the FMA pipe rather than the
-// special-function unit (attention_tile.cuh's exp2_poly; 0: none), where the unit would
-// otherwise hold back the tensor cores.
 struct Sm90Tile {
-  int q_rows, kv_cols, poly_exp2_every = 0;
+  int q_rows, kv_cols;
 };
 constexpr Sm90Tile sm90_tile(int64_t head_dim, bool causal) {
   switch (sm90_width(head_dim)) {
