@@ -4,9 +4,9 @@
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
 #   scripts/gpu-check.sh build test bench attnbench ncu aa sweep sanitize pytorch
 # Environment knobs per step: BUILD_TARGETS, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
-# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS,
-# NCU_BENCH, SWEEP_ARGS, SELECT_ARGS, PROFILE_ARGS, PROFILE_NCU_FLAGS, PYTORCH_CASES,
-# PYTORCH_DTYPES.
+# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH,
+# SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), SELECT_ARGS, PROFILE_ARGS,
+# PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
 # side-by-side kernel records, for results/h200/kernels.jsonl) also come back on their own.
 set -uo pipefail
@@ -116,7 +116,8 @@ for step in "${steps[@]}"; do
       ;;
     sweep)
       log "full official sweep"
-      /usr/bin/time -f "sweep wall %e s" $BIN run --config configs/cases.json ${SWEEP_ARGS:---policy auto} --out "$OUT/sweep" --json \
+      timeout -s INT "${SWEEP_TIMEOUT:-3600}" /usr/bin/time -f "sweep wall %e s" \
+        $BIN run --config configs/cases.json ${SWEEP_ARGS:---policy auto} --out "$OUT/sweep" --json \
         >"$OUT/sweep.json" 2>"$OUT/sweep.stderr"; echo "rc=$?" >>"$OUT/summary.txt"
       tail -5 "$OUT/sweep.stderr" >>"$OUT/summary.txt"
       ;;

@@ -144,51 +144,35 @@ __device__ __forceinline__ void clear_row_state(float (&o)[MT][DN][4], float (&m
 // settle, most tiles leave every max of the warp unchanged (factor exactly 1), and the warp
 // skips the O rescale, the bulk of the softmax's arithmetic. A row whose keys are all masked so
 // far keeps m = -inf and contributes exact zeros, never NaN.
-// The row's maximum and sum are kChains independent chains, joined at the end: one chain of
-// dependent fmax / add over all of a lane's columns (32 at 128 keys) would leave the warp
-// waiting out each instruction's latency in turn.
 template <int MT, int NT>
 __device__ __forceinline__ bool softmax_scores(float (&s)[MT][NT][4], float (&m)[MT][2],
                                                float (&l)[MT][2], float (&alpha)[MT][2],
                                                float scale_log2) {
-  constexpr int kCols = 2 * NT;  // this lane's columns of each row
-  constexpr int kChains = kCols >= 4 ? 4 : kCols;
-  static_assert(kCols % kChains == 0, "whole chains");
   bool rescale = false;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      auto at = [&](int col) -> float& { return s[mt][col / 2][2 * h + col % 2]; };
-      float part[kChains];
+      float mx = m[mt][h];
 #pragma unroll
-      for (int c = 0; c < kChains; ++c) part[c] = at(c);
-      part[0] = fmaxf(part[0], m[mt][h]);
-#pragma unroll
-      for (int c = kChains; c < kCols; ++c) part[c % kChains] = fmaxf(part[c % kChains], at(c));
-#pragma unroll
-      for (int w = kChains / 2; w > 0; w /= 2)
-#pragma unroll
-        for (int c = 0; c < w; ++c) part[c] = fmaxf(part[c], part[c + w]);
-      float mx = part[0];
+      for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float ms = mx == neg_inf() ? 0.0f : mx * scale_log2;
+      float sum = 0.0f;
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        const float pv = ptx::ex2_approx(fmaf(at(c), scale_log2, -ms));
-        at(c) = pv;
-        part[c % kChains] = c < kChains ? pv : part[c % kChains] + pv;
-      }
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int w = kChains / 2; w > 0; w /= 2)
-#pragma unroll
-        for (int c = 0; c < w; ++c) part[c] += part[c + w];
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          const float pv = ptx::ex2_approx(fmaf(s[mt][nt][e], scale_log2, -ms));
+          s[mt][nt][e] = pv;
+          sum += pv;
+        }
       // (-inf - finite) gives factor 0 for a row's first visible key; an unchanged max
       // (including a still fully masked row) gives exactly 1.
       alpha[mt][h] = mx == m[mt][h] ? 1.0f : ptx::ex2_approx((m[mt][h] - mx) * scale_log2);
       rescale |= alpha[mt][h] != 1.0f;
-      l[mt][h] = fmaf(l[mt][h], alpha[mt][h], part[0]);
+      l[mt][h] = fmaf(l[mt][h], alpha[mt][h], sum);
       m[mt][h] = mx;
     }
   return __any_sync(0xffffffffu, rescale);
