@@ -1,4 +1,4 @@
-// Accuracy of one measured point (SPEC §3). Two criteria:
+// Accuracy of one measured point (docs/design.md §3). Two criteria:
 //  - strict: every element of the candidate within atol + rtol·|r| of the same-dtype
 //    reference output (the classic allclose), and no NaN/Inf;
 //  - golden: relative L2 error against the fp32 IEEE golden no worse than 1.25x the

@@ -63,8 +63,8 @@ TechniqueSet parse_techniques(std::string_view text, const std::string& source);
 CaseSet load_cases(const std::string& path);
 TechniqueSet load_techniques(const std::string& path);
 
-// The default techniques file's content (five techniques of SPEC §2 in bit order), used when
-// --techniques is not given and configs/techniques.json is not found.
+// The default techniques file's content (the five techniques of docs/design.md §2 in bit
+// order), used when --techniques is not given and configs/techniques.json is not found.
 TechniqueSet default_techniques();
 
 }  // namespace tlb

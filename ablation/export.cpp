@@ -173,8 +173,9 @@ struct Outputs {
   std::string reference_omitted;
 };
 
-// Golden first (it exists for every case), then the reference, or the attn-only configuration
-// where the dense reference cannot fit (SPEC §4's baseline rule), or nothing with the reason.
+// Golden first (it exists for every case), then the reference, or the attn-only
+// configuration where the dense reference cannot fit (the baseline rule of docs/design.md §4),
+// or nothing with the reason.
 Outputs compute_outputs(const CaseSpec& c, DType dtype) {
   require_device();
   Outputs out;

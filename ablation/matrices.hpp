@@ -1,8 +1,8 @@
-// Per-dtype result matrices (SPEC §6): configurations x cases, each cell the speedup of that
-// configuration on that case, or the point's status where there is no speedup (nonviable,
-// oom, error, or empty where the point was not in the run). Built from points.jsonl alone, so
-// the runner writes them at the end of a run and a report can rebuild them from any folder;
-// the report's analysis writes its matrices (every configuration a row) in the same format.
+// Per-dtype result matrices (docs/design.md §6): configurations x cases, each cell the speedup
+// of that configuration on that case, or the point's status where there is no speedup
+// (nonviable, oom, error, or empty where the point was not in the run). Built from points.jsonl
+// alone, so the runner writes them at the end of a run and a report can rebuild them from any
+// folder; the report's analysis writes its matrices (every configuration a row) the same way.
 #pragma once
 
 #include <optional>

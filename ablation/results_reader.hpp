@@ -24,7 +24,7 @@
 //   "reps"               int      timed pairs
 //   "tflops"             number   achieved by the candidate
 //   "peak_bytes"         int      device memory peak of the point
-//   "strict_pass", "golden_pass"            bool accuracy verdicts (SPEC §3)
+//   "strict_pass", "golden_pass"            bool accuracy verdicts (docs/design.md §3)
 //   "golden_rel_l2", "golden_rel_l2_ref"    relative L2 error vs golden: candidate, reference
 //   "golden_threshold"   number   optional: the error golden_pass was judged against
 //   "max_abs_err", "max_rel_err"            vs the same-dtype reference output

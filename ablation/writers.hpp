@@ -1,5 +1,5 @@
-// Result files of a run (SPEC §6): points.jsonl and points.csv get one row per point the
-// moment it is measured, flushed and fsync'ed, so a crash or a kernel fault loses nothing;
+// Result files of a run (docs/design.md §6): points.jsonl and points.csv get one row per point
+// the moment it is measured, flushed and fsync'ed, so a crash or a kernel fault loses nothing;
 // run.json is replaced atomically (temporary file + rename), so it is always whole.
 //
 // points.jsonl is the record; points.csv carries the same columns in the same order. Numbers

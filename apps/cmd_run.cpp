@@ -1,6 +1,6 @@
 // `tlbench run`: parses the options and hands them to the runner (ablation/runner.hpp).
-// Exit codes (SPEC §7): 0 ok, 1 a measured point failed the golden accuracy criterion,
-// 2 usage/config error (nothing written), 3 device failure, 130 interrupted.
+// Exit codes (docs/design.md §7): 0 ok, 1 a measured point failed the golden accuracy
+// criterion, 2 usage/config error (nothing written), 3 device failure, 130 interrupted.
 #include <fmt/core.h>
 
 #include <memory>

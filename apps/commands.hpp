@@ -8,7 +8,7 @@
 
 namespace tlb::cli {
 
-// Exit codes (SPEC §7).
+// Exit codes (docs/design.md §7).
 enum ExitCode : int { kOk = 0, kGateOrAccuracyFailure = 1, kUsageOrConfig = 2, kDevice = 3 };
 
 // Adds a subcommand to `root` and arranges for its callback to store its exit code in `rc`.

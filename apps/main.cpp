@@ -1,5 +1,5 @@
 // tlbench: parses the command line and hands off to the subcommand. Errors become the exit
-// codes of SPEC §7: 2 for usage and config errors, 3 for device failures.
+// codes of docs/design.md §7: 2 for usage and config errors, 3 for device failures.
 #include <fmt/core.h>
 
 #include <algorithm>

@@ -151,8 +151,8 @@ TLB_HD float sample_rounded(const TensorDist& d, uint64_t index, DType dtype) {
   return round_to_dtype(static_cast<float>(sample(d, index)), dtype);
 }
 
-// The distribution of tensor `t` of `layer` in a case: SPEC §1 (PyTorch's Linear init for
-// projections, LayerNorm gamma = 1 + U(-0.1, 0.1), beta = U(-0.1, 0.1), x ~ N(0, 1)).
+// The distribution of tensor `t` of `layer` in a case (docs/design.md §1): PyTorch's Linear
+// init for projections, LayerNorm gamma = 1 + U(-0.1, 0.1), beta = U(-0.1, 0.1), x ~ N(0, 1).
 inline TensorDist tensor_dist(uint64_t seed, uint32_t case_id, uint32_t layer, TensorId t,
                               int64_t d_model, int64_t d_ff) {
   TensorDist d;

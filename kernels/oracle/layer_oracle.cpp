@@ -1,5 +1,5 @@
-// The layer stack of SPEC §1 in fp64 on the CPU. Only the stored inputs and weights are
-// rounded (to the working dtype, by the shared generator); every intermediate stays in double.
+// The layer stack of docs/design.md §1 in fp64 on the CPU. Only the stored inputs and weights
+// are rounded (to the working dtype, by the shared generator); intermediates stay in double.
 // Every product runs i-k-j over a transposed weight so the inner loop is a contiguous axpy
 // that vectorises, and each output element sums its terms in a fixed order that depends on
 // nothing but its own row: a row's result is bit-identical whatever the other rows hold,

@@ -1,8 +1,8 @@
-// The independent oracle: the whole layer stack of SPEC §1 in fp64 on the CPU, from the same
-// generated (and dtype-rounded) inputs and weights as every GPU path. Plain single-threaded
-// loops for the shapes of the tests (batch 2 x seq 257 x d_model 128 takes a fraction of a
-// second; cost grows as tokens x d_model x (d_model + d_ff) plus seq^2 per head). Every GPU
-// test compares against this.
+// The independent oracle: the whole layer stack of docs/design.md §1 in fp64 on the CPU, from
+// the same generated (and dtype-rounded) inputs and weights as every GPU path. Plain
+// single-threaded loops for the shapes of the tests (batch 2 x seq 257 x d_model 128 takes a
+// fraction of a second; cost grows as tokens x d_model x (d_model + d_ff) plus seq^2 per head).
+// Every GPU test compares against this.
 // Inconsistent shapes or tensor sizes throw std::invalid_argument.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The reference attention (SPEC §2, "E"): materialised. scores = q · k^T for every
+// The reference attention (docs/design.md §2, "E"): materialised. scores = q · k^T for every
 // (batch, head) by one strided-batched cuBLAS GEMM into a dense fp32 [batch, heads, seq, seq]
 // buffer (fp32 output of the fp32-accumulating GEMM, as a careful engineer and PyTorch's fused
 // attention keep them: rounding a score of 10 to fp16 moves its exp by 0.5 %), the masked

@@ -1,5 +1,5 @@
-// The golden's attention (SPEC §3): fp32 throughout, streamed over keys with an online
-// softmax, so no seq x seq buffer exists and every case (seq 100000 included) has a golden.
+// The golden's attention (docs/design.md §3): fp32 throughout, streamed over keys with an
+// online softmax, so no seq x seq buffer exists and every case, seq 100000 included, has a golden.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,7 +1,7 @@
-// The reference path's separate elementwise kernels (SPEC §2, "E"): bias add, residual add,
-// activation, and the bias + head-split transpose after the three q/k/v GEMMs. Each is one
-// pass over memory with fp32 arithmetic; 16-byte accesses where the
-// shape and pointers allow, scalar otherwise, so any shape runs.
+// The reference path's separate elementwise kernels (docs/design.md §2, "E"): bias add,
+// residual add, activation, and the bias + head-split transpose after the three q/k/v GEMMs.
+// Each is one pass over memory with fp32 arithmetic; 16-byte accesses where the shape and
+// pointers allow, scalar otherwise, so any shape runs.
 #pragma once
 
 #include <cuda_runtime.h>

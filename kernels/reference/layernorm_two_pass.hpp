@@ -1,5 +1,5 @@
-// The reference LayerNorm (SPEC §2, "E"): two passes over each row for the statistics (mean,
-// then the biased variance around it, both in fp32), then the normalised write.
+// The reference LayerNorm (docs/design.md §2, "E"): two passes over each row for the
+// statistics (mean, then the biased variance around it, both in fp32), then the normalised write.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
-// The reference attention's softmax (SPEC §2, "E"): from a dense fp32 [batch, heads, seq, seq]
-// scores buffer to the probabilities in the working dtype, scaled, masked, fp32 math.
+// The reference attention's softmax (docs/design.md §2, "E"): from the dense fp32 scores
+// [batch, heads, seq, seq] to the probabilities in the working dtype, scaled, masked, fp32 math.
 #pragma once
 
 #include <cuda_runtime.h>

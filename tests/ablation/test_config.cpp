@@ -1,6 +1,6 @@
-// cases.json / techniques.json loading: the official files load to exactly SPEC §5, defaults
-// apply, and every kind of bad input is rejected with one line naming the file, the JSON path
-// and the problem.
+// cases.json / techniques.json loading: the official files load to exactly the cases of
+// docs/design.md §5, defaults apply, and every kind of bad input is rejected with one line
+// naming the file, the JSON path and the problem.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -82,7 +82,7 @@ std::string techniques_doc(const std::vector<json>& items) {
 
 }  // namespace
 
-TEST_CASE("official cases.json loads to exactly the 14 cases of SPEC section 5", "[config]") {
+TEST_CASE("official cases.json loads to exactly the 14 cases of docs/design.md §5", "[config]") {
   const tlb::CaseSet set = tlb::load_cases(std::string(TLBENCH_SOURCE_DIR) + "/configs/cases.json");
   struct Row {
     int id;

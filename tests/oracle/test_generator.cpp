@@ -1,6 +1,6 @@
-// The counter-based generator: determinism, independence of streams, the distributions SPEC §1
-// asks for, accuracy of its own log/cos, frozen values that guard the data's identity, and the
-// oracle's tensors being the generator's values in PyTorch's layout.
+// The counter-based generator: determinism, independence of streams, the distributions of
+// docs/design.md §1, accuracy of its own log/cos, frozen values that guard the data's identity,
+// and the oracle's tensors being the generator's values in PyTorch's layout.
 #include <catch2/catch.hpp>
 
 #include <cmath>

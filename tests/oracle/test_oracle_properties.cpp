@@ -1,6 +1,6 @@
 // The fp64 oracle checked by properties that follow from the math alone (masks, softmax,
 // LayerNorm statistics, layer composition, activation closed forms) and against a naive
-// element-by-element evaluation of SPEC §1 written independently here.
+// element-by-element evaluation of docs/design.md §1 written independently here.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -74,9 +74,9 @@ double max_abs(const std::vector<double>& a) {
   return m;
 }
 
-// SPEC §1 evaluated element by element, without the oracle's pieces: explicit sums over the
-// [out, in] weights, per-head index arithmetic into the packed q/k/v rows, a full score matrix
-// with -inf where masked.
+// The layer of docs/design.md §1 evaluated element by element, without the oracle's pieces:
+// explicit sums over the [out, in] weights, per-head index arithmetic into the packed q/k/v
+// rows, a full score matrix with -inf where masked.
 std::vector<double> naive_layer(const LayerShape& s, const oracle::LayerParams& p,
                                 const std::vector<double>& x) {
   const int64_t B = s.batch, S = s.seq, D = s.d_model, H = s.heads, Dh = D / H, F = s.d_ff;
