@@ -10,19 +10,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "text.hpp"
+
 namespace tlb {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string human_bytes(uint64_t b) {
-  const double x = static_cast<double>(b);
-  if (x >= 1024.0 * kGiB) return fmt::format("{:.1f} TiB", x / (1024.0 * kGiB));
-  if (x >= kGiB) return fmt::format("{:.2f} GiB", x / kGiB);
-  if (x >= 1024.0 * 1024.0) return fmt::format("{:.1f} MiB", x / (1024.0 * 1024.0));
-  if (x >= 1024.0) return fmt::format("{:.1f} KiB", x / 1024.0);
-  return fmt::format("{} B", b);
-}
 
 std::string human_seconds(double s) {
   if (s >= 3600) return fmt::format("{:.1f} h", s / 3600);

@@ -1,0 +1,389 @@
+#include "point_measure.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "common/cuda_check.hpp"
+#include "run_report.hpp"
+#include "stack/memory_plan.hpp"
+#include "text.hpp"
+
+namespace tlb {
+namespace {
+
+std::optional<double> finite_or_none(double v) {
+  if (std::isnan(v)) return std::nullopt;
+  return v;
+}
+
+void add_note(PointRow& r, const std::string& s) { r.note += (r.note.empty() ? "" : "; ") + s; }
+
+// The device memory in use, sampled at the points of a measurement where it peaks.
+struct PeakMemory {
+  uint64_t used = device_used_bytes();
+  void sample() { used = std::max(used, device_used_bytes()); }
+};
+
+// A stage switch as a bit string over the run's techniques ("01000"), or the stage names where
+// the technique set cannot express it.
+std::string bits_of(const TechniqueSet& t, const StageSwitch& s) {
+  for (uint32_t c = 0; c < t.num_configs(); ++c)
+    if (t.stages(c) == s) return t.bits(c);
+  std::string names;
+  for (int i = 0; i < kNumStages; ++i)
+    if (s.on[i]) {
+      if (!names.empty()) names += '+';
+      names += to_string(static_cast<Stage>(i));
+    }
+  return names.empty() ? "reference" : names;
+}
+
+// The group's data and baseline path, once; a failure there is every point's row.
+void set_up_group(const MeasureContext& ctx, Group& g) {
+  if (g.set_up) return;
+  g.set_up = true;
+  ensure_golden(ctx, g);
+  try {
+    g.data = std::make_unique<CaseData>(g.spec, g.dtype, g.dtype, ctx.stream);
+    PathOptions po;
+    po.stages = g.baseline_choice.stages;
+    po.policy = g.spec.policy;
+    po.fp32_math = ctx.opt.fp32_math;
+    g.baseline = std::make_unique<StackPath>(*g.data, po, ctx.stream);
+    g.baseline->poison();
+    g.baseline->run();
+    const size_t bytes = g.elements * static_cast<size_t>(dtype_bytes(g.dtype));
+    g.baseline_out = DeviceBuffer(bytes);
+    TLB_CUDA_CHECK(cudaMemcpyAsync(g.baseline_out.get(), g.baseline->output(), bytes,
+                                   cudaMemcpyDeviceToDevice, ctx.stream));
+    TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    if (g.golden_ok)
+      g.baseline_golden = compare_to_golden(g.baseline_out.get(), g.dtype,
+                                            g.golden_out.as<float>(), g.elements, ctx.stream);
+  } catch (const DeviceOutOfMemory& e) {
+    g.failed_status = "oom";
+    g.failed_note = fmt::format("baseline {} could not be allocated: {}", g.baseline_bits, e.what());
+  } catch (const DeviceError& e) {
+    if (e.sticky()) throw;
+    g.failed_status = "error";
+    g.failed_note = fmt::format("baseline {} failed: {}", g.baseline_bits, e.what());
+  } catch (const std::exception& e) {
+    g.failed_status = "error";
+    g.failed_note = fmt::format("baseline {} failed: {}", g.baseline_bits, e.what());
+  }
+  if (!g.failed_status.empty()) {
+    g.baseline.reset();
+    g.data.reset();
+    g.baseline_out = DeviceBuffer();
+  }
+}
+
+// The row's fields that do not depend on measuring: the case, dtype, math and configuration.
+PointRow base_row(const MeasureContext& ctx, const Group& g, const SchedPoint& p) {
+  const CaseSpec& c = g.spec;
+  PointRow r;
+  r.case_id = c.id;
+  r.case_name = c.name;
+  r.batch = c.shape.batch;
+  r.seq = c.shape.seq;
+  r.d_model = c.shape.d_model;
+  r.heads = c.shape.heads;
+  r.d_ff = c.shape.d_ff;
+  r.layers = c.shape.layers;
+  r.mask = std::string(to_string(c.shape.mask));
+  r.dtype = std::string(to_string(g.dtype));
+  r.math = g.dtype == DType::fp32 ? std::string(to_string(ctx.opt.fp32_math)) : "fp32-acc";
+  r.config = ctx.techniques.bits(p.config);
+  r.config_names = ctx.techniques.names(p.config);
+  if (p.automatic) {
+    r.auto_choice = r.config;
+    r.config = "auto";
+    r.config_names = "auto=" + r.config_names;
+  }
+  r.policy = c.policy;
+  return r;
+}
+
+// Memory against the budget; decides the group's baseline. Returns true where the row is
+// complete without running anything: an A/A point off the reference, a nonviable point, or a
+// group whose baseline could not be set up.
+bool settle_without_running(const MeasureContext& ctx, Group& g, const PointViability& v, PointRow& r) {
+  if (ctx.opt.aa && !v.baseline.is_reference) {
+    // An A/A row is the reference against itself, whatever other points would be timed against.
+    r.baseline = ctx.techniques.bits(0);
+    r.status = "nonviable";
+    r.note = v.baseline.reason;
+    if (!v.viable) r.note += "; " + v.reason;
+    // The golden still runs: it streams attention and exists for every case.
+    ensure_golden(ctx, g);
+    r.note += "; " + g.golden_note;
+    return true;
+  }
+  if (!v.viable) {
+    r.status = "nonviable";
+    r.note = v.reason;
+    if (!v.baseline.is_reference) r.note += "; " + v.baseline.reason;
+    return true;
+  }
+  set_up_group(ctx, g);
+  if (!g.failed_status.empty()) {
+    r.status = g.failed_status;
+    r.note = g.failed_note;
+    return true;
+  }
+  if (!v.baseline.is_reference) r.note = v.baseline.reason;
+  return false;
+}
+
+// The candidate path, or nothing with the row's status and note saying why.
+std::unique_ptr<StackPath> build_candidate(const MeasureContext& ctx, Group& g, const PathOptions& po,
+                                           PointRow& r, PeakMemory& peak) {
+  try {
+    auto cand = std::make_unique<StackPath>(*g.data, po, ctx.stream);
+    peak.sample();
+    return cand;
+  } catch (const DeviceOutOfMemory& e) {
+    r.status = "oom";
+    add_note(r, fmt::format("candidate could not be allocated: {}", e.what()));
+  } catch (const DeviceError& e) {
+    if (e.sticky()) throw;
+    r.status = "error";
+    add_note(r, fmt::format("candidate could not be built: {}", e.what()));
+  } catch (const std::exception& e) {
+    r.status = "error";
+    add_note(r, fmt::format("candidate could not be built: {}", e.what()));
+  }
+  return nullptr;
+}
+
+// What ran, stage by stage, and the status it makes: a wanted technique that fell back names
+// its stage and why. Returns whether a tensor-core stage of ours ran (fp32: TF32 math).
+bool record_dispatch(const MeasureContext& ctx, const StackPath& cand, DType dtype, PointRow& r) {
+  std::vector<std::string> fb_stages, fb_reasons;
+  bool tensor_core_stage = false;
+  for (const StageDispatch& d : cand.dispatch()) {
+    r.dispatch += fmt::format("{}{}={}", r.dispatch.empty() ? "" : ";", to_string(d.stage),
+                              d.variant.empty() ? (d.fused ? "fused" : "reference") : d.variant);
+    if (d.wanted && !d.fused) {
+      fb_stages.emplace_back(to_string(d.stage));
+      fb_reasons.push_back(fmt::format("{}: {}", to_string(d.stage), d.reason));
+    }
+    if (d.fused && (d.stage == Stage::qkv || d.stage == Stage::attn || d.stage == Stage::ffn))
+      tensor_core_stage = true;
+  }
+  for (size_t i = 0; i < fb_reasons.size(); ++i) r.fallback_reasons += (i ? "; " : "") + fb_reasons[i];
+  if (ctx.opt.aa) {
+    r.status = "aa";
+    if (dtype == DType::fp32) r.math = std::string(to_string(Fp32Math::ieee));
+  } else if (!fb_stages.empty()) {
+    r.status = "fallback:";
+    for (size_t i = 0; i < fb_stages.size(); ++i) r.status += (i ? "," : "") + fb_stages[i];
+  } else {
+    r.status = "ok";
+  }
+  return tensor_core_stage;
+}
+
+// The candidate's output against the baseline's (strict) and the golden's (golden error).
+void check_accuracy(const MeasureContext& ctx, const Group& g, const StackPath& cand,
+                    bool against_reference, bool tensor_core_stage, PointRow& r) {
+  const StrictStats st = compare_to_reference(cand.output(), g.baseline_out.get(), g.dtype, g.elements,
+                                              ctx.opt.tol, ctx.stream);
+  r.max_abs_err = st.max_abs;
+  r.max_rel_err = st.max_rel;
+  r.strict_violations = static_cast<int64_t>(st.violations);
+  r.strict_pass = strict_pass(st);
+  r.nan_count = static_cast<int64_t>(st.nan);
+  r.inf_count = static_cast<int64_t>(st.inf);
+  if (st.ref_nonfinite > 0) add_note(r, fmt::format("baseline output has {} non-finite elements", st.ref_nonfinite));
+  if (!g.golden_ok) {
+    add_note(r, g.golden_note);
+    // Without a golden there is no error norm, but a NaN is still a failure.
+    if (st.nan + st.inf > 0) r.golden_pass = false;
+    return;
+  }
+  const GoldenError ge = compare_to_golden(cand.output(), g.dtype, g.golden_out.as<float>(), g.elements, ctx.stream);
+  std::optional<double> ref_err;
+  if (against_reference && g.baseline_golden) ref_err = g.baseline_golden->rel_l2;
+  const Fp32Math ran = (g.dtype == DType::fp32 && ctx.opt.fp32_math == Fp32Math::tf32 && tensor_core_stage)
+                           ? Fp32Math::tf32
+                           : Fp32Math::ieee;
+  const GoldenVerdict gv = golden_verdict(ge, ref_err, g.dtype, ran);
+  r.golden_rel_l2 = ge.rel_l2;
+  if (ref_err) r.golden_rel_l2_ref = *ref_err;
+  r.golden_threshold = gv.threshold;
+  r.golden_pass = gv.pass;
+  if (!gv.pass) add_note(r, fmt::format("golden: rel-L2 {:.3e} > {}", ge.rel_l2, gv.rule));
+}
+
+// --layer-trace: the per-layer error against the golden's layers, from a separate short-lived
+// path, so keeping layer outputs never touches the timed one (which is built again after).
+void trace_layers(const MeasureContext& ctx, const Group& g, const PathOptions& po,
+                  std::unique_ptr<StackPath>& cand, PointRow& r, PeakMemory& peak) {
+  PathOptions tpo = po;
+  tpo.keep_layer_outputs = true;
+  cand.reset();
+  {
+    StackPath trace(*g.data, tpo, ctx.stream);
+    trace.poison();
+    trace.run();
+    TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    peak.sample();
+    r.layer_rel_l2 = layer_rel_l2(trace.layer_outputs_host(), g.golden_layers);
+  }
+  cand = std::make_unique<StackPath>(*g.data, po, ctx.stream);
+}
+
+// Baseline against candidate, ABBA, into the row. Returns false where the run was interrupted.
+bool time_point(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& r, PeakMemory& peak) {
+  StackPath& base = *g.baseline;
+  const PairedMeasurement m = measure_paired(
+      ctx.clock, [&base] { base.run(); }, [&cand] { cand.run(); }, timer_options(ctx.opt), ctx.tracker,
+      [] { return interrupt_requested(); });
+  peak.sample();
+  if (m.stop == stats::StopReason::interrupted) return false;
+  r.ref_ms = finite_or_none(m.ref.median);
+  r.ref_spread_ms = finite_or_none(1.4826 * m.ref.mad);
+  r.cand_ms = finite_or_none(m.cand.median);
+  r.cand_spread_ms = finite_or_none(1.4826 * m.cand.mad);
+  r.speedup = finite_or_none(m.speedup.median);
+  if (!r.speedup) {
+    r.status = "error";
+    add_note(r, fmt::format("no usable timed pair: {} attempted, {} left out because their SM clock "
+                            "ratio strayed from the point's typical one",
+                            m.pairs_attempted, m.throttled_pairs));
+  }
+  r.speedup_ci_low = finite_or_none(m.speedup.lo);
+  r.speedup_ci_high = finite_or_none(m.speedup.hi);
+  r.speedup_ci_level = m.speedup.confidence;
+  r.reps = static_cast<int64_t>(m.pairs);
+  r.reps_attempted = static_cast<int64_t>(m.pairs_attempted);
+  r.warmup_runs = static_cast<int64_t>(m.warmup_runs);
+  r.throttled_samples = static_cast<int64_t>(m.throttled_samples);
+  r.stop_reason = std::string(stats::to_string(m.stop));
+  r.min_mhz = finite_or_none(m.min_mhz);
+  r.max_mhz = finite_or_none(m.max_mhz);
+  const double flops = forward_flops(g.spec.shape);
+  if (r.cand_ms && *r.cand_ms > 0) r.tflops = flops / (*r.cand_ms * 1e-3) / 1e12;
+  if (r.ref_ms && *r.ref_ms > 0) r.ref_tflops = flops / (*r.ref_ms * 1e-3) / 1e12;
+  return true;
+}
+
+// One fixed configuration (an auto point measures the configuration it was given).
+std::optional<PointRow> measure_config(const MeasureContext& ctx, Group& g, const SchedPoint& p) {
+  PointRow r = base_row(ctx, g, p);
+  const StageSwitch cand_stages = ctx.techniques.stages(p.config);
+  // Where the group keeps a golden output and a baseline copy, they count against the budget.
+  const uint64_t kept = g.elements * (sizeof(float) + static_cast<size_t>(dtype_bytes(g.dtype)));
+  const uint64_t budget = ctx.budget_bytes > kept ? ctx.budget_bytes - kept : 0;
+  PathMemoryOptions mem_opt;
+  mem_opt.fp32_math = ctx.opt.fp32_math;
+  mem_opt.keep_layer_outputs = ctx.opt.layer_trace;
+  const PointViability v = assess_point(g.spec, g.dtype, cand_stages, budget, mem_opt);
+  g.baseline_choice = v.baseline;
+  g.baseline_bits = bits_of(ctx.techniques, v.baseline.stages);
+  r.baseline = g.baseline_bits;
+  r.predicted_bytes = static_cast<int64_t>(v.peak_bytes);
+  if (settle_without_running(ctx, g, v, r)) return r;
+  if (ctx.fault.matches(g.spec.id, g.dtype, r.config))
+    throw DeviceError(fmt::format("injected fault at case {} {} {} (TLBENCH_INJECT_FAULT)", g.spec.id,
+                                  to_string(g.dtype), r.config),
+                      true);
+
+  PeakMemory peak;
+  PathOptions po;
+  po.stages = cand_stages;
+  po.policy = g.spec.policy;
+  po.fp32_math = ctx.opt.fp32_math;
+  std::unique_ptr<StackPath> cand = build_candidate(ctx, g, po, r, peak);
+  if (!cand) return r;
+  try {
+    // Accuracy: one run into poisoned outputs, so an element the path never wrote is NaN.
+    cand->poison();
+    cand->run();
+    TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    peak.sample();
+    const bool tensor_core_stage = record_dispatch(ctx, *cand, g.dtype, r);
+    check_accuracy(ctx, g, *cand, v.baseline.is_reference, tensor_core_stage, r);
+    if (ctx.opt.layer_trace && g.golden_ok && !g.golden_layers.empty()) trace_layers(ctx, g, po, cand, r, peak);
+    if (!time_point(ctx, g, *cand, r, peak)) return std::nullopt;
+  } catch (const DeviceOutOfMemory& e) {
+    r.status = "oom";
+    add_note(r, fmt::format("out of memory while running: {}", e.what()));
+  } catch (const DeviceError& e) {
+    if (e.sticky()) throw;
+    r.status = "error";
+    add_note(r, e.what());
+  } catch (const std::exception& e) {
+    r.status = "error";
+    add_note(r, e.what());
+  }
+  r.peak_bytes = static_cast<int64_t>(peak.used > ctx.used_at_start ? peak.used - ctx.used_at_start : 0);
+  return r;
+}
+
+}  // namespace
+
+Group make_group(const CaseSet& cases, const SchedPoint& p, uint64_t run_seed) {
+  Group g;
+  g.spec = cases.cases[p.case_index];
+  g.spec.seed = data_seed(g.spec, run_seed);
+  g.spec.policy = layer_policy(g.spec);
+  g.dtype = p.dtype;
+  g.elements = static_cast<size_t>(g.spec.shape.tokens() * g.spec.shape.d_model);
+  return g;
+}
+
+void ensure_golden(const MeasureContext& ctx, Group& g) {
+  if (g.golden_tried) return;
+  g.golden_tried = true;
+  const CaseMemory cm = case_memory(g.spec.shape, g.dtype);
+  if (cm.golden_peak + g.elements * sizeof(float) > ctx.budget_bytes) {
+    g.golden_note = fmt::format("golden needs {} > budget {}; not computed", human_bytes(cm.golden_peak),
+                                human_bytes(ctx.budget_bytes));
+    return;
+  }
+  try {
+    g.golden_out = DeviceBuffer(g.elements * sizeof(float));
+    CaseData gdata(g.spec, DType::fp32, g.dtype, ctx.stream);
+    PathOptions po;
+    po.golden = true;
+    po.fp32_math = Fp32Math::ieee;
+    po.keep_layer_outputs = ctx.opt.layer_trace;
+    StackPath golden(gdata, po, ctx.stream);
+    golden.poison();
+    const double t0 = wall_seconds();
+    golden.run();
+    TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    g.golden_ms = (wall_seconds() - t0) * 1e3;
+    TLB_CUDA_CHECK(cudaMemcpyAsync(g.golden_out.get(), golden.output(), g.elements * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, ctx.stream));
+    TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    if (ctx.opt.layer_trace) g.golden_layers = golden.layer_outputs_host();
+    g.golden_ok = true;
+    g.golden_note = fmt::format("golden computed in {:.1f} ms", g.golden_ms);
+  } catch (const DeviceOutOfMemory& e) {
+    g.golden_out = DeviceBuffer();
+    g.golden_note = fmt::format("golden could not be allocated: {}", e.what());
+  } catch (const DeviceError& e) {
+    if (e.sticky()) throw;
+    g.golden_out = DeviceBuffer();
+    g.golden_note = fmt::format("golden failed: {}", e.what());
+  }
+}
+
+std::optional<PointRow> measure_point(const MeasureContext& ctx, Group& g, const SchedPoint& p,
+                                      const std::vector<PointRow>& rows) {
+  if (!p.automatic) return measure_config(ctx, g, p);
+  SchedPoint a = p;
+  choose_from_rows(rows, ctx.opt.out_dir, ctx.techniques, g.spec.id, g.dtype, a);
+  std::optional<PointRow> r = measure_config(ctx, g, a);
+  // The choice comes first in an auto row's note, whatever else the point has to say.
+  if (r) r->note = a.auto_note + (r->note.empty() ? "" : "; " + r->note);
+  return r;
+}
+
+}  // namespace tlb

@@ -1,0 +1,78 @@
+// Measuring one point of `tlbench run`: a (case, dtype) group's shared state (the data, the
+// golden output, the baseline path and its output), and per configuration the steps of a point:
+// memory against the budget (nonviable points are never attempted), construction (an
+// allocation failure is an `oom` row), one poisoned run checked against the baseline and the
+// golden, then paired ABBA timing against the baseline, all into one row.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "accuracy.hpp"
+#include "common/device_buffer.hpp"
+#include "config.hpp"
+#include "paired_timer.hpp"
+#include "plan_report.hpp"
+#include "run_control.hpp"
+#include "run_options.hpp"
+#include "run_schedule.hpp"
+#include "stack/layer_stack.hpp"
+#include "writers.hpp"
+
+namespace tlb {
+
+// What a (case, dtype) group keeps while its points run.
+struct Group {
+  CaseSpec spec;  // seed and layer policy resolved
+  DType dtype = DType::fp16;
+  size_t elements = 0;
+  bool set_up = false;
+  bool golden_tried = false;
+  // Golden (fp32 IEEE, streamed attention), its output kept on the device.
+  DeviceBuffer golden_out;
+  bool golden_ok = false;
+  std::string golden_note;
+  double golden_ms = 0;
+  std::vector<std::vector<float>> golden_layers;
+  // The case's data in the dtype and the baseline path over it.
+  std::unique_ptr<CaseData> data;
+  BaselineChoice baseline_choice;
+  std::string baseline_bits;
+  std::unique_ptr<StackPath> baseline;
+  DeviceBuffer baseline_out;  // a copy: the candidate check never races the timing runs
+  std::optional<GoldenError> baseline_golden;
+  // A failure that makes every point of the group the same row.
+  std::string failed_status;  // "oom" | "error" | empty
+  std::string failed_note;
+};
+
+// The group of schedule point p: its case with the run's seed and the layer policy applied.
+Group make_group(const CaseSet& cases, const SchedPoint& p, uint64_t run_seed);
+
+// What every point of a run measures with.
+struct MeasureContext {
+  const RunOptions& opt;
+  const TechniqueSet& techniques;
+  cudaStream_t stream;
+  CudaRunClock& clock;
+  ClockTracker& tracker;
+  uint64_t budget_bytes;   // device memory a point may use
+  uint64_t used_at_start;  // in use before the run began (peaks are counted above it)
+  const FaultInjection& fault;
+};
+
+// The golden of the group, once (a note says why where it cannot be computed).
+void ensure_golden(const MeasureContext& ctx, Group& g);
+
+// One point: its row, or nothing where the run was interrupted during its timing. Throws
+// DeviceError only for sticky faults (the context is gone); every other failure is the row's
+// status (`oom`, `error`) and note. rows: those on disk, from which an auto point chooses.
+std::optional<PointRow> measure_point(const MeasureContext& ctx, Group& g, const SchedPoint& p,
+                                      const std::vector<PointRow>& rows);
+
+}  // namespace tlb

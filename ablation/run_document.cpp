@@ -1,0 +1,144 @@
+#include "run_document.hpp"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "provenance.hpp"
+#include "text.hpp"
+
+namespace tlb {
+namespace {
+
+using json = nlohmann::json;
+
+json case_json(const CaseSpec& c) {
+  const LayerShape& s = c.shape;
+  json dt = json::array();
+  for (DType d : c.dtypes) dt.push_back(std::string(to_string(d)));
+  return {{"id", c.id},
+          {"name", c.name},
+          {"batch", s.batch},
+          {"seq", s.seq},
+          {"d_model", s.d_model},
+          {"heads", s.heads},
+          {"d_ff", s.d_ff},
+          {"layers", s.layers},
+          {"mask", std::string(to_string(s.mask))},
+          {"valid_lens", s.valid_lens},
+          {"activation", std::string(to_string(s.activation))},
+          {"eps", s.eps},
+          {"policy", c.policy},
+          {"dtypes", dt},
+          {"seed", c.seed}};
+}
+
+// Where a dispatch table is from, and a fingerprint of its content.
+json dispatch_table_record(const DispatchTable& t) {
+  return {{"origin", t.origin},
+          {"provenance", dispatch_provenance(t)},
+          {"results", t.source.results},
+          {"gpu", t.source.gpu},
+          {"git_commit", t.source.git_commit},
+          {"time", t.source.time},
+          {"quick", t.source.quick},
+          {"entries", t.entries.size()},
+          {"fingerprint", fnv1a64(dispatch_table_json(t))}};
+}
+
+json file_record(const std::string& path) {
+  // The built-in technique set has no file to fingerprint.
+  std::error_code ec;
+  return {{"path", path},
+          {"fingerprint", std::filesystem::is_regular_file(path, ec) ? file_fingerprint(path) : std::string()}};
+}
+
+}  // namespace
+
+json new_run_document(const RunOptions& opt, const CaseSet& cases, const TechniqueSet& techniques,
+                      const ScheduleInfo& info, size_t points) {
+  json doc = json::object();
+  doc["tool"] = tool_json();
+  doc["state"] = "running";
+  doc["start_time"] = utc_timestamp();
+  doc["command_line"] = opt.command_line;
+  doc["seed"] = opt.seed;
+  doc["options"] = options_to_json(opt);
+  doc["mode"] = opt.aa ? "aa" : "ablation";
+  doc["cases_file"] = {{"path", opt.cases_path}, {"fingerprint", file_fingerprint(opt.cases_path)}};
+  doc["techniques_file"] = file_record(techniques.source);
+  json tech = json::array();
+  for (const Technique& t : techniques.items) tech.push_back({{"name", t.name}, {"description", t.description}});
+  doc["techniques"] = tech;
+  json cj = json::array();
+  for (const CaseSpec& c : cases.cases) cj.push_back(case_json(c));
+  doc["cases"] = cj;
+  doc["grid"] = {{"points", points}, {"configurations", info.configs}, {"auto_points", info.auto_points}};
+  if (!info.narrowed.empty()) doc["grid"]["narrowed"] = info.narrowed;
+  doc["golden_tolerances"] = json::array();
+  for (const GoldenTolerance& t : kGoldenTolerances)
+    doc["golden_tolerances"].push_back({{"dtype", std::string(to_string(t.dtype))},
+                                        {"math", std::string(to_string(t.math))},
+                                        {"floor", t.floor},
+                                        {"allowance", t.allowance},
+                                        {"ratio", kGoldenRatio}});
+  return doc;
+}
+
+void record_dispatch_table(json& doc, const DispatchTable& table) {
+  const json used = dispatch_table_record(table);
+  if (doc.contains("dispatch_table") && doc["dispatch_table"] != used) {
+    fmt::print(stderr, "tlbench: warning: auto points measured from now on use {}, not the "
+                       "table this run began with ({})\n",
+               dispatch_provenance(table), doc["dispatch_table"].value("provenance", "?"));
+    if (!doc["earlier_dispatch_tables"].is_array()) doc["earlier_dispatch_tables"] = json::array();
+    doc["earlier_dispatch_tables"].push_back(doc["dispatch_table"]);
+  }
+  doc["dispatch_table"] = used;
+}
+
+void record_group(json& doc, const Group& g) {
+  const std::string golden_note =
+      g.golden_tried ? g.golden_note : "not computed: no point of this group was measured";
+  const std::string dtype(to_string(g.dtype));
+  json e = {{"case_id", g.spec.id},
+            {"case_name", g.spec.name},
+            {"dtype", dtype},
+            {"golden_computed", g.golden_ok},
+            {"golden_ms", g.golden_ok ? json(g.golden_ms) : json(nullptr)},
+            {"golden_note", golden_note},
+            {"baseline", g.baseline_bits},
+            {"baseline_reason", g.baseline_choice.reason},
+            {"baseline_golden_rel_l2", g.baseline_golden && std::isfinite(g.baseline_golden->rel_l2)
+                                           ? json(g.baseline_golden->rel_l2)
+                                           : json(nullptr)},
+            {"failed", g.failed_status.empty() ? json(nullptr) : json(g.failed_note)}};
+  json& groups = doc["groups"];
+  if (!groups.is_array()) groups = json::array();
+  for (json& old : groups)
+    if (old.value("case_id", -1) == g.spec.id && old.value("dtype", std::string()) == dtype) {
+      old = e;
+      return;
+    }
+  groups.push_back(e);
+}
+
+std::map<std::string, int> status_counts(const std::vector<PointRow>& rows) {
+  std::map<std::string, int> by_status;
+  for (const PointRow& r : rows) ++by_status[r.status.rfind("fallback", 0) == 0 ? "fallback" : r.status];
+  return by_status;
+}
+
+void record_point_counts(json& doc, const std::vector<PointRow>& rows, size_t scheduled) {
+  int failures = 0;
+  for (const PointRow& r : rows)
+    if (r.golden_pass && !*r.golden_pass) ++failures;
+  doc["points"] = {{"scheduled", scheduled},
+                   {"on_disk", rows.size()},
+                   {"by_status", status_counts(rows)},
+                   {"golden_failures", failures}};
+}
+
+}  // namespace tlb

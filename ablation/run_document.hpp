@@ -1,0 +1,39 @@
+// run.json, the run's own record: the options it was started with (what --resume reads back),
+// provenance, the cases and techniques with their files' fingerprints, the grid, the golden
+// tolerances, the dispatch table auto points use, one entry per (case, dtype) group and the
+// counts of what is on disk. Rewritten whole, atomically, after each group and at the end.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "dispatch_table.hpp"
+#include "point_measure.hpp"
+#include "run_options.hpp"
+#include "run_schedule.hpp"
+#include "writers.hpp"
+
+namespace tlb {
+
+// The document of a new run (state "running"); opt as recorded, its paths already final.
+nlohmann::json new_run_document(const RunOptions& opt, const CaseSet& cases, const TechniqueSet& techniques,
+                                const ScheduleInfo& info, size_t points);
+
+// The table auto points are chosen from. A resumed run keeps its points but may meet another
+// table (a rebuilt binary): the rows say which they used, run.json keeps both (with a warning).
+void record_dispatch_table(nlohmann::json& doc, const DispatchTable& table);
+
+// The group's entry in $.groups (replacing an earlier segment's entry for the same group).
+void record_group(nlohmann::json& doc, const Group& g);
+
+// Rows per status, every "fallback:<stages>" counted as "fallback".
+std::map<std::string, int> status_counts(const std::vector<PointRow>& rows);
+
+// $.points: scheduled, on disk, by status and golden failures.
+void record_point_counts(nlohmann::json& doc, const std::vector<PointRow>& rows, size_t scheduled);
+
+}  // namespace tlb

@@ -1,0 +1,159 @@
+#include "run_options.hpp"
+
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "text.hpp"
+
+namespace tlb {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+ModeDefaults mode_defaults(bool quick) {
+  if (quick) return {3, 200, 25.0, 5.0, 1, 3};
+  return {10, 2000, 100.0, 25.0, 3, 5};
+}
+
+void resolve_defaults(RunOptions& o) {
+  const ModeDefaults d = mode_defaults(o.quick);
+  if (o.min_reps <= 0) o.min_reps = d.min_reps;
+  if (o.max_reps <= 0) o.max_reps = d.max_reps;
+  if (o.point_budget_ms <= 0) o.point_budget_ms = d.point_budget_ms;
+  if (o.max_reps < o.min_reps)
+    throw ConfigError(fmt::format("--max-reps {} is below --min-reps {}", o.max_reps, o.min_reps));
+  if (o.tol.atol < 0 || o.tol.rtol < 0) throw ConfigError("--atol and --rtol must be >= 0");
+  if (o.memory_margin_mib < 0) throw ConfigError("--mem-reserve-mib must be >= 0");
+  if (!(o.point_budget_ms > 0)) throw ConfigError("--point-budget-ms must be > 0");
+}
+
+TimerOptions timer_options(const RunOptions& o) {
+  const ModeDefaults d = mode_defaults(o.quick);
+  TimerOptions t;
+  t.warmup_min_runs = d.warmup_min_runs;
+  t.warmup_min_ms = d.warmup_min_ms;
+  t.stop.min_pairs = static_cast<size_t>(o.min_reps);
+  t.stop.max_pairs = static_cast<size_t>(o.max_reps);
+  t.stop.budget_ms = o.point_budget_ms;
+  t.stop.target_rel_half_width = o.target_rel_ci;
+  t.stop.floor_pairs = std::min(d.floor_pairs, t.stop.min_pairs);
+  return t;
+}
+
+json options_to_json(const RunOptions& o) {
+  return {
+      {"cases_path", o.cases_path},
+      {"techniques_path", o.techniques_path},
+      {"cases", o.cases_sel},
+      {"configs", o.configs_sel},
+      {"dtypes", o.dtypes_sel},
+      {"out_dir", o.out_dir},
+      {"quick", o.quick},
+      {"seed", o.seed},
+      {"fp32_math", std::string(to_string(o.fp32_math))},
+      {"l2_flush", o.l2_flush},
+      {"aa", o.aa},
+      {"layer_trace", o.layer_trace},
+      {"atol", o.tol.atol},
+      {"rtol", o.tol.rtol},
+      {"min_reps", o.min_reps},
+      {"max_reps", o.max_reps},
+      {"point_budget_ms", o.point_budget_ms},
+      {"target_rel_ci", o.target_rel_ci},
+      {"memory_margin_mib", o.memory_margin_mib},
+      {"policy", o.policy},
+      {"dispatch_table", o.dispatch_table},
+  };
+}
+
+RunOptions options_from_json(const json& j, const std::string& source) {
+  if (!j.is_object()) throw ConfigError(source + ": $.options: expected an object");
+  auto need = [&](const char* key) -> const json& {
+    auto it = j.find(key);
+    if (it == j.end()) throw ConfigError(fmt::format("{}: $.options.{}: missing", source, key));
+    return *it;
+  };
+  auto str = [&](const char* key) {
+    const json& v = need(key);
+    if (!v.is_string())
+      throw ConfigError(fmt::format("{}: $.options.{}: expected a string", source, key));
+    return v.get<std::string>();
+  };
+  auto boolean = [&](const char* key) {
+    const json& v = need(key);
+    if (!v.is_boolean())
+      throw ConfigError(fmt::format("{}: $.options.{}: expected true or false", source, key));
+    return v.get<bool>();
+  };
+  auto number = [&](const char* key) {
+    const json& v = need(key);
+    if (!v.is_number())
+      throw ConfigError(fmt::format("{}: $.options.{}: expected a number", source, key));
+    return v.get<double>();
+  };
+  RunOptions o;
+  o.cases_path = str("cases_path");
+  o.techniques_path = str("techniques_path");
+  o.cases_sel = str("cases");
+  o.configs_sel = str("configs");
+  o.dtypes_sel = str("dtypes");
+  o.out_dir = str("out_dir");
+  o.quick = boolean("quick");
+  {
+    const json& v = need("seed");
+    if (!v.is_number_unsigned() && !v.is_number_integer())
+      throw ConfigError(fmt::format("{}: $.options.seed: expected an integer", source));
+    o.seed = v.get<uint64_t>();
+  }
+  if (!parse_fp32_math(str("fp32_math"), o.fp32_math))
+    throw ConfigError(fmt::format("{}: $.options.fp32_math: expected tf32 or ieee", source));
+  o.l2_flush = boolean("l2_flush");
+  o.aa = boolean("aa");
+  o.layer_trace = boolean("layer_trace");
+  o.tol.atol = number("atol");
+  o.tol.rtol = number("rtol");
+  o.min_reps = static_cast<int64_t>(number("min_reps"));
+  o.max_reps = static_cast<int64_t>(number("max_reps"));
+  o.point_budget_ms = number("point_budget_ms");
+  o.target_rel_ci = number("target_rel_ci");
+  o.memory_margin_mib = number("memory_margin_mib");
+  // Runs begun before auto points existed have neither key.
+  if (j.contains("policy")) o.policy = str("policy");
+  if (j.contains("dispatch_table")) o.dispatch_table = str("dispatch_table");
+  return o;
+}
+
+RunOptions options_for_resume(const std::string& dir, json& doc) {
+  const std::string run_json = dir + "/run.json";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw ConfigError(fmt::format("--resume {}: no such folder", dir));
+  std::ifstream in(run_json);
+  if (!in)
+    throw ConfigError(fmt::format("--resume {}: {} is missing; not a tlbench run folder", dir, run_json));
+  try {
+    doc = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw ConfigError(fmt::format("{}: {}", run_json, e.what()));
+  }
+  if (!doc.is_object() || !doc.contains("options"))
+    throw ConfigError(fmt::format("{}: $.options: missing", run_json));
+  RunOptions opt = options_from_json(doc["options"], run_json);
+  opt.out_dir = dir;
+  opt.resume = true;
+  for (const char* which : {"cases", "techniques"}) {
+    const json& f = doc.value(std::string(which) + "_file", json::object());
+    const std::string path = f.value("path", "");
+    const std::string want = f.value("fingerprint", "");
+    if (path.empty() || want.empty()) continue;
+    const std::string have = file_fingerprint(path);
+    if (have != want)
+      throw ConfigError(fmt::format("{}: {} file {} changed since the run began ({} != {}); "
+                                    "restore it or start a new run",
+                                    run_json, which, path, have, want));
+  }
+  return opt;
+}
+
+}  // namespace tlb

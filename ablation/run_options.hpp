@@ -1,0 +1,65 @@
+// The options of `tlbench run` (what the command line sets and run.json keeps), the defaults
+// of a full run and of --quick, and reading them back for --resume.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "accuracy.hpp"
+#include "config.hpp"
+#include "grid.hpp"
+#include "paired_timer.hpp"
+
+namespace tlb {
+
+struct RunOptions {
+  std::string cases_path;       // cases.json
+  std::string techniques_path;  // empty: techniques.json beside the cases file, else built in
+  std::string cases_sel, configs_sel, dtypes_sel;  // as given to --cases/--configs/--dtypes
+  std::string out_dir;          // empty: runs/<UTC timestamp>
+  bool resume = false;          // out_dir is a run to continue
+  bool quick = false;
+  uint64_t seed = kDefaultRunSeed;
+  Fp32Math fp32_math = Fp32Math::tf32;
+  bool l2_flush = false;
+  bool aa = false;              // A/A: the reference against itself, one point per case and dtype
+  bool layer_trace = false;
+  Tolerance tol;
+  // 0 = the mode's default (see resolve_defaults).
+  int64_t min_reps = 0, max_reps = 0;
+  double point_budget_ms = 0;
+  double target_rel_ci = 0.01;
+  double memory_margin_mib = 1024;  // left free under cudaMemGetInfo's free memory
+  bool json = false;            // summary JSON on stdout at the end
+  std::string command_line;     // as typed, for run.json
+  std::string policy = "case";  // "case": each case's own; "auto": add the dispatcher's point
+  std::string dispatch_table;   // table for auto points; empty: the built-in one
+};
+
+// Defaults of a full run and of --quick. A full run: >= 10 and <= 2000 pairs, 100 ms per
+// point (warm-up included), and at least 5 pairs where a forward is so slow that the budget
+// runs out first: on the H200 the official sweep's fp32 points (IEEE reference up to 260 ms a
+// forward) take most of its time, and the whole sweep fits in 8 minutes. --quick: >= 3 and <= 200 pairs, 25 ms,
+// warm-up >= 1 candidate run and >= 5 ms, and (without --configs) each technique alone plus
+// all of them: the official sweep in about a minute, for smoke runs.
+struct ModeDefaults {
+  int64_t min_reps, max_reps;
+  double point_budget_ms, warmup_min_ms;
+  size_t warmup_min_runs;  // candidate runs before timing
+  size_t floor_pairs;      // pairs a point gets even when its budget runs out first
+};
+ModeDefaults mode_defaults(bool quick);
+void resolve_defaults(RunOptions& o);
+TimerOptions timer_options(const RunOptions& o);
+
+nlohmann::json options_to_json(const RunOptions& o);
+// Throws ConfigError naming `source` and the key on a missing or mistyped option.
+RunOptions options_from_json(const nlohmann::json& j, const std::string& source);
+
+// --resume DIR: the options of the run in DIR (everything but the command line and --json
+// comes from its run.json, which is returned in doc). Throws ConfigError where DIR is not a
+// run folder, run.json is malformed, or a file the run read has changed since (fingerprints).
+RunOptions options_for_resume(const std::string& dir, nlohmann::json& doc);
+
+}  // namespace tlb
