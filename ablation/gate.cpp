@@ -289,181 +289,185 @@ EffectiveRules rules_for(const Thresholds& t, int case_id, const std::string& dt
   return r;
 }
 
-GateReport run_gate(const Thresholds& t, const Results& results, const Results* baseline) {
+namespace {
+
+// Every configuration pattern of an override has one position per technique of the results.
+void check_patterns(const Thresholds& t, const Results& results) {
   const int n = results.num_techniques();
   for (const auto& o : t.overrides)
-    for (size_t i = 0; i < o.selector.config_patterns.size(); ++i) {
-      const auto& pat = o.selector.config_patterns[i];
-      if (pat != "auto" && static_cast<int>(pat.size()) != n) {
-        std::string names;
-        for (const auto& name : results.techniques) names += (names.empty() ? "" : ", ") + name;
-        bad(t.source, o.path + ".configs",
-            fmt::format("pattern \"{}\" has {} positions but {} has {} techniques ({})", pat,
-                        pat.size(), results.dir, n, names));
-      }
+    for (const auto& pat : o.selector.config_patterns) {
+      if (pat == "auto" || static_cast<int>(pat.size()) == n) continue;
+      std::string names;
+      for (const auto& name : results.techniques) names += (names.empty() ? "" : ", ") + name;
+      bad(t.source, o.path + ".configs",
+          fmt::format("pattern \"{}\" has {} positions but {} has {} techniques ({})", pat, pat.size(),
+                      results.dir, n, names));
     }
+}
 
+// The baseline folder's measured points by key, and which of them the results matched.
+struct BaselineIndex {
+  std::map<PointKey, const Point*> points;
+  std::set<PointKey> matched;
+};
+
+// The per-point rules: status, speedup, accuracy and the regression against the baseline.
+void check_point(const Point& p, const EffectiveRules& r, BaselineIndex* base, GateReport& rep) {
+  auto violate = [&](const std::string& rule, const std::string& measured, const std::string& limit) {
+    rep.violations.push_back({p.case_id, p.case_name, p.group, p.row_label(), rule, measured, limit});
+  };
+  if (p.status == "nonviable" || p.status == "oom") {
+    const bool allowed = p.status == "nonviable" ? r.allow_nonviable : r.allow_oom;
+    if (allowed)
+      ++rep.allowed_unmeasured;
+    else
+      violate("allow_" + p.status, p.status, "not allowed here");
+    return;
+  }
+  if (p.status == "error") return violate("error", "error", "never allowed");
+  if (p.status != "ok" && !p.is_fallback())
+    return violate("status", "\"" + p.status + "\"", "ok, fallback:<stage>, nonviable or oom");
+  if (p.is_fallback() && !r.allow_fallback) violate("allow_fallback", p.status, "not allowed here");
+  if (!p.measured())
+    return violate("speedup_missing", p.speedup ? fmt::format("{}", *p.speedup) : "none", "a positive speedup");
+  ++rep.measured;
+  const double s = *p.speedup;
+  if (r.min_speedup && s < *r.min_speedup) violate("min_speedup", f3(s), ">= " + f3(*r.min_speedup));
+  if (r.require_golden && p.golden_pass != true)
+    violate("require_golden", accuracy_text(p, true),
+            p.golden_threshold ? fmt::format("pass (rel L2 <= {:.2e})", *p.golden_threshold) : "pass");
+  if (r.require_strict && p.strict_pass != true) violate("require_strict", accuracy_text(p, false), "pass");
+  if (!base) return;
+  auto it = base->points.find(key_of(p));
+  if (it == base->points.end()) return;
+  base->matched.insert(it->first);
+  ++rep.compared;
+  const double b = *it->second->speedup;
+  const double change = (s / b - 1.0) * 100.0;
+  rep.worst_change_pct = std::min(rep.worst_change_pct, change);
+  if (r.max_regression_pct && -change > *r.max_regression_pct)
+    violate("max_regression_pct", fmt::format("{} vs {} ({:+.1f}%)", f3(s), f3(b), change),
+            fmt::format("<= {:.1f}% slower", *r.max_regression_pct));
+}
+
+// The points of one (case, dtype group), for the per-case rules.
+struct CaseGroup {
+  std::string group;
+  int case_id = 0;
+  std::vector<const Point*> points;
+  void violate(GateReport& rep, const std::string& config, const std::string& rule,
+               const std::string& measured, const std::string& limit) const {
+    rep.violations.push_back({case_id, points.front()->case_name, group, config, rule, measured, limit});
+  }
+};
+
+// require_all_configs: each of the 2^n fixed configurations has a row.
+void check_all_configs(const CaseGroup& cg, int n, GateReport& rep) {
+  const int configs = (n > 0 && n <= 16) ? (1 << n) : 0;
+  if (configs == 0) return;
+  std::vector<bool> present(static_cast<size_t>(configs), false);
+  for (const Point* p : cg.points) {
+    if (p->is_auto()) continue;
+    int k = 0;
+    for (char c : p->config) k = (k << 1) | (c == '1');
+    present[static_cast<size_t>(k)] = true;
+  }
+  for (int k = 0; k < configs; ++k) {
+    if (present[static_cast<size_t>(k)]) continue;
+    std::string bits(static_cast<size_t>(n), '0');
+    for (int i = 0; i < n; ++i)
+      if (k & (1 << (n - 1 - i))) bits[static_cast<size_t>(i)] = '1';
+    cg.violate(rep, bits, "require_all_configs", "not in the results", "every configuration");
+  }
+}
+
+// max_auto_shortfall_pct: auto's choice is judged (compare_auto says how): the fixed row of the
+// configuration it chose against the best's, by forward time where both have one. When auto
+// ran the best configuration itself there is nothing to judge.
+void check_auto(const CaseGroup& cg, const Point& automatic, const Point& best, double limit_pct,
+                GateReport& rep) {
+  const Point* chosen = nullptr;
+  for (const Point* p : cg.points)
+    if (!p->is_auto() && !automatic.auto_choice.empty() && p->config == automatic.auto_choice) chosen = p;
+  const results::AutoVsBest c = results::compare_auto(automatic, best, chosen);
+  if (c.same_config || c.shortfall_pct <= limit_pct) return;
+  const Point& judged = c.by_choice ? *chosen : automatic;
+  const std::string what = c.by_choice ? "auto's choice " + chosen->config : std::string("auto");
+  cg.violate(rep, "auto", "max_auto_shortfall_pct",
+             c.by_time ? fmt::format("{} {:.4f} ms vs best {} {:.4f} ms ({:.1f}% slower)", what,
+                                     *judged.cand_ms, best.config, *best.cand_ms, c.shortfall_pct)
+                       : fmt::format("{} {} vs best {} {} ({:.1f}% slower)", what, f3(*judged.speedup),
+                                     best.config, f3(*best.speedup), c.shortfall_pct),
+             fmt::format("<= {:.1f}% slower", limit_pct));
+}
+
+// The per-case rules: every configuration present, the best one fast enough, auto close to it.
+void check_case_group(const Thresholds& t, const CaseGroup& cg, int n, GateReport& rep) {
+  const EffectiveRules r = rules_for(t, cg.case_id, cg.points.front()->dtype, "");
+  if (r.require_all_configs) check_all_configs(cg, n, rep);
+  const Point* best = nullptr;
+  const Point* automatic = nullptr;
+  for (const Point* p : cg.points) {
+    if (!p->measured()) continue;
+    if (p->is_auto()) {
+      automatic = p;
+      continue;
+    }
+    if (r.require_golden && p->golden_pass != true) continue;
+    if (!best || *p->speedup > *best->speedup) best = p;
+  }
+  if (r.min_best_speedup) {
+    if (!best)
+      cg.violate(rep, "", "min_best_speedup",
+                 r.require_golden ? "no measured configuration passes golden" : "no measured configuration",
+                 ">= " + f3(*r.min_best_speedup));
+    else if (*best->speedup < *r.min_best_speedup)
+      cg.violate(rep, "", "min_best_speedup", fmt::format("{} ({})", f3(*best->speedup), best->config),
+                 ">= " + f3(*r.min_best_speedup));
+  }
+  if (r.max_auto_shortfall_pct && automatic && best)
+    check_auto(cg, *automatic, *best, *r.max_auto_shortfall_pct, rep);
+}
+
+}  // namespace
+
+GateReport run_gate(const Thresholds& t, const Results& results, const Results* baseline) {
+  check_patterns(t, results);
   GateReport rep;
-  std::map<PointKey, const Point*> base;
+  BaselineIndex base;
   if (baseline)
     for (const auto& p : baseline->points)
-      if (!p.is_aa() && p.measured()) base[key_of(p)] = &p;
-  std::set<PointKey> matched;
+      if (!p.is_aa() && p.measured()) base.points[key_of(p)] = &p;
 
   // Points grouped per (case, dtype group) for the per-case rules, in a stable order.
-  std::map<std::pair<std::string, int>, std::vector<const Point*>> per_case;
+  std::map<std::pair<std::string, int>, CaseGroup> per_case;
   std::set<int> case_ids;
   std::set<std::string> groups;
-
   for (const auto& p : results.points) {
     if (p.is_aa()) {
       ++rep.aa_points;
       continue;
     }
     ++rep.points;
-    per_case[{p.group, p.case_id}].push_back(&p);
+    CaseGroup& cg = per_case[{p.group, p.case_id}];
+    cg.group = p.group;
+    cg.case_id = p.case_id;
+    cg.points.push_back(&p);
     case_ids.insert(p.case_id);
     groups.insert(p.group);
-    const EffectiveRules r = rules_for(t, p.case_id, p.dtype, p.row_label());
-    auto violate = [&](const std::string& rule, const std::string& measured,
-                       const std::string& limit) {
-      rep.violations.push_back({p.case_id, p.case_name, p.group, p.row_label(), rule, measured,
-                                limit});
-    };
-
-    if (p.status == "nonviable") {
-      if (r.allow_nonviable)
-        ++rep.allowed_unmeasured;
-      else
-        violate("allow_nonviable", "nonviable", "not allowed here");
-      continue;
-    }
-    if (p.status == "oom") {
-      if (r.allow_oom)
-        ++rep.allowed_unmeasured;
-      else
-        violate("allow_oom", "oom", "not allowed here");
-      continue;
-    }
-    if (p.status == "error") {
-      violate("error", "error", "never allowed");
-      continue;
-    }
-    if (p.status != "ok" && !p.is_fallback()) {
-      violate("status", "\"" + p.status + "\"", "ok, fallback:<stage>, nonviable or oom");
-      continue;
-    }
-    if (p.is_fallback() && !r.allow_fallback) violate("allow_fallback", p.status, "not allowed here");
-    if (!p.measured()) {
-      violate("speedup_missing", p.speedup ? fmt::format("{}", *p.speedup) : "none",
-              "a positive speedup");
-      continue;
-    }
-    ++rep.measured;
-    const double s = *p.speedup;
-    if (r.min_speedup && s < *r.min_speedup)
-      violate("min_speedup", f3(s), ">= " + f3(*r.min_speedup));
-    if (r.require_golden && p.golden_pass != true)
-      violate("require_golden", accuracy_text(p, true),
-              p.golden_threshold ? fmt::format("pass (rel L2 <= {:.2e})", *p.golden_threshold)
-                                 : "pass");
-    if (r.require_strict && p.strict_pass != true)
-      violate("require_strict", accuracy_text(p, false), "pass");
-    if (baseline) {
-      auto it = base.find(key_of(p));
-      if (it != base.end()) {
-        matched.insert(it->first);
-        ++rep.compared;
-        const double b = *it->second->speedup;
-        const double change = (s / b - 1.0) * 100.0;
-        rep.worst_change_pct = std::min(rep.worst_change_pct, change);
-        if (r.max_regression_pct && -change > *r.max_regression_pct)
-          violate("max_regression_pct", fmt::format("{} vs {} ({:+.1f}%)", f3(s), f3(b), change),
-                  fmt::format("<= {:.1f}% slower", *r.max_regression_pct));
-      }
-    }
+    check_point(p, rules_for(t, p.case_id, p.dtype, p.row_label()), baseline ? &base : nullptr, rep);
   }
-  if (baseline) rep.baseline_unmatched = static_cast<int>(base.size() - matched.size());
+  if (baseline) rep.baseline_unmatched = static_cast<int>(base.points.size() - base.matched.size());
   rep.cases = static_cast<int>(case_ids.size());
   rep.groups = static_cast<int>(groups.size());
-
   if (rep.points == 0)
     rep.violations.push_back({0, "", "", "", "no_points", "no points in " + results.dir,
                               "at least one measured point"});
+  for (const auto& [where, cg] : per_case) check_case_group(t, cg, results.num_techniques(), rep);
 
-  const int configs = (n > 0 && n <= 16) ? (1 << n) : 0;
-  for (const auto& [where, pts] : per_case) {
-    const auto& [group, case_id] = where;
-    const Point& first = *pts.front();
-    const EffectiveRules r = rules_for(t, case_id, first.dtype, "");
-    auto violate = [&, &group = group, case_id = case_id](const std::string& config,
-                                                           const std::string& rule,
-                                                           const std::string& measured,
-                                                           const std::string& limit) {
-      rep.violations.push_back({case_id, first.case_name, group, config, rule, measured, limit});
-    };
-    if (r.require_all_configs && configs > 0) {
-      std::vector<bool> present(static_cast<size_t>(configs), false);
-      for (const Point* p : pts) {
-        if (p->is_auto()) continue;
-        int k = 0;
-        for (char c : p->config) k = (k << 1) | (c == '1');
-        present[static_cast<size_t>(k)] = true;
-      }
-      for (int k = 0; k < configs; ++k) {
-        if (present[static_cast<size_t>(k)]) continue;
-        std::string bits(static_cast<size_t>(n), '0');
-        for (int i = 0; i < n; ++i)
-          if (k & (1 << (n - 1 - i))) bits[static_cast<size_t>(i)] = '1';
-        violate(bits, "require_all_configs", "not in the results", "every configuration");
-      }
-    }
-    const Point* best = nullptr;
-    const Point* automatic = nullptr;
-    for (const Point* p : pts) {
-      if (!p->measured()) continue;
-      if (p->is_auto()) {
-        automatic = p;
-        continue;
-      }
-      if (r.require_golden && p->golden_pass != true) continue;
-      if (!best || *p->speedup > *best->speedup) best = p;
-    }
-    if (r.min_best_speedup) {
-      if (!best)
-        violate("", "min_best_speedup",
-                r.require_golden ? "no measured configuration passes golden"
-                                 : "no measured configuration",
-                ">= " + f3(*r.min_best_speedup));
-      else if (*best->speedup < *r.min_best_speedup)
-        violate("", "min_best_speedup", fmt::format("{} ({})", f3(*best->speedup), best->config),
-                ">= " + f3(*r.min_best_speedup));
-    }
-    if (r.max_auto_shortfall_pct && automatic && best) {
-      // auto's choice is judged (compare_auto says how): the fixed row of the configuration it
-      // chose against the best's, by forward time where both have one. When auto ran the best
-      // configuration itself there is nothing to judge.
-      const Point* chosen = nullptr;
-      for (const Point* p : pts)
-        if (!p->is_auto() && !automatic->auto_choice.empty() && p->config == automatic->auto_choice) chosen = p;
-      const results::AutoVsBest c = results::compare_auto(*automatic, *best, chosen);
-      const Point& judged = c.by_choice ? *chosen : *automatic;
-      const std::string what = c.by_choice ? "auto's choice " + chosen->config : std::string("auto");
-      if (!c.same_config && c.shortfall_pct > *r.max_auto_shortfall_pct)
-        violate("auto", "max_auto_shortfall_pct",
-                c.by_time ? fmt::format("{} {:.4f} ms vs best {} {:.4f} ms ({:.1f}% slower)", what,
-                                        *judged.cand_ms, best->config, *best->cand_ms, c.shortfall_pct)
-                          : fmt::format("{} {} vs best {} {} ({:.1f}% slower)", what, f3(*judged.speedup),
-                                        best->config, f3(*best->speedup), c.shortfall_pct),
-                fmt::format("<= {:.1f}% slower", *r.max_auto_shortfall_pct));
-    }
-  }
-
-  std::stable_sort(rep.violations.begin(), rep.violations.end(),
-                   [](const Violation& a, const Violation& b) {
-                     return std::tie(a.case_id, a.dtype, a.config) <
-                            std::tie(b.case_id, b.dtype, b.config);
-                   });
+  std::stable_sort(rep.violations.begin(), rep.violations.end(), [](const Violation& a, const Violation& b) {
+    return std::tie(a.case_id, a.dtype, a.config) < std::tie(b.case_id, b.dtype, b.config);
+  });
   return rep;
 }
 

@@ -198,14 +198,16 @@ void check_accuracy(const MeasureContext& ctx, const Group& g, const StackPath& 
   r.strict_pass = strict_pass(st);
   r.nan_count = static_cast<int64_t>(st.nan);
   r.inf_count = static_cast<int64_t>(st.inf);
-  if (st.ref_nonfinite > 0) add_note(r, fmt::format("baseline output has {} non-finite elements", st.ref_nonfinite));
+  if (st.ref_nonfinite > 0)
+    add_note(r, fmt::format("baseline output has {} non-finite elements", st.ref_nonfinite));
   if (!g.golden_ok) {
     add_note(r, g.golden_note);
     // Without a golden there is no error norm, but a NaN is still a failure.
     if (st.nan + st.inf > 0) r.golden_pass = false;
     return;
   }
-  const GoldenError ge = compare_to_golden(cand.output(), g.dtype, g.golden_out.as<float>(), g.elements, ctx.stream);
+  const GoldenError ge =
+      compare_to_golden(cand.output(), g.dtype, g.golden_out.as<float>(), g.elements, ctx.stream);
   std::optional<double> ref_err;
   if (against_reference && g.baseline_golden) ref_err = g.baseline_golden->rel_l2;
   const Fp32Math ran = (g.dtype == DType::fp32 && ctx.opt.fp32_math == Fp32Math::tf32 && tensor_core_stage)

@@ -70,7 +70,8 @@ json new_run_document(const RunOptions& opt, const CaseSet& cases, const Techniq
   doc["cases_file"] = {{"path", opt.cases_path}, {"fingerprint", file_fingerprint(opt.cases_path)}};
   doc["techniques_file"] = file_record(techniques.source);
   json tech = json::array();
-  for (const Technique& t : techniques.items) tech.push_back({{"name", t.name}, {"description", t.description}});
+  for (const Technique& t : techniques.items)
+    tech.push_back({{"name", t.name}, {"description", t.description}});
   doc["techniques"] = tech;
   json cj = json::array();
   for (const CaseSpec& c : cases.cases) cj.push_back(case_json(c));

@@ -101,7 +101,8 @@ int run_exit_code(const std::string& state, const std::vector<PointRow>& rows) {
 
 void print_outcome(const RunOutcome& o, const std::vector<PointRow>& rows, const std::string& message) {
   std::string counts;
-  for (const auto& [k, n] : status_counts(rows)) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, k);
+  for (const auto& [k, n] : status_counts(rows))
+    counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, k);
   if (o.aa) print_aa_table(stderr, rows);
   fmt::print(stderr, "{} of {} points on disk ({}); {} measured now in {}; results in {}\n", rows.size(),
              o.scheduled, counts.empty() ? "none" : counts, o.written_now, human_duration(o.elapsed_s),
@@ -113,7 +114,8 @@ void print_outcome(const RunOutcome& o, const std::vector<PointRow>& rows, const
   }
   if (failed > 0)
     fmt::print(stderr, "{} point(s) failed the golden accuracy criterion (see note in points.csv)\n", failed);
-  if (errors > 0) fmt::print(stderr, "{} point(s) could not run (status error; see note in points.csv)\n", errors);
+  if (errors > 0)
+    fmt::print(stderr, "{} point(s) could not run (status error; see note in points.csv)\n", errors);
   if (!message.empty()) fmt::print(stderr, "{}\n", message);
 }
 

@@ -138,7 +138,8 @@ void Runner::measure_groups() {
   const std::vector<SchedPoint>& pts = sched_.points;
   for (size_t i = 0; i < pts.size();) {
     size_t end = i;
-    while (end < pts.size() && pts[end].case_index == pts[i].case_index && pts[end].dtype == pts[i].dtype) ++end;
+    while (end < pts.size() && pts[end].case_index == pts[i].case_index && pts[end].dtype == pts[i].dtype)
+      ++end;
     const bool any_pending =
         std::any_of(pts.begin() + static_cast<long>(i), pts.begin() + static_cast<long>(end),
                     [&](const SchedPoint& p) { return !done_.contains(p.key); });
