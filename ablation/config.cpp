@@ -220,14 +220,10 @@ const std::vector<std::string> kCaseKeys = {"id",     "name",      "batch",     
 const std::vector<std::string> kRequiredCaseKeys = {"id",    "name", "batch",  "seq", "d_model",
                                                     "heads", "d_ff", "layers", "mask"};
 
-CaseSpec parse_case(const json& c, const std::string& source, const std::string& path) {
-  if (!c.is_object()) fail(source, path, "expected a case object, got " + describe(c));
-  check_keys(c, kCaseKeys, source, path);
-  require_keys(c, kRequiredCaseKeys, source, path);
-
-  CaseSpec spec;
-  LayerShape& s = spec.shape;
+// The parts of a case, each checked where it is read (parse_case runs them in order).
+void parse_case_shape(const json& c, const std::string& source, const std::string& path, CaseSpec& spec) {
   auto field = [&](const char* k) { return key_path(path, k); };
+  LayerShape& s = spec.shape;
   spec.id = static_cast<int>(get_integer(c["id"], 1, kMaxDim, "a positive integer id", source,
                                          field("id")));
   spec.name = get_string(c["name"], "a name string", source, field("name"));
@@ -266,6 +262,11 @@ CaseSpec parse_case(const json& c, const std::string& source, const std::string&
                            " bytes, beyond 64-bit byte counts");
   }
 
+}
+
+void parse_case_mask(const json& c, const std::string& source, const std::string& path, CaseSpec& spec) {
+  auto field = [&](const char* k) { return key_path(path, k); };
+  LayerShape& s = spec.shape;
   const std::string& mask = get_string(c["mask"], "a mask name", source, field("mask"));
   if (!parse_mask(mask, s.mask))
     fail(source, field("mask"), "unknown mask " + json_quoted(mask) + " (expected none, causal or padding)");
@@ -293,6 +294,11 @@ CaseSpec parse_case(const json& c, const std::string& source, const std::string&
     fail(source, path, "mask \"padding\" needs \"valid_lens\" (one valid length per batch element)");
   }
 
+}
+
+void parse_case_math(const json& c, const std::string& source, const std::string& path, CaseSpec& spec) {
+  auto field = [&](const char* k) { return key_path(path, k); };
+  LayerShape& s = spec.shape;
   if (c.contains("activation")) {
     const std::string& a = get_string(c["activation"], "an activation name", source, field("activation"));
     if (!parse_activation(a, s.activation))
@@ -309,6 +315,11 @@ CaseSpec parse_case(const json& c, const std::string& source, const std::string&
     s.eps = static_cast<float>(eps);
   }
 
+}
+
+void parse_case_policy(const json& c, const std::string& source, const std::string& path, CaseSpec& spec) {
+  auto field = [&](const char* k) { return key_path(path, k); };
+  const LayerShape& s = spec.shape;
   spec.policy = std::string(static_cast<size_t>(s.layers), 'F');
   if (c.contains("policy")) {
     const std::string& p = get_string(c["policy"], "a policy string", source, field("policy"));
@@ -326,6 +337,10 @@ CaseSpec parse_case(const json& c, const std::string& source, const std::string&
     spec.policy = p;
   }
 
+}
+
+void parse_case_dtypes(const json& c, const std::string& source, const std::string& path, CaseSpec& spec) {
+  auto field = [&](const char* k) { return key_path(path, k); };
   if (c.contains("dtypes")) {
     const json& v = c["dtypes"];
     const std::string vp = field("dtypes");
@@ -344,6 +359,10 @@ CaseSpec parse_case(const json& c, const std::string& source, const std::string&
     spec.dtypes = {DType::fp16, DType::bf16, DType::fp32};
   }
 
+}
+
+void parse_case_seed(const json& c, const std::string& source, const std::string& path, CaseSpec& spec) {
+  auto field = [&](const char* k) { return key_path(path, k); };
   if (c.contains("seed")) {
     const json& v = c["seed"];
     const std::string sp = field("seed");
@@ -351,6 +370,19 @@ CaseSpec parse_case(const json& c, const std::string& source, const std::string&
       fail(source, sp, "expected a non-negative integer, got " + describe(v));
     spec.seed = v.get<uint64_t>();
   }
+}
+
+CaseSpec parse_case(const json& c, const std::string& source, const std::string& path) {
+  if (!c.is_object()) fail(source, path, "expected a case object, got " + describe(c));
+  check_keys(c, kCaseKeys, source, path);
+  require_keys(c, kRequiredCaseKeys, source, path);
+  CaseSpec spec;
+  parse_case_shape(c, source, path, spec);
+  parse_case_mask(c, source, path, spec);
+  parse_case_math(c, source, path, spec);
+  parse_case_policy(c, source, path, spec);
+  parse_case_dtypes(c, source, path, spec);
+  parse_case_seed(c, source, path, spec);
   return spec;
 }
 
