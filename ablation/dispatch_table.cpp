@@ -358,6 +358,109 @@ std::string dispatch_table_json(const DispatchTable& t) {
   return text;
 }
 
+namespace {
+
+void parse_source(const json& doc, const std::string& origin, DispatchTable& t) {
+  const json& src = need(doc, "source", origin, "$");
+  if (!src.is_object()) fail(origin, "$.source", "expected an object, got " + shown(src));
+  check_keys(src, {"results", "gpu", "git_commit", "time", "quick"}, origin, "$.source");
+  t.source.results = opt_string(src, "results", origin, "$.source");
+  t.source.gpu = opt_string(src, "gpu", origin, "$.source");
+  t.source.git_commit = opt_string(src, "git_commit", origin, "$.source");
+  t.source.time = opt_string(src, "time", origin, "$.source");
+  t.source.quick = opt_bool(src, "quick", origin, "$.source").value_or(false);
+
+}
+
+void parse_techniques(const json& doc, const std::string& origin, DispatchTable& t) {
+  const json& techs = need(doc, "techniques", origin, "$");
+  if (!techs.is_array() || techs.empty())
+    fail(origin, "$.techniques", "expected a non-empty array of technique names, got " + shown(techs));
+  for (size_t i = 0; i < techs.size(); ++i) {
+    const std::string path = fmt::format("$.techniques[{}]", i);
+    Stage st;
+    if (!techs[i].is_string() || !parse_stage(techs[i].get<std::string>(), st))
+      fail(origin, path, "expected one of \"qkv\", \"attn\", \"ffn\", \"norm\", \"graph\", got " +
+                             shown(techs[i]));
+    const std::string name = techs[i].get<std::string>();
+    if (std::find(t.techniques.begin(), t.techniques.end(), name) != t.techniques.end())
+      fail(origin, path, "duplicate technique \"" + name + "\"");
+    t.techniques.push_back(name);
+  }
+
+}
+
+// One entry of $.entries, checked field by field against the table's techniques.
+DispatchEntry parse_entry(const json& o, const std::vector<std::string>& techniques, const std::string& origin,
+                          const std::string& path) {
+  if (!o.is_object()) fail(origin, path, "expected an entry object, got " + shown(o));
+  check_keys(o,
+             {"dtype", "math", "case_id", "case_name", "batch", "seq", "d_model", "heads", "d_ff",
+              "layers", "mask", "config", "config_names", "speedup", "cand_ms", "golden_rel_l2",
+              "strict_pass", "dispatch"},
+             origin, path);
+  DispatchEntry e;
+  e.dtype = need_string(o, "dtype", origin, path);
+  DType dt;
+  if (!parse_dtype(e.dtype, dt))
+    fail(origin, path + ".dtype", "\"" + e.dtype + "\" is not fp16, bf16 or fp32");
+  e.math = need_string(o, "math", origin, path);
+  const bool math_ok = dt == DType::fp32 ? (e.math == "tf32" || e.math == "ieee") : e.math == kHalfMath;
+  if (!math_ok)
+    fail(origin, path + ".math",
+         fmt::format("\"{}\" does not fit {} (expected {})", e.math, e.dtype,
+                     dt == DType::fp32 ? "tf32 or ieee" : kHalfMath));
+  e.case_id = static_cast<int>(need_positive(o, "case_id", origin, path));
+  e.case_name = opt_string(o, "case_name", origin, path);
+  e.shape.batch = need_positive(o, "batch", origin, path);
+  e.shape.seq = need_positive(o, "seq", origin, path);
+  e.shape.d_model = need_positive(o, "d_model", origin, path);
+  e.shape.heads = need_positive(o, "heads", origin, path);
+  e.shape.d_ff = need_positive(o, "d_ff", origin, path);
+  e.shape.layers = need_positive(o, "layers", origin, path);
+  if (e.shape.d_model % e.shape.heads != 0)
+    fail(origin, path + ".heads",
+         fmt::format("{} does not divide d_model {}", e.shape.heads, e.shape.d_model));
+  const std::string mask = need_string(o, "mask", origin, path);
+  if (!parse_mask(mask, e.shape.mask))
+    fail(origin, path + ".mask", "\"" + mask + "\" is not none, causal or padding");
+  e.config = need_string(o, "config", origin, path);
+  if (e.config.size() != techniques.size() ||
+      e.config.find_first_not_of("01") != std::string::npos)
+    fail(origin, path + ".config",
+         fmt::format("\"{}\" is not a bit string of {} (one 0 or 1 per technique of "
+                     "$.techniques)", e.config, techniques.size()));
+  e.config_names = names_of(e.config, techniques);
+  const std::string names = opt_string(o, "config_names", origin, path);
+  if (!names.empty() && names != e.config_names)
+    fail(origin, path + ".config_names",
+         fmt::format("\"{}\" does not match config {} (\"{}\")", names, e.config, e.config_names));
+  const std::optional<double> speedup = opt_number(o, "speedup", origin, path);
+  if (!speedup || !(*speedup > 0) || !std::isfinite(*speedup))
+    fail(origin, path + ".speedup", "expected a positive number, got " +
+                                        (o.contains("speedup") ? shown(o["speedup"]) : "nothing"));
+  e.speedup = *speedup;
+  e.cand_ms = opt_number(o, "cand_ms", origin, path);
+  e.golden_rel_l2 = opt_number(o, "golden_rel_l2", origin, path);
+  e.strict_pass = opt_bool(o, "strict_pass", origin, path);
+  e.dispatch = opt_string(o, "dispatch", origin, path);
+  return e;
+}
+
+void parse_notes(const json& doc, const std::string& origin, DispatchTable& t) {
+  if (doc.contains("notes")) {
+    const json& notes = doc["notes"];
+    if (!notes.is_array()) fail(origin, "$.notes", "expected an array of strings, got " + shown(notes));
+    for (size_t i = 0; i < notes.size(); ++i) {
+      if (!notes[i].is_string())
+        fail(origin, fmt::format("$.notes[{}]", i), "expected a string, got " + shown(notes[i]));
+      t.notes.push_back(notes[i].get<std::string>());
+    }
+  }
+}
+
+}  // namespace
+
 DispatchTable parse_dispatch_table(std::string_view text, const std::string& origin) {
   json doc;
   try {
@@ -375,98 +478,13 @@ DispatchTable parse_dispatch_table(std::string_view text, const std::string& ori
 
   DispatchTable t;
   t.origin = origin;
-  const json& src = need(doc, "source", origin, "$");
-  if (!src.is_object()) fail(origin, "$.source", "expected an object, got " + shown(src));
-  check_keys(src, {"results", "gpu", "git_commit", "time", "quick"}, origin, "$.source");
-  t.source.results = opt_string(src, "results", origin, "$.source");
-  t.source.gpu = opt_string(src, "gpu", origin, "$.source");
-  t.source.git_commit = opt_string(src, "git_commit", origin, "$.source");
-  t.source.time = opt_string(src, "time", origin, "$.source");
-  t.source.quick = opt_bool(src, "quick", origin, "$.source").value_or(false);
-
-  const json& techs = need(doc, "techniques", origin, "$");
-  if (!techs.is_array() || techs.empty())
-    fail(origin, "$.techniques", "expected a non-empty array of technique names, got " + shown(techs));
-  for (size_t i = 0; i < techs.size(); ++i) {
-    const std::string path = fmt::format("$.techniques[{}]", i);
-    Stage st;
-    if (!techs[i].is_string() || !parse_stage(techs[i].get<std::string>(), st))
-      fail(origin, path, "expected one of \"qkv\", \"attn\", \"ffn\", \"norm\", \"graph\", got " +
-                             shown(techs[i]));
-    const std::string name = techs[i].get<std::string>();
-    if (std::find(t.techniques.begin(), t.techniques.end(), name) != t.techniques.end())
-      fail(origin, path, "duplicate technique \"" + name + "\"");
-    t.techniques.push_back(name);
-  }
-
+  parse_source(doc, origin, t);
+  parse_techniques(doc, origin, t);
   const json& entries = need(doc, "entries", origin, "$");
   if (!entries.is_array()) fail(origin, "$.entries", "expected an array, got " + shown(entries));
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const std::string path = fmt::format("$.entries[{}]", i);
-    const json& o = entries[i];
-    if (!o.is_object()) fail(origin, path, "expected an entry object, got " + shown(o));
-    check_keys(o,
-               {"dtype", "math", "case_id", "case_name", "batch", "seq", "d_model", "heads", "d_ff",
-                "layers", "mask", "config", "config_names", "speedup", "cand_ms", "golden_rel_l2",
-                "strict_pass", "dispatch"},
-               origin, path);
-    DispatchEntry e;
-    e.dtype = need_string(o, "dtype", origin, path);
-    DType dt;
-    if (!parse_dtype(e.dtype, dt))
-      fail(origin, path + ".dtype", "\"" + e.dtype + "\" is not fp16, bf16 or fp32");
-    e.math = need_string(o, "math", origin, path);
-    const bool math_ok = dt == DType::fp32 ? (e.math == "tf32" || e.math == "ieee") : e.math == kHalfMath;
-    if (!math_ok)
-      fail(origin, path + ".math",
-           fmt::format("\"{}\" does not fit {} (expected {})", e.math, e.dtype,
-                       dt == DType::fp32 ? "tf32 or ieee" : kHalfMath));
-    e.case_id = static_cast<int>(need_positive(o, "case_id", origin, path));
-    e.case_name = opt_string(o, "case_name", origin, path);
-    e.shape.batch = need_positive(o, "batch", origin, path);
-    e.shape.seq = need_positive(o, "seq", origin, path);
-    e.shape.d_model = need_positive(o, "d_model", origin, path);
-    e.shape.heads = need_positive(o, "heads", origin, path);
-    e.shape.d_ff = need_positive(o, "d_ff", origin, path);
-    e.shape.layers = need_positive(o, "layers", origin, path);
-    if (e.shape.d_model % e.shape.heads != 0)
-      fail(origin, path + ".heads",
-           fmt::format("{} does not divide d_model {}", e.shape.heads, e.shape.d_model));
-    const std::string mask = need_string(o, "mask", origin, path);
-    if (!parse_mask(mask, e.shape.mask))
-      fail(origin, path + ".mask", "\"" + mask + "\" is not none, causal or padding");
-    e.config = need_string(o, "config", origin, path);
-    if (e.config.size() != t.techniques.size() ||
-        e.config.find_first_not_of("01") != std::string::npos)
-      fail(origin, path + ".config",
-           fmt::format("\"{}\" is not a bit string of {} (one 0 or 1 per technique of "
-                       "$.techniques)", e.config, t.techniques.size()));
-    e.config_names = names_of(e.config, t.techniques);
-    const std::string names = opt_string(o, "config_names", origin, path);
-    if (!names.empty() && names != e.config_names)
-      fail(origin, path + ".config_names",
-           fmt::format("\"{}\" does not match config {} (\"{}\")", names, e.config, e.config_names));
-    const std::optional<double> speedup = opt_number(o, "speedup", origin, path);
-    if (!speedup || !(*speedup > 0) || !std::isfinite(*speedup))
-      fail(origin, path + ".speedup", "expected a positive number, got " +
-                                          (o.contains("speedup") ? shown(o["speedup"]) : "nothing"));
-    e.speedup = *speedup;
-    e.cand_ms = opt_number(o, "cand_ms", origin, path);
-    e.golden_rel_l2 = opt_number(o, "golden_rel_l2", origin, path);
-    e.strict_pass = opt_bool(o, "strict_pass", origin, path);
-    e.dispatch = opt_string(o, "dispatch", origin, path);
-    t.entries.push_back(std::move(e));
-  }
-
-  if (doc.contains("notes")) {
-    const json& notes = doc["notes"];
-    if (!notes.is_array()) fail(origin, "$.notes", "expected an array of strings, got " + shown(notes));
-    for (size_t i = 0; i < notes.size(); ++i) {
-      if (!notes[i].is_string())
-        fail(origin, fmt::format("$.notes[{}]", i), "expected a string, got " + shown(notes[i]));
-      t.notes.push_back(notes[i].get<std::string>());
-    }
-  }
+  for (size_t i = 0; i < entries.size(); ++i)
+    t.entries.push_back(parse_entry(entries[i], t.techniques, origin, fmt::format("$.entries[{}]", i)));
+  parse_notes(doc, origin, t);
   return t;
 }
 
