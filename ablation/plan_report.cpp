@@ -289,7 +289,9 @@ int dtypes_in_grid(const Plan& plan) {
 
 }  // namespace
 
-void print_plan(const Plan& plan, std::FILE* out) {
+namespace {
+
+void print_plan_header(const Plan& plan, std::FILE* out) {
   std::string techs;
   for (const auto& t : plan.technique_names) {
     if (!techs.empty()) techs += ' ';
@@ -316,6 +318,9 @@ void print_plan(const Plan& plan, std::FILE* out) {
              to_string(plan.paths.fp32_math),
              plan.paths.keep_layer_outputs ? "; per-layer outputs kept (layer trace)" : "");
 
+}
+
+void print_case_table(const Plan& plan, std::FILE* out) {
   fmt::print(out, "{:>3}  {:<18} {:>21}  {:>5} {:>4} {:>6} {:>6}  {:<7} {:<6} {:>11}\n", "id", "name",
              "batch x seq x d_model", "heads", "hd", "d_ff", "layers", "mask", "policy", "GFLOP/fwd");
   for (const auto& cp : plan.cases) {
@@ -328,6 +333,10 @@ void print_plan(const Plan& plan, std::FILE* out) {
                s.layers, to_string(s.mask), policy, cp.forward_flops / 1e9);
   }
 
+}
+
+// The memory table; returns the notes its rows call for.
+std::vector<std::string> print_memory_table(const Plan& plan, std::FILE* out) {
   fmt::print(out, "\nmemory per path (peak = data + workspace + cuBLAS workspace; a measured point "
                   "holds baseline and candidate together)\n");
   fmt::print(out, "{:>3}  {:<5} {:>10} {:>10} {:>11} {:>10}  {:>10} {:>10} {:>10}  {:<4} {:<5}  {:<9} {:>6} {:>9}\n",
@@ -357,6 +366,10 @@ void print_plan(const Plan& plan, std::FILE* out) {
                                     cp.spec->id, to_string(dp.dtype), human_bytes(dp.golden_peak)));
     }
   }
+  return notes;
+}
+
+void print_auto_choices(const Plan& plan, std::FILE* out) {
   if (plan.auto_points > 0) {
     fmt::print(out, "\nauto: {} point(s), one per case and dtype, configuration from {}\n",
                plan.auto_points, plan.dispatch_origin);
@@ -368,6 +381,9 @@ void print_plan(const Plan& plan, std::FILE* out) {
                      names_of(plan, dp.auto_choice.config), dp.auto_choice.choice.reason,
                      dp.auto_viable ? "" : " (nonviable)");
   }
+}
+
+void print_notes_and_totals(const Plan& plan, const std::vector<std::string>& notes, std::FILE* out) {
   if (!notes.empty()) {
     fmt::print(out, "\nnotes:\n");
     for (const auto& n : notes) fmt::print(out, "  {}\n", n);
@@ -393,6 +409,106 @@ void print_plan(const Plan& plan, std::FILE* out) {
              m.warmup_s * 1e3, m.floor_pairs);
 }
 
+}  // namespace
+
+void print_plan(const Plan& plan, std::FILE* out) {
+  print_plan_header(plan, out);
+  print_case_table(plan, out);
+  const std::vector<std::string> notes = print_memory_table(plan, out);
+  print_auto_choices(plan, out);
+  print_notes_and_totals(plan, notes, out);
+}
+
+namespace {
+
+using ordered = nlohmann::ordered_json;
+
+ordered time_estimate_json(const Plan& plan) {
+  const TimeModel& m = plan.model;
+  return {
+      {"seconds", plan.estimated_seconds},
+      {"is_estimate", true},
+      {"model",
+       {{"fused_tflops", std::vector<double>(std::begin(m.fused_tflops), std::end(m.fused_tflops))},
+        {"reference_tflops",
+         std::vector<double>(std::begin(m.reference_tflops), std::end(m.reference_tflops))},
+        {"golden_tflops", m.golden_tflops},
+        {"memory_tb_per_s", m.memory_tb_per_s},
+        {"launch_us", m.launch_us},
+        {"warmup_s", m.warmup_s},
+        {"warmup_min_runs", m.warmup_min_runs},
+        {"point_time_budget_s", m.point_time_budget_s},
+        {"floor_pairs", m.floor_pairs},
+        {"max_pairs", m.max_pairs}}}};
+}
+
+ordered dtype_plan_json(const Plan& plan, const DTypePlan& dp) {
+  using json = ordered;
+  json order = json::array(), nonviable = json::array();
+  for (size_t i = 0; i <= dp.order.size(); ++i) {
+    if (dp.has_auto && dp.auto_position == i) order.push_back("auto");
+    if (i < dp.order.size()) order.push_back(bits_of(plan, dp.order[i]));
+  }
+  for (uint32_t k : dp.nonviable_configs) nonviable.push_back(bits_of(plan, k));
+  json baseline = {{"kind", baseline_label(dp.baseline)},
+                   {"stages", switch_name(dp.baseline.stages)}};
+  if (!dp.baseline.reason.empty()) baseline["reason"] = dp.baseline.reason;
+  return {{"dtype", to_string(dp.dtype)},
+          {"weights_bytes", dp.weights_bytes},
+          {"input_bytes", dp.input_bytes},
+          {"activation_bytes", dp.activation_bytes},
+          {"scores_bytes", dp.memory.scores},
+          {"reference_peak_bytes", dp.reference_peak},
+          {"fused_peak_bytes", dp.fused_peak},
+          {"golden_peak_bytes", dp.golden_peak},
+          {"reference_viable", dp.reference_viable},
+          {"fused_viable", dp.fused_viable},
+          {"golden_viable", dp.golden_viable},
+          {"baseline", baseline},
+          {"points", dp.selected_points},
+          {"viable", dp.viable_points},
+          {"nonviable", dp.nonviable_points},
+          {"nonviable_configs", nonviable},
+          {"order", order},
+          {"auto", dp.has_auto ? json{{"config", bits_of(plan, dp.auto_choice.config)},
+                                      {"config_names", names_of(plan, dp.auto_choice.config)},
+                                      {"exact", dp.auto_choice.choice.exact},
+                                      {"viable", dp.auto_viable},
+                                      {"reason", dp.auto_choice.choice.reason}}
+                               : json(nullptr)},
+          {"estimated_seconds", dp.estimated_seconds}};
+}
+
+ordered case_plan_json(const Plan& plan, const CasePlan& cp) {
+  using json = ordered;
+  const CaseSpec& c = *cp.spec;
+  const LayerShape& s = c.shape;
+  // eps through its shortest float text, so 1e-5 prints as 1e-05, not 9.999999747378752e-06.
+  const double eps = std::stod(fmt::format("{}", s.eps));
+  json jc = {{"id", c.id},
+             {"name", c.name},
+             {"batch", s.batch},
+             {"seq", s.seq},
+             {"d_model", s.d_model},
+             {"heads", s.heads},
+             {"head_dim", s.head_dim()},
+             {"d_ff", s.d_ff},
+             {"layers", s.layers},
+             {"mask", to_string(s.mask)},
+             {"activation", to_string(s.activation)},
+             {"eps", eps},
+             {"policy", c.policy},
+             {"seed", c.seed},
+             {"forward_flops", cp.forward_flops}};
+  if (s.mask == MaskKind::padding) jc["valid_lens"] = s.valid_lens;
+  json dts = json::array();
+  for (const auto& dp : cp.dtypes) dts.push_back(dtype_plan_json(plan, dp));
+  jc["dtypes"] = dts;
+  return jc;
+}
+
+}  // namespace
+
 std::string plan_json(const Plan& plan) {
   using json = nlohmann::ordered_json;
   json doc;
@@ -417,83 +533,9 @@ std::string plan_json(const Plan& plan) {
                                                             {"viable", plan.viable_per_dtype[d]},
                                                             {"nonviable", plan.nonviable_per_dtype[d]}};
   doc["per_dtype"] = per;
-  const TimeModel& m = plan.model;
-  doc["time_estimate"] = {
-      {"seconds", plan.estimated_seconds},
-      {"is_estimate", true},
-      {"model",
-       {{"fused_tflops", std::vector<double>(std::begin(m.fused_tflops), std::end(m.fused_tflops))},
-        {"reference_tflops",
-         std::vector<double>(std::begin(m.reference_tflops), std::end(m.reference_tflops))},
-        {"golden_tflops", m.golden_tflops},
-        {"memory_tb_per_s", m.memory_tb_per_s},
-        {"launch_us", m.launch_us},
-        {"warmup_s", m.warmup_s},
-        {"warmup_min_runs", m.warmup_min_runs},
-        {"point_time_budget_s", m.point_time_budget_s},
-        {"floor_pairs", m.floor_pairs},
-        {"max_pairs", m.max_pairs}}}};
+  doc["time_estimate"] = time_estimate_json(plan);
   json cases = json::array();
-  for (const auto& cp : plan.cases) {
-    const CaseSpec& c = *cp.spec;
-    const LayerShape& s = c.shape;
-    // eps through its shortest float text, so 1e-5 prints as 1e-05, not 9.999999747378752e-06.
-    const double eps = std::stod(fmt::format("{}", s.eps));
-    json jc = {{"id", c.id},
-               {"name", c.name},
-               {"batch", s.batch},
-               {"seq", s.seq},
-               {"d_model", s.d_model},
-               {"heads", s.heads},
-               {"head_dim", s.head_dim()},
-               {"d_ff", s.d_ff},
-               {"layers", s.layers},
-               {"mask", to_string(s.mask)},
-               {"activation", to_string(s.activation)},
-               {"eps", eps},
-               {"policy", c.policy},
-               {"seed", c.seed},
-               {"forward_flops", cp.forward_flops}};
-    if (s.mask == MaskKind::padding) jc["valid_lens"] = s.valid_lens;
-    json dts = json::array();
-    for (const auto& dp : cp.dtypes) {
-      json order = json::array(), nonviable = json::array();
-      for (size_t i = 0; i <= dp.order.size(); ++i) {
-        if (dp.has_auto && dp.auto_position == i) order.push_back("auto");
-        if (i < dp.order.size()) order.push_back(bits_of(plan, dp.order[i]));
-      }
-      for (uint32_t k : dp.nonviable_configs) nonviable.push_back(bits_of(plan, k));
-      json baseline = {{"kind", baseline_label(dp.baseline)},
-                       {"stages", switch_name(dp.baseline.stages)}};
-      if (!dp.baseline.reason.empty()) baseline["reason"] = dp.baseline.reason;
-      dts.push_back({{"dtype", to_string(dp.dtype)},
-                     {"weights_bytes", dp.weights_bytes},
-                     {"input_bytes", dp.input_bytes},
-                     {"activation_bytes", dp.activation_bytes},
-                     {"scores_bytes", dp.memory.scores},
-                     {"reference_peak_bytes", dp.reference_peak},
-                     {"fused_peak_bytes", dp.fused_peak},
-                     {"golden_peak_bytes", dp.golden_peak},
-                     {"reference_viable", dp.reference_viable},
-                     {"fused_viable", dp.fused_viable},
-                     {"golden_viable", dp.golden_viable},
-                     {"baseline", baseline},
-                     {"points", dp.selected_points},
-                     {"viable", dp.viable_points},
-                     {"nonviable", dp.nonviable_points},
-                     {"nonviable_configs", nonviable},
-                     {"order", order},
-                     {"auto", dp.has_auto ? json{{"config", bits_of(plan, dp.auto_choice.config)},
-                                                 {"config_names", names_of(plan, dp.auto_choice.config)},
-                                                 {"exact", dp.auto_choice.choice.exact},
-                                                 {"viable", dp.auto_viable},
-                                                 {"reason", dp.auto_choice.choice.reason}}
-                                          : json(nullptr)},
-                     {"estimated_seconds", dp.estimated_seconds}});
-    }
-    jc["dtypes"] = dts;
-    cases.push_back(jc);
-  }
+  for (const auto& cp : plan.cases) cases.push_back(case_plan_json(plan, cp));
   doc["cases"] = cases;
   return doc.dump(2) + "\n";
 }
