@@ -637,97 +637,118 @@ std::vector<std::string> write_analysis(const Analysis& a, const std::string& ou
   return written;
 }
 
+namespace {
+
+void print_group_header(const DTypeAnalysis& g, std::FILE* out) {
+  std::map<std::string, int> statuses;
+  for (const auto& row : g.cells)
+    for (const auto& c : row)
+      if (c.point) ++statuses[c.point->status];
+  std::string status_text;
+  for (const auto& [s, k] : statuses) status_text += fmt::format(", {} {}", k, s);
+  fmt::print(out, "\n{}{}: {} cases x {} configurations; {} of {} points measured{}\n", g.group,
+             g.dtype == "fp32" && !g.math.empty() ? " (" + g.math + " math)" : "",
+             g.cols.size(), g.rows.size(), g.measured, g.points, status_text);
+}
+
+// The best configuration of each case, with its interval, accuracy and ties.
+void print_best_table(const DTypeAnalysis& g, std::FILE* out) {
+  size_t name_w = 4, tech_w = 10;
+  for (const auto& b : g.best) {
+    name_w = std::max(name_w, b.case_name.size() + 2);
+    if (b.best) tech_w = std::max(tech_w, b.best->config_names.size());
+  }
+  const size_t bits_w = std::max<size_t>(g.techniques.size(), 4);
+  fmt::print(out, "  {:>4}  {:<{}}  {:<{}}  {:<{}}  {:>7}  {:<17}  {:<21}  {:<6}  {}\n", "case",
+             "name", name_w, "best", bits_w, "techniques", tech_w, "speedup",
+             g.ci_level ? fmt::format("{:.0f}% interval", *g.ci_level * 100) : "interval",
+             "golden L2 cand/ref", "strict", "ties");
+  bool any_alt_baseline = false;
+  for (const auto& b : g.best) {
+    std::string name = b.case_name;
+    if (!is_reference_baseline(b.baseline)) name += " *", any_alt_baseline = true;
+    if (!b.best) {
+      fmt::print(out, "  {:>4}  {:<{}}  {}\n", b.case_id, name, name_w, b.note);
+      continue;
+    }
+    const Point& p = *b.best;
+    std::string interval = (p.speedup_ci_low && p.speedup_ci_high)
+                               ? fmt::format("[{:.3f}, {:.3f}]", *p.speedup_ci_low,
+                                             *p.speedup_ci_high)
+                               : "";
+    std::string golden = fmt::format("{} / {}", p.golden_rel_l2 ? sci(p.golden_rel_l2) : "-",
+                                     p.golden_rel_l2_ref ? sci(p.golden_rel_l2_ref) : "-");
+    std::string strict = p.strict_pass ? (*p.strict_pass ? "pass" : "FAIL") : "-";
+    fmt::print(out, "  {:>4}  {:<{}}  {:<{}}  {:<{}}  {:>7.3f}  {:<17}  {:<21}  {:<6}  {}\n",
+               b.case_id, name, name_w, p.config, bits_w, p.config_names, tech_w, *p.speedup,
+               interval, golden, strict, b.within_noise);
+  }
+  if (any_alt_baseline)
+    fmt::print(out, "  * speedup against the attn-only configuration: the dense reference "
+                    "does not fit\n");
+}
+
+// The auto row against the best fixed configuration (by forward time, see compare_auto):
+// within noise, or how far short it falls.
+void print_auto_line(const DTypeAnalysis& g, std::FILE* out) {
+  int with_auto = 0, auto_within = 0, auto_same = 0;
+  double worst = 0;
+  std::string worst_text;
+  for (const auto& b : g.best) {
+    if (!b.best || !b.auto_point || !b.auto_point->measured()) continue;
+    ++with_auto;
+    const Point& p = *b.auto_point;
+    const results::AutoVsBest c =
+        results::compare_auto(p, *b.best, b.auto_chosen ? &*b.auto_chosen : nullptr);
+    if (c.within_noise) ++auto_within;
+    if (c.same_config) ++auto_same;
+    if (c.shortfall_pct > worst) {
+      worst = c.shortfall_pct;
+      const Point& x = c.by_choice ? *b.auto_chosen : p;
+      const std::string whose = c.by_choice ? "its choice" : "auto";
+      worst_text = c.by_time
+                       ? fmt::format(" (case {} {}: {} {} {:.4f} ms vs best {} {:.4f} ms)", b.case_id,
+                                     b.case_name, whose, x.config == "auto" ? p.auto_choice : x.config,
+                                     *x.cand_ms, b.best->config, *b.best->cand_ms)
+                       : fmt::format(" (case {} {}: {} {} {:.3f}x vs best {} {:.3f}x)", b.case_id,
+                                     b.case_name, whose, x.config == "auto" ? p.auto_choice : x.config,
+                                     *x.speedup, b.best->config, *b.best->speedup);
+    }
+  }
+  if (with_auto > 0)
+    fmt::print(out, "  auto: chose the best configuration on {} of {} cases and one within noise "
+                    "of it on {} (its choice's own row against the best's, by forward time); "
+                    "largest difference {:.1f}%{}\n",
+               auto_same, with_auto, auto_within, worst, worst_text);
+}
+
+void print_effects(const DTypeAnalysis& g, std::FILE* out) {
+  const Factorial& f = g.factorial;
+  if (f.effects.empty()) {
+    fmt::print(out, "  technique effects: {}\n", f.note);
+  } else {
+    std::string used;
+    for (int id : f.cases_used) used += (used.empty() ? "" : ", ") + std::to_string(id);
+    fmt::print(out, "  technique effects (geometric-mean speedup on/off; cases {}):\n", used);
+    for (const auto& e : f.effects)
+      fmt::print(out, "    {:<8} x{:.3f} [{:.3f}, {:.3f}]   mean speedup on {:.3f} / off {:.3f}\n",
+                 e.technique, e.ratio.value, e.ratio.low, e.ratio.high, e.mean_on.value,
+                 e.mean_off.value);
+  }
+  for (const auto& x : f.cases_excluded)
+    fmt::print(out, "    excluded case {} {}: {}\n", x.case_id, x.case_name, x.reason);
+}
+
+}  // namespace
+
 void print_summary(const Analysis& a, std::FILE* out) {
   for (const auto& w : a.warnings) fmt::print(out, "warning: {}\n", w);
   if (a.groups.empty()) fmt::print(out, "no points in {}\n", a.source_dir);
   for (const auto& g : a.groups) {
-    std::map<std::string, int> statuses;
-    for (const auto& row : g.cells)
-      for (const auto& c : row)
-        if (c.point) ++statuses[c.point->status];
-    std::string status_text;
-    for (const auto& [s, k] : statuses) status_text += fmt::format(", {} {}", k, s);
-    fmt::print(out, "\n{}{}: {} cases x {} configurations; {} of {} points measured{}\n", g.group,
-               g.dtype == "fp32" && !g.math.empty() ? " (" + g.math + " math)" : "",
-               g.cols.size(), g.rows.size(), g.measured, g.points, status_text);
-    size_t name_w = 4, tech_w = 10;
-    for (const auto& b : g.best) {
-      name_w = std::max(name_w, b.case_name.size() + 2);
-      if (b.best) tech_w = std::max(tech_w, b.best->config_names.size());
-    }
-    const size_t bits_w = std::max<size_t>(g.techniques.size(), 4);
-    fmt::print(out, "  {:>4}  {:<{}}  {:<{}}  {:<{}}  {:>7}  {:<17}  {:<21}  {:<6}  {}\n", "case",
-               "name", name_w, "best", bits_w, "techniques", tech_w, "speedup",
-               g.ci_level ? fmt::format("{:.0f}% interval", *g.ci_level * 100) : "interval",
-               "golden L2 cand/ref", "strict", "ties");
-    bool any_alt_baseline = false;
-    for (const auto& b : g.best) {
-      std::string name = b.case_name;
-      if (!is_reference_baseline(b.baseline)) name += " *", any_alt_baseline = true;
-      if (!b.best) {
-        fmt::print(out, "  {:>4}  {:<{}}  {}\n", b.case_id, name, name_w, b.note);
-        continue;
-      }
-      const Point& p = *b.best;
-      std::string interval = (p.speedup_ci_low && p.speedup_ci_high)
-                                 ? fmt::format("[{:.3f}, {:.3f}]", *p.speedup_ci_low,
-                                               *p.speedup_ci_high)
-                                 : "";
-      std::string golden = fmt::format("{} / {}", p.golden_rel_l2 ? sci(p.golden_rel_l2) : "-",
-                                       p.golden_rel_l2_ref ? sci(p.golden_rel_l2_ref) : "-");
-      std::string strict = p.strict_pass ? (*p.strict_pass ? "pass" : "FAIL") : "-";
-      fmt::print(out, "  {:>4}  {:<{}}  {:<{}}  {:<{}}  {:>7.3f}  {:<17}  {:<21}  {:<6}  {}\n",
-                 b.case_id, name, name_w, p.config, bits_w, p.config_names, tech_w, *p.speedup,
-                 interval, golden, strict, b.within_noise);
-    }
-    if (any_alt_baseline)
-      fmt::print(out, "  * speedup against the attn-only configuration: the dense reference "
-                      "does not fit\n");
-    // The auto row against the best fixed configuration (by forward time, see compare_auto):
-    // within noise, or how far short it falls.
-    int with_auto = 0, auto_within = 0, auto_same = 0;
-    double worst = 0;
-    std::string worst_text;
-    for (const auto& b : g.best) {
-      if (!b.best || !b.auto_point || !b.auto_point->measured()) continue;
-      ++with_auto;
-      const Point& p = *b.auto_point;
-      const results::AutoVsBest c =
-          results::compare_auto(p, *b.best, b.auto_chosen ? &*b.auto_chosen : nullptr);
-      if (c.within_noise) ++auto_within;
-      if (c.same_config) ++auto_same;
-      if (c.shortfall_pct > worst) {
-        worst = c.shortfall_pct;
-        const Point& x = c.by_choice ? *b.auto_chosen : p;
-        const std::string whose = c.by_choice ? "its choice" : "auto";
-        worst_text = c.by_time
-                         ? fmt::format(" (case {} {}: {} {} {:.4f} ms vs best {} {:.4f} ms)", b.case_id,
-                                       b.case_name, whose, x.config == "auto" ? p.auto_choice : x.config,
-                                       *x.cand_ms, b.best->config, *b.best->cand_ms)
-                         : fmt::format(" (case {} {}: {} {} {:.3f}x vs best {} {:.3f}x)", b.case_id,
-                                       b.case_name, whose, x.config == "auto" ? p.auto_choice : x.config,
-                                       *x.speedup, b.best->config, *b.best->speedup);
-      }
-    }
-    if (with_auto > 0)
-      fmt::print(out, "  auto: chose the best configuration on {} of {} cases and one within noise "
-                      "of it on {} (its choice's own row against the best's, by forward time); "
-                      "largest difference {:.1f}%{}\n",
-                 auto_same, with_auto, auto_within, worst, worst_text);
-    const Factorial& f = g.factorial;
-    if (f.effects.empty()) {
-      fmt::print(out, "  technique effects: {}\n", f.note);
-    } else {
-      std::string used;
-      for (int id : f.cases_used) used += (used.empty() ? "" : ", ") + std::to_string(id);
-      fmt::print(out, "  technique effects (geometric-mean speedup on/off; cases {}):\n", used);
-      for (const auto& e : f.effects)
-        fmt::print(out, "    {:<8} x{:.3f} [{:.3f}, {:.3f}]   mean speedup on {:.3f} / off {:.3f}\n",
-                   e.technique, e.ratio.value, e.ratio.low, e.ratio.high, e.mean_on.value,
-                   e.mean_off.value);
-    }
-    for (const auto& x : f.cases_excluded)
-      fmt::print(out, "    excluded case {} {}: {}\n", x.case_id, x.case_name, x.reason);
+    print_group_header(g, out);
+    print_best_table(g, out);
+    print_auto_line(g, out);
+    print_effects(g, out);
     for (const auto& note : g.notes) fmt::print(out, "  note: {}\n", note);
   }
 }

@@ -370,6 +370,23 @@ void bench_stack_memory(cudaStream_t st, const std::string& cases_path) {
   }
 }
 
+// FILE of `attn FILE`: a regular file or nothing yet, in a folder that exists (one line and
+// exit 2 otherwise, nothing replaced).
+bool output_path_ok(const char* path) {
+  std::error_code ec;
+  const auto status = std::filesystem::symlink_status(path, ec);
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    fmt::print(stderr, "kernel_bench: {}: exists and is not a regular file; not replaced\n", path);
+    return false;
+  }
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+    fmt::print(stderr, "kernel_bench: {}: the folder {} does not exist\n", path, parent.string());
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -383,19 +400,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     const char* jsonl_path = only == "attn" && argc > 2 ? argv[2] : nullptr;  // attn FILE
-    if (jsonl_path) {
-      std::error_code ec;
-      const auto status = std::filesystem::symlink_status(jsonl_path, ec);
-      const std::filesystem::path parent = std::filesystem::path(jsonl_path).parent_path();
-      if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-        fmt::print(stderr, "kernel_bench: {}: exists and is not a regular file; not replaced\n", jsonl_path);
-        return 2;
-      }
-      if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-        fmt::print(stderr, "kernel_bench: {}: the folder {} does not exist\n", jsonl_path, parent.string());
-        return 2;
-      }
-    }
+    if (jsonl_path && !output_path_ok(jsonl_path)) return 2;
     cudaStream_t st;
     TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cublasHandle_t h;
