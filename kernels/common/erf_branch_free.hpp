@@ -6,7 +6,7 @@
 //   |x| < 1:  erf(x) = x * P(x^2)                 (P of degree 5)
 //   |x| >= 1: erf(x) = 1 - 2^Q(min(|x|, 4))       (Q of degree 7 fitting log2 erfc)
 // The coefficients are our weighted least-squares fits against double-precision erf; the
-// result is within 2e-7 of erf everywhere (tests/oracle/test_erf.cpp), as close as erff.
+// result is within 2e-7 of erf everywhere (tests/cpu/numerics/test_erf.cpp), as close as erff.
 #pragma once
 
 #include <cmath>

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "common/cuda_check.hpp"
+#include "common/device_caps.hpp"
 
 namespace tlb {
 
@@ -27,8 +28,7 @@ bool pdl_enabled() {
   std::lock_guard<std::mutex> lock(mu);
   signed char& c = cache[static_cast<size_t>(dev % kMaxDevices)];
   if (c == 0) {
-    int major = 0;
-    TLB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    const int major = device_caps().major;
     // The kernels wait for their predecessor with griddepcontrol.wait, which only sm_90+ code
     // carries: a device running PTX of an older target (a build for 80 only, or a newer GPU
     // without a matching image) has kernels that would not wait, so PDL stays off there.

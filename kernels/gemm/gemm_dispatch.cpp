@@ -27,11 +27,6 @@ using gemm_detail::FmaTile;
 using gemm_detail::MmaTile;
 using gemm_detail::WgmmaTile;
 
-// The sm_90a kernels join the automatic choice once the GEMM tests have passed with them on
-// an sm_90 GPU (they always run in the tests, and TLBENCH_GEMM_VARIANT=sm90 forces them).
-// Passed on an H200: every dtype, epilogue and odd shape against fp64 (see results/perf-log.md).
-constexpr bool kSm90ProvenOnDevice = true;
-
 struct DeviceInfo {
   int sms = 0;
   int major = 0, minor = 0;
@@ -171,10 +166,6 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
     } else {
       std::stable_sort(c.begin(), c.end(), [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
     }
-  }
-  // Until proven on the device, the wgmma kernels rank after every portable one.
-  if (!kSm90ProvenOnDevice) {
-    std::stable_partition(c.begin(), c.end(), [](const Candidate& x) { return x.kind != Candidate::wgmma; });
   }
   return c;
 }
