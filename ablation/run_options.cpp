@@ -125,7 +125,7 @@ RunOptions options_from_json(const json& j, const std::string& source) {
   return o;
 }
 
-RunOptions options_for_resume(const std::string& dir, json& doc) {
+RunOptions options_for_resume(const std::string& dir, json& doc, const ResumeFiles& moved) {
   const std::string run_json = dir + "/run.json";
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw ConfigError(fmt::format("--resume {}: no such folder", dir));
@@ -142,16 +142,35 @@ RunOptions options_for_resume(const std::string& dir, json& doc) {
   RunOptions opt = options_from_json(doc["options"], run_json);
   opt.out_dir = dir;
   opt.resume = true;
-  for (const char* which : {"cases", "techniques"}) {
-    const json& f = doc.value(std::string(which) + "_file", json::object());
-    const std::string path = f.value("path", "");
-    const std::string want = f.value("fingerprint", "");
+  struct File {
+    const char* which;
+    const char* option;
+    const std::string& moved_to;
+    std::string& path;
+  };
+  for (const File& f : {File{"cases", "--config", moved.cases, opt.cases_path},
+                        File{"techniques", "--techniques", moved.techniques, opt.techniques_path}}) {
+    const std::string key = std::string(f.which) + "_file";
+    const json record = doc.value(key, json::object());
+    const std::string recorded = record.value("path", "");
+    const std::string want = record.value("fingerprint", "");
+    const std::string path = f.moved_to.empty() ? recorded : f.moved_to;
     if (path.empty() || want.empty()) continue;
+    if (f.moved_to.empty() && !fs::is_regular_file(path, ec))
+      throw ConfigError(fmt::format("{}: $.{}_file.path: {} (as the run was given it) cannot be read "
+                                    "from here; run from the folder the run began in, or name its "
+                                    "new place with --resume {} {} PATH",
+                                    run_json, f.which, path, dir, f.option));
     const std::string have = file_fingerprint(path);
     if (have != want)
       throw ConfigError(fmt::format("{}: {} file {} changed since the run began ({} != {}); "
                                     "restore it or start a new run",
-                                    run_json, which, path, have, want));
+                                    run_json, f.which, path, have, want));
+    if (f.moved_to.empty()) continue;
+    // A file named anew is recorded where it now is, so the next --resume finds it too.
+    doc[key]["path"] = path;
+    f.path = path;
+    doc["options"] = options_to_json(opt);
   }
   return opt;
 }

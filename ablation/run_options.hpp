@@ -57,9 +57,16 @@ nlohmann::json options_to_json(const RunOptions& o);
 // Throws ConfigError naming `source` and the key on a missing or mistyped option.
 RunOptions options_from_json(const nlohmann::json& j, const std::string& source);
 
+// Where the files of a run are now, for a run folder resumed from elsewhere (empty: where run.json
+// says, as the run was given them).
+struct ResumeFiles {
+  std::string cases, techniques;
+};
+
 // --resume DIR: the options of the run in DIR (everything but the command line and --json
 // comes from its run.json, which is returned in doc). Throws ConfigError where DIR is not a
-// run folder, run.json is malformed, or a file the run read has changed since (fingerprints).
-RunOptions options_for_resume(const std::string& dir, nlohmann::json& doc);
+// run folder, run.json is malformed, a file the run read cannot be found from here (naming the
+// option that points to its new place), or has changed since (fingerprints).
+RunOptions options_for_resume(const std::string& dir, nlohmann::json& doc, const ResumeFiles& moved = {});
 
 }  // namespace tlb

@@ -258,11 +258,6 @@ TechniqueSet load_techniques_for(const std::string& techniques_path, const std::
   return default_techniques();
 }
 
-std::string absolute(const std::string& p) {
-  std::error_code ec;
-  const fs::path a = fs::absolute(p, ec);
-  return ec ? p : a.lexically_normal().string();
-}
 
 }  // namespace
 
@@ -273,12 +268,11 @@ int run_command(RunOptions opt) {
   // Test hooks are read first: a malformed one is a usage error, before anything is written.
   FaultInjection fault = fault_injection_from_env();
   std::optional<long> sigint_after = sigint_after_from_env();
-  if (opt.resume) opt = options_for_resume(opt.out_dir, doc);
+  // With --resume, --config and --techniques say where the run's files are now.
+  if (opt.resume) opt = options_for_resume(opt.out_dir, doc, ResumeFiles{opt.cases_path, opt.techniques_path});
   opt.command_line = command_line;
   opt.json = json_summary;
   resolve_defaults(opt);
-  // Recorded absolute, so a resume from another folder reads the same table.
-  if (!opt.resume && !opt.dispatch_table.empty()) opt.dispatch_table = absolute(opt.dispatch_table);
 
   // Load and validate everything before the first byte is written.
   const CaseSet cases = load_cases(opt.cases_path);
@@ -315,8 +309,8 @@ int run_command(RunOptions opt) {
     std::error_code ec;
     fs::create_directories(opt.out_dir, ec);
     if (ec) throw ConfigError(fmt::format("--out {}: cannot create: {}", opt.out_dir, ec.message()));
-    opt.cases_path = absolute(opt.cases_path);
-    if (!opt.techniques_path.empty()) opt.techniques_path = absolute(opt.techniques_path);
+    // Paths are recorded as given (relative ones from the folder the run began in), each file
+    // with its fingerprint: run.json names no folder of the machine it ran on.
     doc = new_run_document(opt, cases, techniques, sched.info, sched.points.size());
   }
   doc["resume_command"] = fmt::format("tlbench run --resume {}", opt.out_dir);

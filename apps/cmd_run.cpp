@@ -67,7 +67,9 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
                   "auto for the dispatcher's point");
   CLI::Option* out = cmd->add_option("--out", a->out, "output folder; must not exist (default: runs/<UTC time>)");
   CLI::Option* resume = cmd->add_option(
-      "--resume", a->resume, "continue the run in this folder with its recorded options");
+      "--resume", a->resume,
+      "continue the run in this folder with its recorded options (with --config / --techniques: "
+      "where its files are now, when the folder has moved)");
   cmd->add_flag("--quick", o.quick,
                 "smoke run in about a minute: a 25 ms budget per point and, without --configs, "
                 "each technique alone and all together");
@@ -103,10 +105,11 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
         throw tlb::ConfigError("--out and --resume exclude each other: --resume continues the "
                                "folder it names");
       // The run's own options are recorded in run.json; anything else given is ignored, said so.
+      // --config and --techniques name where the run's files are now (checked by fingerprint).
       std::vector<std::string> ignored;
       for (const CLI::Option* opt : cmd->get_options())
         if (opt->count() > 0 && opt != resume && opt->get_name() != "--json" &&
-            opt->get_name() != "--help")
+            opt->get_name() != "--help" && opt->get_name() != "--config" && opt->get_name() != "--techniques")
           ignored.push_back(opt->get_name());
       for (const std::string& n : ignored)
         fmt::print(stderr, "tlbench: note: --resume takes every option from {}/run.json; "

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ablation/ablation_test_util.hpp"
+#include "cpu/ablation/ablation_test_util.hpp"
 
 TEST_CASE("every test name survives CTest: no semicolon and no leading dash", "[meta]") {
   const auto dir = tlb::test::fresh_dir("tlbench-test-names", "list");

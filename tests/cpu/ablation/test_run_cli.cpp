@@ -219,3 +219,50 @@ TEST_CASE("tlbench run without a GPU: one line and exit 3, nothing written", "[r
   CHECK(r.rc == 3);
   CHECK(r.err.rfind("no CUDA device: ", 0) == 0);
 }
+
+TEST_CASE("run --resume: files recorded as given, found from where the run began or named anew", "[run][cli]") {
+  Scratch s("moved");
+  fs::create_directories(s.dir / "old" / "run");
+  fs::create_directories(s.dir / "new");
+  fs::copy_file(kCases, s.dir / "new" / "cases.json");
+  RunOptions o;
+  o.cases_path = "old/cases.json";  // as given, relative to the folder the run began in
+  o.out_dir = (s.dir / "old" / "run").string();
+  resolve_defaults(o);
+  const std::string fingerprint = file_fingerprint(kCases);
+  const nlohmann::json recorded = {{"options", options_to_json(o)},
+                                   {"state", "interrupted"},
+                                   {"cases_file", {{"path", "old/cases.json"}, {"fingerprint", fingerprint}}}};
+  std::ofstream(s.dir / "old" / "run" / "run.json") << recorded.dump(2);
+  nlohmann::json doc;
+
+  // Not found from here: the error names the recorded path and the option that fixes it.
+  CHECK_THROWS_WITH(options_for_resume(o.out_dir, doc),
+                    Catch::Contains("$.cases_file.path: old/cases.json (as the run was given it) cannot be "
+                                    "read from here") &&
+                        Catch::Contains("--config PATH"));
+
+  // Named anew: checked by fingerprint, then recorded where it is now.
+  const std::string moved = (s.dir / "new" / "cases.json").string();
+  const RunOptions r = options_for_resume(o.out_dir, doc, ResumeFiles{moved, ""});
+  CHECK(r.cases_path == moved);
+  CHECK(r.resume);
+  CHECK(doc["cases_file"]["path"] == moved);
+  CHECK(doc["options"]["cases_path"] == moved);
+  CHECK(doc["cases_file"]["fingerprint"] == fingerprint);
+
+  // Named anew but not the same file: refused.
+  std::ofstream(s.dir / "new" / "cases.json", std::ios::app) << "\n";
+  CHECK_THROWS_WITH(options_for_resume(o.out_dir, doc, ResumeFiles{moved, ""}),
+                    Catch::Contains("changed since the run began"));
+  // Where the file is found as recorded, nothing is rewritten.
+  fs::create_directories(s.dir / "cwd" / "old");
+  fs::copy_file(kCases, s.dir / "cwd" / "old" / "cases.json");
+  const fs::path here = fs::current_path();
+  fs::current_path(s.dir / "cwd");
+  nlohmann::json same;
+  const RunOptions q = options_for_resume(o.out_dir, same);
+  fs::current_path(here);
+  CHECK(q.cases_path == "old/cases.json");
+  CHECK(same == recorded);
+}

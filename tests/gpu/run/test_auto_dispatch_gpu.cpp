@@ -21,7 +21,7 @@
 
 #include "config.hpp"
 #include "dispatch_table.hpp"
-#include "ablation/ablation_test_util.hpp"
+#include "cpu/ablation/ablation_test_util.hpp"
 #include "gpu_test_util.hpp"
 #include "test_support.hpp"
 #include "writers.hpp"

@@ -25,7 +25,7 @@
 #include "common/device_buffer.hpp"
 #include "common/rounding.hpp"
 #include "paired_timer.hpp"
-#include "ablation/ablation_test_util.hpp"
+#include "cpu/ablation/ablation_test_util.hpp"
 #include "gpu_test_util.hpp"
 #include "test_support.hpp"
 #include "timing/clock_probe.hpp"
