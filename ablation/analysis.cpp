@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 
 #include "config.hpp"
 #include "matrices.hpp"
+#include "output_files.hpp"
 
 namespace tlb::analysis {
 
@@ -217,12 +217,6 @@ json opt_json(std::optional<double> v) {
 }
 json opt_json(std::optional<bool> v) { return v ? json(*v) : json(nullptr); }
 
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw ConfigError(path.string() + ": cannot be written");
-  out << text;
-  if (!out) throw ConfigError(path.string() + ": write failed");
-}
 
 std::string col_header(const MatrixCol& c) {
   std::string h = fmt::format("{} {}", c.case_id, c.case_name);
@@ -599,17 +593,17 @@ Analysis analyze(const Results& results) {
   return a;
 }
 
-std::vector<std::string> write_analysis(const Analysis& a, const std::string& out_dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec) throw ConfigError(out_dir + ": cannot create the output folder: " + ec.message());
-  const fs::path dir(out_dir);
+namespace {
+
+std::vector<std::string> stage_analysis(const Analysis& a, const std::filesystem::path& dir,
+                                        const std::vector<std::pair<std::string, std::string>>& also,
+                                        StagedFiles& staged) {
   std::vector<std::string> written;
   auto put = [&](const std::string& name, const std::string& text) {
-    write_file(dir / name, text);
+    staged.put((dir / name).string(), text);
     written.push_back(name);
   };
+  for (const auto& [name, text] : also) put(name, text);
   json groups = json::array();
   for (const auto& g : a.groups) {
     const std::string& s = g.group;
@@ -635,6 +629,28 @@ std::vector<std::string> write_analysis(const Analysis& a, const std::string& ou
                 {"method", kMethod},      {"groups", groups},       {"warnings", a.warnings}};
   put("analysis.json", index.dump(1) + "\n");
   return written;
+}
+
+}  // namespace
+
+std::vector<std::string> write_analysis(const Analysis& a, const std::string& out_dir,
+                                        const std::vector<std::pair<std::string, std::string>>& also) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool created = !fs::exists(fs::symlink_status(out_dir, ec));
+  if (!created && !fs::is_directory(fs::symlink_status(out_dir, ec)))
+    throw ConfigError(out_dir + ": exists and is not a folder; nothing written");
+  fs::create_directories(out_dir, ec);
+  if (ec) throw ConfigError(out_dir + ": cannot create the output folder: " + ec.message());
+  try {
+    StagedFiles staged;
+    std::vector<std::string> written = stage_analysis(a, out_dir, also, staged);
+    staged.commit();
+    return written;
+  } catch (...) {
+    if (created) fs::remove(out_dir, ec);  // only if still empty: nothing else was there
+    throw;
+  }
 }
 
 namespace {

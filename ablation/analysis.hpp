@@ -137,8 +137,10 @@ std::vector<InteractionEffect> interactions(const FactorialInput& in,
 
 // Writes every file of the analysis into `out_dir` (created if needed) and returns their
 // names: analysis.json, and per group matrix_<g>.csv, heatmap_<g>.json, effects_<g>.csv,
-// effects_<g>.json, interactions_<g>.csv, best_<g>.csv.
-std::vector<std::string> write_analysis(const Analysis& a, const std::string& out_dir);
+// effects_<g>.json, interactions_<g>.csv, best_<g>.csv; and the (name, content) files of
+// `also` beside them. All or none: a target that cannot take its file stops the whole set.
+std::vector<std::string> write_analysis(const Analysis& a, const std::string& out_dir,
+                                        const std::vector<std::pair<std::string, std::string>>& also = {});
 
 // A short table per dtype: best configuration per case with speedup and accuracy, then the
 // technique effects in one line each.

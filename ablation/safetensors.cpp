@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <unistd.h>
 
+#include "output_files.hpp"
+
 namespace tlb::safetensors {
 
 std::string_view name(Dtype d) {
@@ -64,6 +66,7 @@ std::string header_json(const std::vector<TensorEntry>& entries, const Metadata&
 
 Writer::Writer(std::string path, std::vector<TensorEntry> entries, const Metadata& metadata)
     : path_(std::move(path)), entries_(std::move(entries)) {
+  check_output_target(path_);  // a symlink, FIFO, device or folder is never replaced
   const std::string header = header_json(entries_, metadata);
   temp_path_ = path_ + ".partial-" + std::to_string(::getpid());
   file_ = std::fopen(temp_path_.c_str(), "wb");

@@ -431,29 +431,6 @@ void PointWriter::append(const PointRow& r) {
   sync_file(csv_, dir_ + "/points.csv");
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-  const bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size() &&
-                  std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  const int err = errno;
-  std::fclose(f);
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(err)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp, path,
-                                         std::strerror(errno)));
-  // The rename itself is durable only once the directory is synced.
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
 
 std::string utc_now(const char* format) {
   const std::time_t now = std::time(nullptr);

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "output_files.hpp"  // write_file_atomic
+
 namespace tlb {
 
 struct PointRow {
@@ -94,9 +96,6 @@ class PointWriter {
   std::vector<PointRow> existing_;
 };
 
-// Writes `content` to `path` via `path.tmp` + fsync + rename: readers see the old file or the
-// new one, never half of one.
-void write_file_atomic(const std::string& path, const std::string& content);
 
 // UTC now as 2026-11-29T12:19:27Z.
 std::string utc_timestamp();

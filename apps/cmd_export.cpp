@@ -11,6 +11,7 @@
 #include "config.hpp"
 #include "export.hpp"
 #include "grid.hpp"
+#include "output_files.hpp"
 
 namespace {
 
@@ -50,6 +51,9 @@ const bool kRegistered = tlb::cli::register_command(30, [](CLI::App& root, int& 
     tlb::DType dtype;
     if (!tlb::parse_dtype(args->dtype, dtype))
       throw tlb::ConfigError("--dtype: unknown dtype '" + args->dtype + "' (fp16, bf16 or fp32)");
+    if (args->out == "-")
+      throw tlb::ConfigError("-o -: export writes a .safetensors file, not standard output; name a file");
+    tlb::check_output_target(args->out);  // before any work: a bad target costs nothing
     const tlb::CaseSet cases = tlb::load_cases(args->config);
     const tlb::CaseSpec& c = find_case(cases, args->case_id);
     tlb::ExportOptions opt;

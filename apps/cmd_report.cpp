@@ -38,16 +38,15 @@ const bool kRegistered = tlb::cli::register_command(60, [](CLI::App& root, int& 
     const tlb::analysis::Analysis analysis = tlb::analysis::analyze(results);
     const std::string out =
         args->out.empty() ? (std::filesystem::path(args->dir) / "analysis").string() : args->out;
-    auto files = tlb::analysis::write_analysis(analysis, out);
     // The dispatch table of these results, beside the analysis (`tlbench run --policy auto
     // --dispatch-table` takes it). Results it cannot be built from still get their analysis.
+    std::vector<std::pair<std::string, std::string>> also;
     try {
-      tlb::write_dispatch_table(tlb::build_dispatch_table(results),
-                                (std::filesystem::path(out) / "dispatch_table.json").string());
-      files.push_back("dispatch_table.json");
+      also.emplace_back("dispatch_table.json", tlb::dispatch_table_json(tlb::build_dispatch_table(results)));
     } catch (const tlb::ConfigError& e) {
       fmt::print(stderr, "tlbench: note: no dispatch table written: {}\n", e.what());
     }
+    const auto files = tlb::analysis::write_analysis(analysis, out, also);
     if (args->json) {
       fmt::print("{}\n", tlb::analysis::summary_json(analysis));
     } else if (!args->quiet) {
