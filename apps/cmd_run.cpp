@@ -3,12 +3,16 @@
 // criterion, 2 usage/config error (nothing written), 3 device failure, 130 interrupted.
 #include <fmt/core.h>
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
 #include "config.hpp"
+#include "grid.hpp"
 #include "runner.hpp"
 
 namespace {
@@ -48,8 +52,36 @@ std::string typed_command_line(const CLI::App& cmd) {
 
 struct RunArgs {
   tlb::RunOptions opt;
-  std::string out, resume, fp32_math = "tf32";
+  std::string out, resume, fp32_math = "tf32", seed;
 };
+
+// The numeric options, checked as given (before any file or device is touched): counts
+// positive, budgets and tolerances finite and in range, the seed a 64-bit unsigned integer.
+void check_numeric_options(const CLI::App& cmd, RunArgs& a) {
+  tlb::RunOptions& o = a.opt;
+  auto given = [&](const char* name) { return cmd.get_option(name)->count() > 0; };
+  auto refuse = [](const char* name, double v, const char* want) {
+    throw tlb::ConfigError(fmt::format("{} {}: expected {}", name, v, want));
+  };
+  if (given("--min-reps") && o.min_reps < 1) refuse("--min-reps", double(o.min_reps), "a positive integer");
+  if (given("--max-reps") && o.max_reps < 1) refuse("--max-reps", double(o.max_reps), "a positive integer");
+  if (given("--point-budget-ms") && !(std::isfinite(o.point_budget_ms) && o.point_budget_ms > 0 &&
+                                      o.point_budget_ms <= 3.6e6))
+    refuse("--point-budget-ms", o.point_budget_ms, "a number of milliseconds in (0, 3600000]");
+  if (!(std::isfinite(o.tol.atol) && o.tol.atol >= 0)) refuse("--atol", o.tol.atol, "a finite number >= 0");
+  if (!(std::isfinite(o.tol.rtol) && o.tol.rtol >= 0)) refuse("--rtol", o.tol.rtol, "a finite number >= 0");
+  if (!(std::isfinite(o.memory_margin_mib) && o.memory_margin_mib >= 0 && o.memory_margin_mib <= 1 << 24))
+    refuse("--mem-reserve-mib", o.memory_margin_mib, "a number of MiB in [0, 16777216]");
+  if (given("--seed")) {
+    const std::string& t = a.seed;
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(t.c_str(), &end, 10);
+    if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE || *end != '\0')
+      throw tlb::ConfigError(fmt::format("--seed {}: expected an integer in 0 .. 18446744073709551615", t));
+    o.seed = v;
+  }
+}
 
 const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& rc) {
   auto a = std::make_shared<RunArgs>();
@@ -79,8 +111,8 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
       ->capture_default_str();
   cmd->add_option("--dispatch-table", o.dispatch_table,
                   "dispatch table for auto points (tlbench dispatch; default: the built-in one)");
-  cmd->add_option("--seed", o.seed, "seed of the configuration order and of the data")
-      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "seed of the configuration order and of the data (0 .. 2^64-1)")
+      ->default_str(std::to_string(tlb::kDefaultRunSeed));
   cmd->add_option("--fp32-math", a->fp32_math, "fp32 math of the fused path: tf32 or ieee")
       ->capture_default_str();
   cmd->add_flag("--l2-flush", o.l2_flush, "flush the L2 cache before every timed run (cold)");
@@ -117,6 +149,7 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
       o.out_dir = a->resume;
       o.resume = true;
     } else {
+      check_numeric_options(*cmd, *a);
       if (config->count() == 0)
         throw tlb::ConfigError("run: --config is required (or --resume DIR to continue a run)");
       o.out_dir = a->out;

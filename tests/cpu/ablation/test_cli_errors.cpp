@@ -195,3 +195,33 @@ TEST_CASE("tlbench run on a bad config: exit 2, one line, output folder not crea
                        "--cases: '3-1' is not a valid range", "range");
   CHECK_FALSE(fs::exists(out));
 }
+
+TEST_CASE("tlbench run on out-of-range numeric options: exit 2, one line naming the option", "[cli]") {
+  REQUIRE(has_subcommand("run"));
+  Scratch s("run-ranges");
+  const std::string good = s.write("good.json", cases_with(
+      R"({"id": 2, "name": "b", "batch": 1, "seq": 8, "d_model": 64, "heads": 4, "d_ff": 64, "layers": 1, "mask": "none"})"));
+  const fs::path out = s.dir / "results";
+  struct Bad {
+    std::string option, phrase;
+  };
+  for (const Bad& b : {Bad{"--min-reps -5", "--min-reps -5: expected a positive integer"},
+                       Bad{"--min-reps 0", "--min-reps 0: expected a positive integer"},
+                       Bad{"--max-reps 0", "--max-reps 0: expected a positive integer"},
+                       Bad{"--point-budget-ms 0", "--point-budget-ms 0: expected"},
+                       Bad{"--point-budget-ms 1e300", "--point-budget-ms 1e+300: expected"},
+                       Bad{"--atol nan", "--atol nan: expected a finite number >= 0"},
+                       Bad{"--rtol inf", "--rtol inf: expected a finite number >= 0"},
+                       Bad{"--atol -1", "--atol -1: expected"},
+                       Bad{"--mem-reserve-mib 1e300", "--mem-reserve-mib 1e+300: expected"},
+                       Bad{"--seed -1", "--seed -1: expected an integer in 0 .. 18446744073709551615"},
+                       Bad{"--seed 123456789012345678901234", "--seed 123456789012345678901234: expected"}}) {
+    INFO(b.option);
+    const Result r = run_tlbench("run --config " + shell_quote(good) + " " + b.option + " --out " +
+                                     shell_quote(out.string()), s);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(b.phrase) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(out));
+  }
+}
