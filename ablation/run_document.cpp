@@ -48,8 +48,9 @@ json dispatch_table_record(const DispatchTable& t) {
           {"fingerprint", fnv1a64(dispatch_table_json(t))}};
 }
 
+// A file the run read: its path as given and its fingerprint (none for the built-in technique
+// set, which has no file).
 json file_record(const std::string& path) {
-  // The built-in technique set has no file to fingerprint.
   std::error_code ec;
   return {{"path", path},
           {"fingerprint", std::filesystem::is_regular_file(path, ec) ? file_fingerprint(path) : std::string()}};
@@ -67,7 +68,7 @@ json new_run_document(const RunOptions& opt, const CaseSet& cases, const Techniq
   doc["seed"] = opt.seed;
   doc["options"] = options_to_json(opt);
   doc["mode"] = opt.aa ? "aa" : "ablation";
-  doc["cases_file"] = {{"path", opt.cases_path}, {"fingerprint", file_fingerprint(opt.cases_path)}};
+  doc["cases_file"] = file_record(opt.cases_path);
   doc["techniques_file"] = file_record(techniques.source);
   json tech = json::array();
   for (const Technique& t : techniques.items)

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -24,9 +25,15 @@ void resolve_defaults(RunOptions& o) {
   if (o.point_budget_ms <= 0) o.point_budget_ms = d.point_budget_ms;
   if (o.max_reps < o.min_reps)
     throw ConfigError(fmt::format("--max-reps {} is below --min-reps {}", o.max_reps, o.min_reps));
-  if (o.tol.atol < 0 || o.tol.rtol < 0) throw ConfigError("--atol and --rtol must be >= 0");
-  if (o.memory_margin_mib < 0) throw ConfigError("--mem-reserve-mib must be >= 0");
-  if (!(o.point_budget_ms > 0)) throw ConfigError("--point-budget-ms must be > 0");
+  auto refuse = [](const char* option, double v, const char* want) {
+    throw ConfigError(fmt::format("{} {}: expected {}", option, v, want));
+  };
+  if (!(std::isfinite(o.tol.atol) && o.tol.atol >= 0)) refuse("--atol", o.tol.atol, "a finite number >= 0");
+  if (!(std::isfinite(o.tol.rtol) && o.tol.rtol >= 0)) refuse("--rtol", o.tol.rtol, "a finite number >= 0");
+  if (!(o.memory_margin_mib >= 0 && o.memory_margin_mib <= kMaxMemoryMarginMib))
+    refuse("--mem-reserve-mib", o.memory_margin_mib, "a number of MiB in [0, 16777216]");
+  if (!(o.point_budget_ms > 0 && o.point_budget_ms <= kMaxPointBudgetMs))
+    refuse("--point-budget-ms", o.point_budget_ms, "a number of milliseconds in (0, 3600000]");
 }
 
 TimerOptions timer_options(const RunOptions& o) {

@@ -50,6 +50,10 @@ struct ModeDefaults {
   size_t floor_pairs;      // pairs a point gets even when its budget runs out first
 };
 ModeDefaults mode_defaults(bool quick);
+// The largest per-point budget (an hour) and memory margin (16 TiB) a run accepts.
+inline constexpr double kMaxPointBudgetMs = 3.6e6, kMaxMemoryMarginMib = 16777216.0;
+// Fills the mode's defaults where an option is 0, then checks every range (ConfigError naming
+// the option: "--atol nan: expected a finite number >= 0").
 void resolve_defaults(RunOptions& o);
 TimerOptions timer_options(const RunOptions& o);
 

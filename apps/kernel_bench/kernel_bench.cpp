@@ -45,6 +45,7 @@
 #include "gemm/gemm.hpp"
 #include "gemm/gemm_internal.hpp"  // tile names and cluster capacity, for the small-grid report
 #include "layernorm/add_layernorm.hpp"
+#include "output_files.hpp"
 #include "plan_report.hpp"
 #include "stack/layer_stack.hpp"
 #include "stack/memory_plan.hpp"
@@ -370,23 +371,6 @@ void bench_stack_memory(cudaStream_t st, const std::string& cases_path) {
   }
 }
 
-// FILE of `attn FILE`: a regular file or nothing yet, in a folder that exists (one line and
-// exit 2 otherwise, nothing replaced).
-bool output_path_ok(const char* path) {
-  std::error_code ec;
-  const auto status = std::filesystem::symlink_status(path, ec);
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-    fmt::print(stderr, "kernel_bench: {}: exists and is not a regular file; not replaced\n", path);
-    return false;
-  }
-  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-    fmt::print(stderr, "kernel_bench: {}: the folder {} does not exist\n", path, parent.string());
-    return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -400,7 +384,11 @@ int main(int argc, char** argv) {
       return 2;
     }
     const char* jsonl_path = only == "attn" && argc > 2 ? argv[2] : nullptr;  // attn FILE
-    if (jsonl_path && !output_path_ok(jsonl_path)) return 2;
+    // FILE of `attn FILE`: a regular file or nothing yet, in a folder that exists.
+    if (const std::string why = jsonl_path ? tlb::output_target_problem(jsonl_path) : ""; !why.empty()) {
+      fmt::print(stderr, "kernel_bench: {}: {}\n", jsonl_path, why);
+      return 2;
+    }
     cudaStream_t st;
     TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cublasHandle_t h;
