@@ -2,7 +2,7 @@
 # One call on a GPU host: configure, build with all cores, then the steps asked for, logging
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
-#   scripts/gpu-check.sh build test bench attnbench ncu aa sweep sanitize pytorch
+#   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch
 # Environment knobs per step: BUILD_TARGETS, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH,
 # SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), SELECT_ARGS, PROFILE_ARGS,
@@ -101,6 +101,14 @@ for step in "${steps[@]}"; do
       log "kernel benchmarks ${BENCH_ARGS:-all}"
       $BUILD/tlbench_kernel_bench ${BENCH_ARGS:-all} 2>&1 | tee -a "$OUT/bench.log" | tail -60 >>"$OUT/summary.txt"
       ;;
+    gemmbench)
+      # Our layer GEMMs beside cuBLAS on the same products, turns taken, one record each.
+      log "GEMM speed table: ours (every big-grid sm_90a variant) and cuBLAS"
+      timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-ours.jsonl" >>"$OUT/bench.log" 2>&1
+      echo "rc=$?" | tee -a "$OUT/summary.txt"
+      grep -E "^(gemm|      sm90)" "$OUT/bench.log" | tee -a "$OUT/summary.txt"
+      cat "$OUT/gemm-ours.jsonl" >>"$OUT/kernels.jsonl"
+      ;;
     attnbench)
       # Ours and PyTorch's SDPA (cuDNN, FlashAttention-2) on the same shapes, one after the other.
       log "attention speed table: ours, then PyTorch SDPA's backends"
@@ -162,5 +170,5 @@ log "done"
 shopt -s nullglob
 logs=("$OUT"/*.log "$OUT"/*.jsonl)
 if ((${#logs[@]})); then
-  tar -C "$OUT" -czf "$OUT/logs.tar.gz" $(basename -a "${logs[@]}") && rm -f "$OUT"/*.log "$OUT"/attn-*.jsonl
+  tar -C "$OUT" -czf "$OUT/logs.tar.gz" $(basename -a "${logs[@]}") && rm -f "$OUT"/*.log "$OUT"/attn-*.jsonl "$OUT"/gemm-*.jsonl
 fi

@@ -1,7 +1,8 @@
 // tlbench_kernel_bench: the kernel-level speed floors of the hand-written kernels on the
 // current GPU, each beside the ceiling it is judged against:
-//   - fused-epilogue GEMMs on the FFN shapes of cases 10 and 13 vs cuBLAS on the same GEMM
-//     without epilogue;
+//   - `gemm [FILE]`: the fused-epilogue layer GEMMs of cases 8, 10, 12 and 13 (FFN, QKV with
+//     head split, out-projection) vs cuBLAS on the same GEMM without epilogue, every sm_90a
+//     big-grid variant beside the dispatcher's pick; with FILE one kernels.jsonl record each;
 //   - `attn [FILE]`: fused attention alone on the speed table's shapes (long sequences at
 //     head_dim 64 and 128, both masks; one shape per further head_dim) in TFLOP/s, and with
 //     FILE one JSON line per shape for scripts/attention_peer.py;
@@ -140,17 +141,27 @@ struct GemmBench {
   DeviceBuffer A, W, bias, res, C;
   tlb::GemmArgs args;
 
-  GemmBench(int64_t m, int64_t n, int64_t k, DType d, tlb::GemmEpilogue epi)
+  // The residual is allocated for bias_residual only. `heads` (bias_qkv_split only) splits
+  // N = 3 * d into heads of d / heads over one sequence of M tokens, written to C's three
+  // thirds as q, k and v.
+  GemmBench(int64_t m, int64_t n, int64_t k, DType d, tlb::GemmEpilogue epi, int64_t heads = 0)
       : dt(d), M(m), N(n), K(k),
         A(random_buffer(static_cast<size_t>(m * k), d, 1.0f, 1)),
         W(random_buffer(static_cast<size_t>(n * k), d, 0.02f, 2)),
         bias(random_buffer(static_cast<size_t>(n), d, 0.1f, 3)),
-        res(random_buffer(static_cast<size_t>(m * n), d, 1.0f, 4)),
+        res(random_buffer(epi == tlb::GemmEpilogue::bias_residual ? static_cast<size_t>(m * n) : 1, d, 1.0f, 4)),
         C(static_cast<size_t>(m * n) * tlb::dtype_bytes(d)) {
     args.dtype = d;
     args.epilogue = epi;
     args.M = m; args.N = n; args.K = k;
     args.A = A.get(); args.W = W.get(); args.bias = bias.get(); args.residual = res.get(); args.out = C.get();
+    if (epi == tlb::GemmEpilogue::bias_qkv_split) {
+      const size_t third = static_cast<size_t>(m * n / 3) * tlb::dtype_bytes(d);
+      args.q = C.get();
+      args.k = static_cast<char*>(C.get()) + third;
+      args.v = static_cast<char*>(C.get()) + 2 * third;
+      args.batch = 1; args.seq = m; args.heads = heads; args.head_dim = n / 3 / heads;
+    }
   }
   void cublas(cublasHandle_t h) const {
     const float one = 1.0f, zero = 0.0f;
@@ -163,18 +174,90 @@ struct GemmBench {
   }
 };
 
-void bench_gemm(cublasHandle_t h, cudaStream_t st, const char* label, int64_t M, int64_t N,
-                int64_t K, DType dt, tlb::GemmEpilogue epi) {
-  const GemmBench b(M, N, K, dt, epi);
+const char* epilogue_name(tlb::GemmEpilogue e) {
+  switch (e) {
+    case tlb::GemmEpilogue::bias_activation: return "bias_activation";
+    case tlb::GemmEpilogue::bias_residual: return "bias_residual";
+    case tlb::GemmEpilogue::bias_qkv_split: return "bias_qkv_split";
+    default: return "bias";
+  }
+}
+
+// What every GEMM record carries besides its numbers.
+struct GemmRecordContext {
+  std::FILE* jsonl = nullptr;  // kernels.jsonl records go here too, when set
+  std::string gpu, cublas;
+};
+
+// One GEMM: cuBLAS on the same product without epilogue, the dispatcher's pick and every other
+// sm_90a variant for grids that fill the chip (the A/B behind the dispatcher's ranking), all
+// taking turns. One line per GEMM, and one kernels.jsonl record with the pick as `ours` and
+// each variant's TFLOP/s beside it. bias = false drops the bias (the out-projection's is
+// added by the fused add + LayerNorm).
+void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const char* label, int64_t M,
+                int64_t N, int64_t K, DType dt, tlb::GemmEpilogue epi, int64_t heads = 0, bool bias = true) {
+  GemmBench b(M, N, K, dt, epi, heads);
+  if (!bias) b.args.bias = nullptr;
   const double flops = 2.0 * M * N * K;
-  std::string variant;
-  const std::vector<double> ms = median_ms_each(
-      {[&](cudaStream_t) { b.cublas(h); }, [&](cudaStream_t s) { variant = tlb::gemm_fused(b.args, s); }}, st, 40);
-  const double cublas_ms = ms[0], ours_ms = ms[1];
-  const double ours = flops / ours_ms / 1e9, ref = flops / cublas_ms / 1e9;
-  fmt::print("gemm  {:<28} {:>5} M={:<6} N={:<6} K={:<6} ours {:7.1f} TFLOP/s ({:.3f} ms, {})  "
-             "cuBLAS {:7.1f} TFLOP/s  ratio {:5.1f}%\n",
-             label, tlb::to_string(dt), M, N, K, ours, ours_ms, variant, ref, 100.0 * ours / ref);
+  std::string pick;
+  std::vector<std::string> others;
+  for (const std::string& v : tlb::gemm_fused_variants(b.args)) {
+    const bool big_grid_variant = v.rfind("sm90_pingpong", 0) == 0 || v.rfind("sm90_wgmma_128x", 0) == 0;
+    if (big_grid_variant) others.push_back(v);
+  }
+  std::vector<Timed> fns = {[&](cudaStream_t) { b.cublas(h); },
+                            [&](cudaStream_t s) { pick = tlb::gemm_fused(b.args, s); }};
+  for (const std::string& v : others) fns.push_back([&, v](cudaStream_t s) { tlb::gemm_fused_variant(b.args, v, s); });
+  const std::vector<double> ms = median_ms_each(fns, st, 40);
+  const auto tflops = [&](double t) { return flops / t / 1e9; };
+  const double ref = tflops(ms[0]), ours = tflops(ms[1]);
+  const std::string dtype = dt == DType::fp32 ? std::string("fp32-tf32") : std::string(tlb::to_string(dt));
+  fmt::print("gemm  {:<28} {:>9} M={:<6} N={:<6} K={:<6} ours {:7.1f} TFLOP/s ({:.3f} ms, {})  "
+             "cuBLAS {:7.1f} TFLOP/s  ratio {:5.3f}\n",
+             label, dtype, M, N, K, ours, ms[1], pick, ref, ours / ref);
+  std::string variants;
+  for (size_t i = 0; i < others.size(); ++i) {
+    fmt::print("      {:<40} {:7.1f} TFLOP/s  ratio {:5.3f}\n", others[i], tflops(ms[2 + i]), tflops(ms[2 + i]) / ref);
+    variants += fmt::format("{}\"{}\": {:.1f}", i ? ", " : "", others[i], tflops(ms[2 + i]));
+  }
+  if (ctx.jsonl) {
+    fmt::print(ctx.jsonl,
+               "{{\"kernel\": \"gemm\", \"dtype\": \"{}\", \"m\": {}, \"n\": {}, \"k\": {}, \"epilogue\": \"{}\", "
+               "\"bias\": {}, \"label\": \"{}\", \"ours_tflops\": {:.1f}, \"variant\": \"{}\", \"peer\": \"cublas\", "
+               "\"peer_tflops\": {:.1f}, \"ratio\": {:.3f}, \"variants_tflops\": {{{}}}, \"commit\": \"{}\", "
+               "\"gpu\": \"{}\", \"cublas\": \"{}\"}}\n",
+               dtype, M, N, K, epilogue_name(epi), bias ? "true" : "false", label, ours, pick, ref, ours / ref, variants,
+               TLBENCH_GIT_COMMIT, ctx.gpu, ctx.cublas);
+    std::fflush(ctx.jsonl);
+  }
+}
+
+// The layer GEMMs of the speed table: the FFN GEMMs of cases 10, 12 and 13, the QKV projection
+// (head split) and out-projection of cases 8, 10 and 13 and the FFN GEMMs of case 8, in fp16
+// and bf16, and in fp32 (TF32) the FFN GEMMs of cases 10 and 13.
+void bench_gemm_table(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx) {
+  using tlb::GemmEpilogue;
+  for (DType dt : {DType::fp16, DType::bf16}) {
+    bench_gemm(h, st, ctx, "case10 up bias+gelu", 4096, 16384, 4096, dt, GemmEpilogue::bias_activation);
+    bench_gemm(h, st, ctx, "case10 down bias+residual", 4096, 4096, 16384, dt, GemmEpilogue::bias_residual);
+    bench_gemm(h, st, ctx, "case13 up bias+gelu", 32768, 8192, 2048, dt, GemmEpilogue::bias_activation);
+    bench_gemm(h, st, ctx, "case13 up bias only", 32768, 8192, 2048, dt, GemmEpilogue::bias);
+    bench_gemm(h, st, ctx, "case13 down bias+residual", 32768, 2048, 8192, dt, GemmEpilogue::bias_residual);
+    bench_gemm(h, st, ctx, "case12 up bias+gelu", 16384, 4096, 1024, dt, GemmEpilogue::bias_activation);
+    bench_gemm(h, st, ctx, "case12 down bias+residual", 16384, 1024, 4096, dt, GemmEpilogue::bias_residual);
+    bench_gemm(h, st, ctx, "case8 up bias+gelu", 8192, 8192, 2048, dt, GemmEpilogue::bias_activation);
+    bench_gemm(h, st, ctx, "case8 down bias+residual", 8192, 2048, 8192, dt, GemmEpilogue::bias_residual);
+    bench_gemm(h, st, ctx, "case8 qkv head split", 8192, 6144, 2048, dt, GemmEpilogue::bias_qkv_split, 16);
+    bench_gemm(h, st, ctx, "case10 qkv head split", 4096, 12288, 4096, dt, GemmEpilogue::bias_qkv_split, 32);
+    bench_gemm(h, st, ctx, "case13 qkv head split", 32768, 6144, 2048, dt, GemmEpilogue::bias_qkv_split, 16);
+    bench_gemm(h, st, ctx, "case8 out-projection", 8192, 2048, 2048, dt, GemmEpilogue::bias, 0, false);
+    bench_gemm(h, st, ctx, "case10 out-projection", 4096, 4096, 4096, dt, GemmEpilogue::bias, 0, false);
+    bench_gemm(h, st, ctx, "case13 out-projection", 32768, 2048, 2048, dt, GemmEpilogue::bias, 0, false);
+  }
+  bench_gemm(h, st, ctx, "case10 up bias+gelu", 4096, 16384, 4096, DType::fp32, GemmEpilogue::bias_activation);
+  bench_gemm(h, st, ctx, "case10 down bias+residual", 4096, 4096, 16384, DType::fp32, GemmEpilogue::bias_residual);
+  bench_gemm(h, st, ctx, "case13 up bias+gelu", 32768, 8192, 2048, DType::fp32, GemmEpilogue::bias_activation);
+  bench_gemm(h, st, ctx, "case13 down bias+residual", 32768, 2048, 8192, DType::fp32, GemmEpilogue::bias_residual);
 }
 
 // Every variant the dispatcher offers for one GEMM, the dispatcher's pick marked, beside
@@ -379,12 +462,13 @@ int main(int argc, char** argv) {
     // Bad input is one line and exit 2, before any device work.
     const char* kModes[] = {"all", "gemm", "small", "attn", "attncases", "norm", "outproj", "stack14"};
     if (std::find(std::begin(kModes), std::end(kModes), only) == std::end(kModes)) {
-      fmt::print(stderr, "kernel_bench: unknown benchmark '{}' (expected all, gemm, small, attn [FILE], attncases "
-                         "[CASES], norm, outproj [CASES], stack14 [CASES])\n", only);
+      fmt::print(stderr, "kernel_bench: unknown benchmark '{}' (expected all, gemm [FILE], small, attn [FILE], "
+                         "attncases [CASES], norm, outproj [CASES], stack14 [CASES])\n", only);
       return 2;
     }
-    const char* jsonl_path = only == "attn" && argc > 2 ? argv[2] : nullptr;  // attn FILE
-    // FILE of `attn FILE`: a regular file or nothing yet, in a folder that exists.
+    // attn FILE, gemm FILE
+    const char* jsonl_path = (only == "attn" || only == "gemm") && argc > 2 ? argv[2] : nullptr;
+    // FILE: a regular file or nothing yet, in a folder that exists.
     if (const std::string why = jsonl_path ? tlb::output_target_problem(jsonl_path) : ""; !why.empty()) {
       fmt::print(stderr, "kernel_bench: {}: {}\n", jsonl_path, why);
       return 2;
@@ -397,15 +481,18 @@ int main(int argc, char** argv) {
     cudaDeviceProp p{};
     TLB_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
     fmt::print("device {} ({} SMs)\n", p.name, p.multiProcessorCount);
+    // The JSON lines go to FILE as well (opened once the device is up, so a run that cannot
+    // start leaves nothing behind).
+    std::FILE* jsonl = nullptr;
+    if (jsonl_path && !(jsonl = std::fopen(jsonl_path, "w")))
+      throw std::runtime_error(std::string(jsonl_path) + ": cannot write: " + std::strerror(errno));
     if (only == "all" || only == "gemm") {
-      for (DType dt : {DType::fp16, DType::bf16}) {
-        bench_gemm(h, st, "case10 up bias+gelu", 4096, 16384, 4096, dt, tlb::GemmEpilogue::bias_activation);
-        bench_gemm(h, st, "case10 down bias+residual", 4096, 4096, 16384, dt, tlb::GemmEpilogue::bias_residual);
-        bench_gemm(h, st, "case13 up bias+gelu", 32768, 8192, 2048, dt, tlb::GemmEpilogue::bias_activation);
-        bench_gemm(h, st, "case13 up bias only", 32768, 8192, 2048, dt, tlb::GemmEpilogue::bias);
-        bench_gemm(h, st, "case13 down bias+residual", 32768, 2048, 8192, dt, tlb::GemmEpilogue::bias_residual);
-      }
-      bench_gemm(h, st, "case13 up bias+gelu", 32768, 8192, 2048, DType::fp32, tlb::GemmEpilogue::bias_activation);
+      int cublas_version = 0;
+      TLB_CUBLAS_CHECK(cublasGetVersion(h, &cublas_version));
+      const GemmRecordContext ctx{jsonl, p.name,
+                                  fmt::format("{}.{}.{}", cublas_version / 10000, cublas_version / 100 % 100,
+                                              cublas_version % 100)};
+      bench_gemm_table(h, st, ctx);
     }
     if (only == "small") {
       using tlb::GemmEpilogue;
@@ -426,15 +513,8 @@ int main(int argc, char** argv) {
       bench_gemm_small(h, st, "case2 qkv", 1024, 2304, 768, DType::fp16, GemmEpilogue::bias);
       bench_gemm_small(h, st, "case4 down bias+residual", 4096, 1024, 4096, DType::fp16, GemmEpilogue::bias_residual);
     }
-    if (only == "all" || only == "attn") {
-      // The JSON lines go to FILE as well (opened once the device is up, so a run that cannot
-      // start leaves nothing behind).
-      std::FILE* jsonl = nullptr;
-      if (jsonl_path && !(jsonl = std::fopen(jsonl_path, "w")))
-        throw std::runtime_error(std::string(jsonl_path) + ": cannot write: " + std::strerror(errno));
-      bench_attention_table(st, jsonl);
-      if (jsonl) std::fclose(jsonl);
-    }
+    if (only == "all" || only == "attn") bench_attention_table(st, jsonl);
+    if (jsonl) std::fclose(jsonl);
     if (only == "all" || only == "norm") {
       bench_layernorm(st, 32768, 2048, DType::fp16);
       bench_layernorm(st, 32768, 2048, DType::bf16);

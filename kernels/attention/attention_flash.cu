@@ -293,12 +293,7 @@ template <typename T, int kD, TileShape kShape>
 void launch_tile(const FlashLaunch& l, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kD, kShape>();
   auto kernel = flash_fwd_mma16<T, kD, kShape>;
-  // Once per instantiation (before any graph capture: the first call is a warm-up).
-  static const bool attr_set = [&] {
-    TLB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    return true;
-  }();
-  (void)attr_set;
+  allow_dynamic_smem(kernel, kSmem);
   const int64_t n_qt = (l.p.seq + Tile<kShape, kD>::kRows - 1) / Tile<kShape, kD>::kRows;
   static_assert(Tile<kShape, kD>::kKV == tile_kv_cols(Family::mma16, kShape, kD), "plan and kernel disagree");
   const dim3 grid(static_cast<unsigned>(n_qt * l.p.batch * l.p.heads), static_cast<unsigned>(l.p.splits));

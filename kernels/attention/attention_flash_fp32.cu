@@ -366,12 +366,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashPara
 
 template <auto kKernel, int kSmem>
 void launch_fp32(const FlashLaunch& l, cudaStream_t stream) {
-  // Once per kernel (before any graph capture: the first call is a warm-up).
-  static const bool attr_set = [] {
-    TLB_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    return true;
-  }();
-  (void)attr_set;
+  allow_dynamic_smem(kKernel, kSmem);
   const int64_t n_qt = (l.p.seq + kRows - 1) / kRows;
   const dim3 grid(static_cast<unsigned>(n_qt * l.p.batch * l.p.heads), static_cast<unsigned>(l.p.splits));
   launch_kernel(kKernel, grid, dim3(kThreads), kSmem, stream, 1, l.p);

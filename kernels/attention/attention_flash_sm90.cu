@@ -202,11 +202,7 @@ template <typename T, int kD>
 void launch_wgmma(const FlashLaunch& l, cudaStream_t stream) {
   constexpr int kSmem = 1024 + (4 * kKV * kD + kRows * kD) * 2;
   auto kernel = flash_fwd_wgmma<T, kD>;
-  static const bool attr_set = [&] {
-    TLB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    return true;
-  }();
-  (void)attr_set;
+  allow_dynamic_smem(kernel, kSmem);
   const int64_t n_qt = (l.p.seq + kRows - 1) / kRows;
   const dim3 grid(static_cast<unsigned>(n_qt * l.p.batch * l.p.heads), static_cast<unsigned>(l.p.splits));
   launch_kernel(kernel, grid, dim3(kThreads), kSmem, stream, 1, l.p);

@@ -318,11 +318,7 @@ using PlannedShape =
 template <typename T, class S, bool kPersistent>
 void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {
   auto kernel = flash_fwd_sm90<T, S, kPersistent>;
-  static const bool attr_set = [&] {
-    TLB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
-    return true;
-  }();
-  (void)attr_set;
+  allow_dynamic_smem(kernel, S::kSmemBytes);
   const FlashParams& p = l.p;
   const uint64_t bh = static_cast<uint64_t>(p.batch * p.heads), seq = static_cast<uint64_t>(p.seq);
   const uint64_t hd = static_cast<uint64_t>(p.head_dim);

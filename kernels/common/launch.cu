@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
+#include <tuple>
 
 #include "common/cuda_check.hpp"
 #include "common/device_caps.hpp"
@@ -40,6 +42,17 @@ bool pdl_enabled() {
     c = (major >= 9 && code_waits && !off) ? 1 : -1;
   }
   return c > 0;
+}
+
+void allow_dynamic_smem(const void* kernel, int bytes) {
+  static std::mutex mu;
+  static std::set<std::tuple<const void*, int, int>> done;  // kernel, device, bytes
+  int dev = 0;
+  TLB_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  if (done.emplace(kernel, dev, bytes).second) {
+    TLB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  }
 }
 
 }  // namespace tlb

@@ -11,6 +11,11 @@
 
 namespace tlb {
 
+template <typename... KernelArgs>
+void allow_dynamic_smem(void (*kernel)(KernelArgs...), int bytes) {
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
+}
+
 template <typename... KernelArgs, typename... Args>
 void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
                    cudaStream_t stream, unsigned cluster_x, Args&&... args) {

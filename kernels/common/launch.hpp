@@ -10,4 +10,9 @@ namespace tlb {
 // TLBENCH_PDL not "0" (the switch exists to measure what PDL buys).
 bool pdl_enabled();
 
+// Raises `kernel`'s dynamic shared-memory limit to `bytes` on the current device. The
+// attribute belongs to the device's context, so it is set once per kernel and device (a
+// second device, or a larger request, sets it again); launchers call this before each launch.
+void allow_dynamic_smem(const void* kernel, int bytes);
+
 }  // namespace tlb

@@ -99,6 +99,11 @@ TileModel wgmma_model(WgmmaTile t) {
   return t == WgmmaTile::m128n256 ? TileModel{s.bm, s.bn, 8, 1, 1.8} : TileModel{s.bm, s.bn, 8, 1, 1.5};
 }
 
+// The persistent ping-pong kernel: one CTA per SM running tile after tile, each SM's rounds
+// the tiles over the SMs; per tile faster than the 128x256 kernel's per area, since no
+// epilogue or pipeline fill stops the tensor cores.
+constexpr TileModel kPingpongModel{128, 128, 8, 1, 2.0};
+
 TileModel fma_model(FmaTile t) {
   return t == FmaTile::m128n128 ? TileModel{128, 128, 8, 1, 1.0} : TileModel{64, 64, 8, 4, 0.6};
 }
@@ -106,10 +111,12 @@ TileModel fma_model(FmaTile t) {
 // The variants in the order the dispatcher would rank them for this shape.
 struct Candidate {
   std::string name;
-  enum Kind { mma, fma, wgmma } kind;
+  enum Kind { mma, fma, wgmma, pingpong } kind;
   int tile;
   double time;
   int split = 1;  // wgmma only: CTAs of a cluster sharing one output tile's K
+
+  bool sm90() const { return kind == wgmma || kind == pingpong; }
 };
 
 enum class VariantPolicy { automatic, portable, sm90 };
@@ -144,13 +151,18 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
   std::stable_sort(c.begin(), c.end(),
                    [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
   if (dev.sm90_image && !(a.dtype == DType::fp32 && a.fp32_math == Fp32Math::ieee)) {
-    // Every wgmma variant is offered for every shape (the tests run each one). On a big grid
-    // the 128-row tiles join the throughput ranking and the 64-row ones go last; on a small
-    // grid all of them go first, ranked by the latency model.
+    // Every sm_90a variant is offered for every shape (the tests run each one). On a big grid
+    // the ping-pong kernel and the 128-row tiles join the throughput ranking and the 64-row
+    // ones go last; on a small grid the wgmma tiles go first, ranked by the latency model, and
+    // the ping-pong kernel (one tile per CTA there: nothing to overlap) after them.
     const bool small = gemm_detail::small_wgmma_grid(a.M, a.N, dev.sms);
     const auto options = gemm_detail::wgmma_options(
         a.M, a.N, a.K, static_cast<int>(dtype_bytes(a.dtype)),
         [&](WgmmaTile t, int split) { return gemm_detail::wgmma_max_active_clusters(t, a.dtype, split); });
+    if (gemm_detail::pingpong_supported(a.M, a.N)) {
+      c.push_back({gemm_detail::pingpong_variant_name(a.dtype), Candidate::pingpong, 0,
+                   small ? std::numeric_limits<double>::infinity() : model_time(kPingpongModel, a.M, a.N, dev.sms)});
+    }
     for (const gemm_detail::WgmmaOption& o : options) {
       const bool big_tile = gemm_detail::wgmma_tile_shape(o.tile).bm == 128;
       const double time = small ? o.units
@@ -161,7 +173,7 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
     }
     if (small) {
       const auto portable = std::stable_partition(c.begin(), c.end(),
-                                                  [](const Candidate& x) { return x.kind == Candidate::wgmma; });
+                                                  [](const Candidate& x) { return x.sm90(); });
       std::stable_sort(c.begin(), portable, [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
     } else {
       std::stable_sort(c.begin(), c.end(), [](const Candidate& x, const Candidate& y) { return x.time < y.time; });
@@ -189,9 +201,8 @@ const std::vector<Candidate>& ranked_candidates(const GemmArgs& a) {
 // The candidate the policy picks from the ranked list (never empty).
 const Candidate& choose(const std::vector<Candidate>& ranked, VariantPolicy policy) {
   for (const Candidate& c : ranked) {
-    const bool is_sm90 = c.kind == Candidate::wgmma;
-    if (policy == VariantPolicy::sm90 && is_sm90) return c;
-    if (policy == VariantPolicy::portable && !is_sm90) return c;
+    if (policy == VariantPolicy::sm90 && c.sm90()) return c;
+    if (policy == VariantPolicy::portable && !c.sm90()) return c;
   }
   return ranked.front();
 }
@@ -199,6 +210,8 @@ const Candidate& choose(const std::vector<Candidate>& ranked, VariantPolicy poli
 void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
   if (c.kind == Candidate::fma) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
+  } else if (c.kind == Candidate::pingpong) {
+    gemm_detail::launch_gemm_pingpong_sm90(a, 0, stream);
   } else if (c.kind == Candidate::wgmma) {
     gemm_detail::launch_gemm_wgmma_sm90(a, static_cast<WgmmaTile>(c.tile), c.split, stream);
   } else {

@@ -64,6 +64,14 @@ void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile t, int split, cudaStrea
 // SMs / split.
 int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
 
+// Hopper, for grids that fill the chip: the persistent ping-pong kernel (one CTA per SM, two
+// consumer warpgroups taking 128 x 128 tiles in turn, so one's epilogue runs under the other's
+// MMAs). "sm90_pingpong_128x128x64_s7" ("_tf32" for fp32). max_ctas > 0 caps the grid below
+// one CTA per SM (tests use it to give each CTA many tiles).
+std::string pingpong_variant_name(DType d);
+bool pingpong_supported(int64_t M, int64_t N);
+void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, cudaStream_t stream);
+
 // The wgmma variants offered for an M x N x K product of `elem_bytes`-byte elements, where
 // capacity(tile, split) is how many clusters of that split the device runs at once: the 128-row tiles unsplit; the 64-row tiles unsplit, and split 2 or 4 where one
 // wave of clusters holds the grid and each rank gets at least two k-tiles. `units` is the

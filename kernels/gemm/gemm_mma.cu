@@ -6,7 +6,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -16,6 +15,7 @@
 #include "common/ptx.cuh"
 #include "gemm/gemm_epilogue.cuh"
 #include "gemm/gemm_internal.hpp"
+#include "gemm/gemm_raster.cuh"
 
 namespace tlb::gemm_detail {
 namespace {
@@ -60,10 +60,6 @@ __device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk) {
   return static_cast<uint32_t>(row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4));
 }
 
-// Tile order: CTAs are launched in groups of kRasterRows tile-rows walked column by column,
-// so the W tiles a group streams stay in L2 while its A rows are reused.
-constexpr int kRasterRows = 8;
-
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1) gemm_mma_kernel(const GemmArgs p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -78,17 +74,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_mma_kernel(const GemmArgs
 
   const int tiles_m = static_cast<int>((p.M + C::BM - 1) / C::BM);
   const int tiles_n = static_cast<int>(p.N + C::BN - 1) / C::BN;
-  int tile_m, tile_n;
-  {
-    const int per_group = kRasterRows * tiles_n;
-    const int group = blockIdx.x / per_group, in_group = blockIdx.x % per_group;
-    const int first_m = group * kRasterRows;
-    const int rows = min(tiles_m - first_m, kRasterRows);
-    tile_m = first_m + in_group % rows;
-    tile_n = in_group / rows;
-  }
-  const int64_t m0 = static_cast<int64_t>(tile_m) * C::BM;
-  const int64_t n0 = static_cast<int64_t>(tile_n) * C::BN;
+  const TileCoord tile = raster_tile(static_cast<int>(blockIdx.x), tiles_m, tiles_n);
+  const int64_t m0 = static_cast<int64_t>(tile.m) * C::BM;
+  const int64_t n0 = static_cast<int64_t>(tile.n) * C::BN;
   const int64_t K = p.K;
   const T* A = static_cast<const T*>(p.A);
   const T* W = static_cast<const T*>(p.W);
@@ -248,17 +236,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_mma_kernel(const GemmArgs
 
 template <class C>
 void launch_config(const GemmArgs& a, cudaStream_t stream) {
-  // Raising the dynamic shared-memory limit is per device; remember which devices are done.
-  static std::atomic<uint64_t> configured{0};
-  int dev = 0;
-  TLB_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = 1ull << (dev & 63);
-  if (!(configured.load(std::memory_order_relaxed) & bit)) {
-    TLB_CUDA_CHECK(cudaFuncSetAttribute(gemm_mma_kernel<C>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        C::kSmemBytes));
-    configured.fetch_or(bit, std::memory_order_relaxed);
-  }
+  allow_dynamic_smem(gemm_mma_kernel<C>, C::kSmemBytes);
   const int64_t tiles = ((a.M + C::BM - 1) / C::BM) * ((a.N + C::BN - 1) / C::BN);
   launch_kernel(gemm_mma_kernel<C>, dim3(static_cast<unsigned>(tiles)), dim3(C::kThreads), C::kSmemBytes, stream, 1, a);
   TLB_LAUNCH_CHECK(stream);

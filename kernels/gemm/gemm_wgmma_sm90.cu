@@ -10,7 +10,6 @@
 #include <cuda_fp16.h>
 #include <cooperative_groups.h>
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -25,6 +24,8 @@
 #include "common/ptx_sm90.cuh"
 #include "gemm/gemm_epilogue.cuh"
 #include "gemm/gemm_internal.hpp"
+#include "gemm/gemm_raster.cuh"
+#include "gemm/gemm_wgmma.cuh"
 #include "common/tensor_map.hpp"
 
 namespace tlb::gemm_detail {
@@ -64,38 +65,6 @@ struct WgmmaConfig {
   static_assert(kStageBytes % 1024 == 0, "stage buffers must stay 1024-byte aligned");
 };
 
-template <class C>
-__device__ __forceinline__ void wgmma_tile(float (&acc)[C::BN / 2], uint64_t desc_a, uint64_t desc_w) {
-  using T = typename C::Elem;
-  if constexpr (C::BN == 256) {
-    if constexpr (C::kTf32) {
-      ptx::wgmma_m64n256k8_tf32(acc, desc_a, desc_w);
-    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      ptx::wgmma_m64n256k16_bf16(acc, desc_a, desc_w);
-    } else {
-      ptx::wgmma_m64n256k16_f16(acc, desc_a, desc_w);
-    }
-  } else if constexpr (C::BN == 128) {
-    if constexpr (C::kTf32) {
-      ptx::wgmma_m64n128k8_tf32(acc, desc_a, desc_w);
-    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      ptx::wgmma_m64n128k16_bf16(acc, desc_a, desc_w);
-    } else {
-      ptx::wgmma_m64n128k16_f16(acc, desc_a, desc_w);
-    }
-  } else {
-    static_assert(C::BN == 64, "wgmma tiles are 64, 128 or 256 wide");
-    if constexpr (C::kTf32) {
-      ptx::wgmma_m64n64k8_tf32(acc, desc_a, desc_w);
-    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      ptx::wgmma_m64n64k16_bf16(acc, desc_a, desc_w);
-    } else {
-      ptx::wgmma_m64n64k16_f16(acc, desc_a, desc_w);
-    }
-  }
-}
-
-constexpr int kRasterRows = 8;  // as in gemm_mma.cu: W tiles of a group stay in L2
 
 // Split K (gridDim.x = tiles x split, clusters of `split` consecutive CTAs along x): cluster
 // rank r accumulates k-tiles [r * per, (r + 1) * per) of the same output tile, stages its
@@ -122,16 +91,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int tiles_m = static_cast<int>((p.M + C::BM - 1) / C::BM);
   const int tiles_n = static_cast<int>((p.N + C::BN - 1) / C::BN);
   const int tile = static_cast<int>(blockIdx.x) / split, rank = static_cast<int>(blockIdx.x) % split;
-  int tile_m, tile_n;
-  {
-    const int per_group = kRasterRows * tiles_n;
-    const int group = tile / per_group, in_group = tile % per_group;
-    const int first_m = group * kRasterRows;
-    const int rows = min(tiles_m - first_m, kRasterRows);
-    tile_m = first_m + in_group % rows;
-    tile_n = in_group / rows;
-  }
-  const int m0 = tile_m * C::BM, n0 = tile_n * C::BN;
+  const TileCoord coord = raster_tile(tile, tiles_m, tiles_n);
+  const int m0 = coord.m * C::BM, n0 = coord.n * C::BN;
   const int k_tiles_all = static_cast<int>((p.K + C::BK - 1) / C::BK);
   const int per_rank = (k_tiles_all + split - 1) / split;
   const int kt_begin = min(k_tiles_all, rank * per_rank);
@@ -236,7 +197,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
       for (int ks = 0; ks < C::kKSteps; ++ks) {
         // 32 bytes further along K = 2 in the descriptor's 16-byte address units.
-        wgmma_tile<C>(acc, desc_a + 2 * ks, desc_w + 2 * ks);
+        wgmma_k_step<T, C::BN>(acc, desc_a + 2 * ks, desc_w + 2 * ks);
       }
       ptx::wgmma_commit_group();
       // Keep this tile's MMAs in flight; the previous tile's are done, so its stage is free.
@@ -328,7 +289,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
   }
 #else
-  static_assert(C::kKSteps > 0 && kRasterRows > 0);
+  static_assert(C::kKSteps > 0);
   __trap();  // never launched: the host checks for an sm_90a image first
 #endif
 }
@@ -362,18 +323,9 @@ decltype(auto) with_wgmma_config(WgmmaTile tile, F&& f) {
   }
 }
 
-// The kernel's shared-memory opt-in, once per device.
 template <class C>
 void configure_kernel() {
-  static std::atomic<uint64_t> configured{0};
-  int dev = 0;
-  TLB_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = 1ull << (dev & 63);
-  if (!(configured.load(std::memory_order_relaxed) & bit)) {
-    TLB_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_sm90_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        C::kSmemBytes));
-    configured.fetch_or(bit, std::memory_order_relaxed);
-  }
+  allow_dynamic_smem(gemm_wgmma_sm90_kernel<C>, C::kSmemBytes);
 }
 
 template <class C>

@@ -311,6 +311,53 @@ TEST_CASE("gemm small grids split K over a cluster, deterministically", "[gpu][k
   }
 }
 
+TEST_CASE("gemm ping-pong kernel runs many tiles per CTA, in turn, in every dtype and epilogue",
+          "[gpu][kernels][gemm]") {
+  TLB_REQUIRE_GPU();
+  // The variant tests above give each CTA one tile at most. Capping the grid gives every CTA
+  // a long run of tiles, odd and even counts, so that both consumers take turns many times and
+  // the ring's stages and phases run on across tile boundaries: 1 CTA (all tiles, one after
+  // the other), 3 and 5 (uneven shares). K = 8 is one k-tile per tile (every stage of the ring
+  // turns over every few tiles), K = 1000 has a K tail; M and N leave partial tiles.
+  const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}};
+  const struct {
+    GemmEpilogue epi;
+    tlb::Activation act;
+  } epilogues[] = {{GemmEpilogue::bias, tlb::Activation::gelu},
+                   {GemmEpilogue::bias_activation, tlb::Activation::gelu},
+                   {GemmEpilogue::bias_residual, tlb::Activation::gelu}};
+  bool ran = false;
+  for (const Mode& mode : kModes) {
+    if (mode.math == tlb::Fp32Math::ieee) continue;  // no tensor cores: not this kernel's
+    for (const Shape& s : shapes) {
+      for (const auto& e : epilogues) {
+        const Problem p = make_problem(mode, s, e.epi == GemmEpilogue::bias_residual, 10);
+        const std::vector<double> ref = reference(p, s, e.epi, e.act);
+        GuardedOutput out(static_cast<size_t>(s.M * s.N), mode.dtype);
+        GemmArgs a = gemm_args(mode, s, p, e.epi, e.act);
+        a.out = out.ptr();
+        const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
+        const std::string name = tlb::gemm_detail::pingpong_variant_name(mode.dtype);
+        if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
+        ran = true;
+        for (int ctas : {1, 3, 5}) {
+          INFO(mode.name << " M=" << s.M << " N=" << s.N << " K=" << s.K << " epilogue "
+                         << static_cast<int>(e.epi) << " CTAs " << ctas);
+          out.poison();
+          tlb::gemm_detail::launch_gemm_pingpong_sm90(a, ctas, nullptr);
+          TLB_CUDA_CHECK(cudaDeviceSynchronize());
+          bool guards_intact = false;
+          const tlb::test::ErrorStats err = tlb::test::compare_finite(out.read(&guards_intact), ref);
+          CHECK(guards_intact);
+          CHECK(err.nan + err.inf == 0);
+          CHECK(err.rel_l2 <= mode.tolerance);
+        }
+      }
+    }
+  }
+  if (!ran) WARN("no sm_90a image or no compute capability 9.0 GPU: the ping-pong kernel does not exist here");
+}
+
 // The small-grid latency model, without a device: an H200's 132 SMs and the cluster
 // capacities it reported for these tiles (132 CTAs, 66 pairs, 30 clusters of 4). The
 // choices are the fastest variants measured there (tlbench_kernel_bench small, see
