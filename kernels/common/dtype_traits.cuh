@@ -66,45 +66,38 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
-// kBytes of T (16: 8 halves or 4 floats; 2 * sizeof(T): an element pair). Loads and stores
-// through it compile to one access of that width; the pointer must be kBytes-aligned.
-template <typename T, int kBytes>
-struct alignas(kBytes) Pack {
-  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "a pack is one 32-, 64- or 128-bit access");
-  static constexpr int kCount = kBytes / static_cast<int>(sizeof(T));
-  using Word = std::conditional_t<kBytes == 16, uint4, std::conditional_t<kBytes == 8, uint2, unsigned>>;
+// 16 bytes of T: 8 halves or 4 floats. Loads and stores through it compile to one 128-bit
+// access; the pointer must be 16-byte aligned.
+template <typename T>
+struct alignas(16) Pack16 {
+  static constexpr int kCount = 16 / static_cast<int>(sizeof(T));
   T v[kCount];
 
-  __device__ __forceinline__ static Pack load(const T* p) {
-    Pack r;
-    *reinterpret_cast<Word*>(&r) = *reinterpret_cast<const Word*>(p);
+  __device__ __forceinline__ static Pack16 load(const T* p) {
+    Pack16 r;
+    *reinterpret_cast<uint4*>(&r) = *reinterpret_cast<const uint4*>(p);
     return r;
   }
   // Read-only path (ld.global.nc): for inputs nobody writes during the kernel.
-  __device__ __forceinline__ static Pack load_nc(const T* p) {
-    Pack r;
-    *reinterpret_cast<Word*>(&r) = __ldg(reinterpret_cast<const Word*>(p));
+  __device__ __forceinline__ static Pack16 load_nc(const T* p) {
+    Pack16 r;
+    *reinterpret_cast<uint4*>(&r) = __ldg(reinterpret_cast<const uint4*>(p));
     return r;
   }
   __device__ __forceinline__ void store(T* p) const {
-    *reinterpret_cast<Word*>(p) = *reinterpret_cast<const Word*>(this);
+    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(this);
   }
   __device__ __forceinline__ void to_floats(float (&f)[kCount]) const {
 #pragma unroll
     for (int i = 0; i < kCount; ++i) f[i] = to_float(v[i]);
   }
-  __device__ __forceinline__ static Pack from_floats(const float (&f)[kCount]) {
-    Pack r;
+  __device__ __forceinline__ static Pack16 from_floats(const float (&f)[kCount]) {
+    Pack16 r;
 #pragma unroll
     for (int i = 0; i < kCount; ++i) r.v[i] = from_float<T>(f[i]);
     return r;
   }
 };
-template <typename T>
-using Pack16 = Pack<T, 16>;
-// Two consecutive elements: what one lane holds of a row in an mma accumulator fragment.
-template <typename T>
-using Pack2 = Pack<T, 2 * static_cast<int>(sizeof(T))>;
 
 // Calls f(T{}) with T the storage type of `d`; launchers write
 //   dispatch_dtype(d, [&](auto tag) { using T = decltype(tag); launch<T>(...); });

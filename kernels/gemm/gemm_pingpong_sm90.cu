@@ -2,15 +2,16 @@
 // one CTA per SM walks a static schedule of 128 x 128 output tiles. A producer thread streams
 // every tile's A and W k-tiles with TMA into one ring of mbarrier stages; two consumer
 // warpgroups take the CTA's tiles in turn. While one issues its tile's MMAs, the other applies
-// the fused epilogue to its previous tile straight from its accumulators, so the tensor cores
+// the fused epilogue to its previous tile, so the tensor cores
 // do not wait for epilogues, and the ring runs on across tiles (the next tile's loads overlap
 // this one's MMAs). fp16/bf16 k16, tf32 k8, fp32 accumulation; any M (TMA zero-fills the
 // tails); N and K multiples of 8. sm_90a only; elsewhere the kernel body traps and the host
 // never launches it.
 //
 // The parts, in the order a tile meets them: Schedule (which tiles a CTA owns), produce (the
-// TMA loop), mma_tile (a consumer's k-loop), store_tile (the epilogue), and the turn barriers
-// that keep the two consumers' MMAs from running at the same time.
+// TMA loop), mma_tile (a consumer's k-loop), store_tile (the epilogue, through the consumer's
+// Staging), and the turn barriers that keep the two consumers' MMAs from running at the same
+// time.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -48,12 +49,15 @@ struct PingpongConfig {
   static constexpr int kThreads = 384;            // the producer warpgroup, then two consumers
   static constexpr int kTileBytes = BM * kRowBytes;  // an A or W k-tile: 16 KiB
   static constexpr int kStageBytes = 2 * kTileBytes;
-  // Seven 32 KiB stages: the most that fit beside the barriers (227 KiB per CTA), about three
-  // microseconds of loads in flight at the rate the tensor cores consume them.
-  static constexpr int STAGES = 7;
-  // + 1024 to align the stages (the swizzle pattern is anchored at 1024-byte boundaries), then
-  // a full and an empty barrier per stage.
-  static constexpr int kSmemBytes = 1024 + STAGES * kStageBytes + STAGES * 16;
+  // Six 32 KiB stages (about 2.5 us of loads in flight at the rate the tensor cores consume
+  // them) and each consumer's 16 KiB epilogue staging: 227 KiB with the barriers, the most a
+  // CTA may have.
+  static constexpr int STAGES = 6;
+  static constexpr int kStageCols = 32;  // fp32 columns of a staged chunk
+  static constexpr int kStagingBytes = BM * kStageCols * 4;
+  // + 1024 to align the stages (the swizzle pattern is anchored at 1024-byte boundaries), the
+  // two consumers' staging, then a full and an empty barrier per stage.
+  static constexpr int kSmemBytes = 1024 + STAGES * kStageBytes + 2 * kStagingBytes + STAGES * 16;
   // The 384-thread entry budget is 168 registers each; the producer gives back all but 40,
   // so the consumers' accumulators and epilogue get 232 (128 x 40 + 256 x 232 = 64 Ki).
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
@@ -63,9 +67,11 @@ struct PingpongConfig {
 };
 
 // Named barriers 1 and 2: consumer c waits on 1 + c for its turn at the tensor cores, which
-// the other consumer grants once it has issued its own tile's last MMA.
+// the other consumer grants once it has issued its own tile's last MMA. 3 and 4: consumer c's
+// 128 threads around each staged epilogue chunk.
 inline constexpr uint32_t kTurnBarrier = 1;
 inline constexpr uint32_t kTurnThreads = 256;
+inline constexpr uint32_t kStagingBarrier = 3;
 
 // The static persistent schedule: CTA c of G takes the raster-order tiles c, c + G, c + 2G, ...
 // (gemm_raster.cuh); its j-th tile goes to consumer j % 2.
@@ -163,63 +169,63 @@ __device__ __forceinline__ int mma_tile(float (&acc)[2][C::BN / 2], int k_tiles,
   return held;
 }
 
-// The epilogue of one consumer's tile, straight from its accumulators. In wgmma's layout (see
-// ptx_sm90.cuh) warp w of the warpgroup holds rows 16w + g and 16w + g + 8 of each 64-row
-// half, and lane (g, t) columns 8j + 2t and 8j + 2t + 1 of each: every thread stores four rows
-// of 16 column pairs. A pair's bias loads once for the four rows; the residual pairs of
-// kGroup column blocks load before any is used, so their latencies overlap.
-template <class C>
-__device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)[2][C::BN / 2], int64_t m0, int64_t n0) {
-  using T = typename C::Elem;
-  using Pair = Pack2<T>;
-  const int lane = threadIdx.x & 31, warp = (threadIdx.x / 32) & 3;
-  const int g = lane >> 2, t = lane & 3;
-  constexpr int kRows = 4;  // row i: half i / 2, row g + 8 (i % 2) of this warp's 16
-  int64_t row_offset[kRows];
-  bool row_in[kRows];
-#pragma unroll
-  for (int i = 0; i < kRows; ++i) {
-    const int64_t m = m0 + (i / 2) * 64 + 16 * warp + g + 8 * (i % 2);
-    row_in[i] = m < p.M;
-    row_offset[i] = row_in[i] ? epilogue_row_offset(p, m) : 0;
+// A consumer's epilogue staging: 128 rows x 32 fp32 columns, row-major, its 16-byte units
+// XOR-swizzled by row. The swizzle keeps both sides free of bank conflicts: the fragment
+// writes (a half-warp writes 8-byte pairs to rows g = 0..3, units 2jj and 2jj + 1, which the
+// row's key 0, 3, 4, 7 sends to four different unit pairs) and the 16-byte run reads (eight
+// threads read one row's eight units, or two rows' even units, which keys of opposite parity
+// keep apart).
+struct Staging {
+  float* base;
+
+  __device__ static int key(int row) { return ((row << 1) & 6) ^ (row & 1); }
+  // Column col's element of row `row` (col % 4 selects inside the unit).
+  __device__ float* at(int row, int col) const {
+    return base + row * 32 + 4 * ((col / 4) ^ key(row)) + (col % 4);
   }
-  const bool with_residual = p.epilogue == GemmEpilogue::bias_residual;
-  const T* residual = static_cast<const T*>(p.residual);
-  const T* bias = static_cast<const T*>(p.bias);
-  // kGroup column blocks of residual pairs in flight: 16 registers (4 of 4-byte pairs or 2 of
-  // 8-byte ones), what the 168-register budget ptxas compiles the consumers to leaves.
-  constexpr int kBlocks = C::BN / 8, kGroup = 8 / static_cast<int>(sizeof(T));
+};
+
+// The epilogue of one consumer's tile. Its accumulators go to the staging 32 columns at a
+// time; from there each thread applies the epilogue to 16-byte runs of output columns and
+// stores them, in a loop (the fragment layout alone would need every output element's code
+// unrolled: tens of KiB of straight-line code per tile, more than the instruction cache
+// holds, which measured the epilogue as slow as the MMAs). In wgmma's layout (ptx_sm90.cuh)
+// warp w holds rows 16w + g and 16w + g + 8 of each 64-row half, lane (g, t) columns 8j + 2t
+// and 8j + 2t + 1.
+template <class C>
+__device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)[2][C::BN / 2], const Staging& st,
+                                           uint32_t barrier, int64_t m0, int64_t n0) {
+  using T = typename C::Elem;
+  constexpr int kVec = Pack16<T>::kCount;
+  constexpr int kRunsPerRow = C::kStageCols / kVec, kRowsPerPass = 128 / kRunsPerRow;
+  const int tid = static_cast<int>(threadIdx.x) % 128;
+  const int lane = tid & 31, warp = tid / 32, g = lane >> 2, t = lane & 3;
+  const int run = tid % kRunsPerRow;
 #pragma unroll
-  for (int j0 = 0; j0 < kBlocks; j0 += kGroup) {
-    Pair res[kGroup][kRows];
-    if (with_residual) {
+  for (int chunk = 0; chunk < C::BN / C::kStageCols; ++chunk) {
+    ptx::named_barrier_sync(barrier, 128);  // the previous chunk's reads are done
 #pragma unroll
-      for (int jj = 0; jj < kGroup; ++jj) {
-        const int64_t n = n0 + 8 * (j0 + jj) + 2 * t;
+    for (int jj = 0; jj < C::kStageCols / 8; ++jj) {
+      const int j = chunk * (C::kStageCols / 8) + jj;
 #pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-          if (n < p.N && row_in[i]) res[jj][i] = Pair::load_nc(residual + row_offset[i] + n);
-        }
+      for (int i = 0; i < 4; ++i) {  // half i / 2, row g + 8 (i % 2) of this warp's 16
+        const int row = (i / 2) * 64 + 16 * warp + g + 8 * (i % 2);
+        *reinterpret_cast<float2*>(st.at(row, 8 * jj + 2 * t)) =
+            make_float2(acc[i / 2][4 * j + 2 * (i % 2)], acc[i / 2][4 * j + 2 * (i % 2) + 1]);
       }
     }
-#pragma unroll
-    for (int jj = 0; jj < kGroup; ++jj) {
-      const int j = j0 + jj;
-      // N % 8 == 0: a column block is in or out of the output for all four lanes of a row.
-      const int64_t n = n0 + 8 * j + 2 * t;
-      if (n >= p.N) break;
-      float b[2] = {0.0f, 0.0f};
-      if (bias != nullptr) Pair::load_nc(bias + n).to_floats(b);
-      T* column = epilogue_column<T>(p, n);
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        if (!row_in[i]) continue;
-        float v[2] = {acc[i / 2][4 * j + 2 * (i % 2)], acc[i / 2][4 * j + 2 * (i % 2) + 1]};
-        float r[2] = {0.0f, 0.0f};
-        if (with_residual) res[jj][i].to_floats(r);
-        apply_epilogue(p, v, b, r);
-        Pair::from_floats(v).store(column + row_offset[i]);
-      }
+    ptx::named_barrier_sync(barrier, 128);  // the chunk is staged
+    const int64_t n = n0 + chunk * C::kStageCols + run * kVec;
+    if (n >= p.N) continue;  // N % 8 == 0: a run is all in or all out
+    float bias[kVec];
+    load_bias_run<T>(p, n, bias);
+#pragma unroll 1
+    for (int row = tid / kRunsPerRow; row < C::BM; row += kRowsPerPass) {
+      const int64_t m = m0 + row;
+      if (m >= p.M) break;
+      float v[kVec];
+      load_staged_run<T>(st.at(row, run * kVec), v);
+      epilogue_store_biased<T>(p, m, n, v, bias);
     }
   }
 }
@@ -229,7 +235,7 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
 // the other one's MMAs run.
 template <class C>
 __device__ void consume(const GemmArgs& p, const Schedule& sched, int my_tiles, int k_tiles, const Ring<C>& ring,
-                        int consumer) {
+                        const Staging& staging, int consumer) {
   float acc[2][C::BN / 2];
   RingSlot<C::STAGES> slot;
   if (consumer == 1) slot.advance(k_tiles);  // tile 0's k-tiles are the other consumer's
@@ -242,7 +248,8 @@ __device__ void consume(const GemmArgs& p, const Schedule& sched, int my_tiles, 
     __syncwarp();
     slot.advance(k_tiles);  // past the other consumer's next tile
     const TileCoord t = sched.tile(j);
-    store_tile<C>(p, acc, static_cast<int64_t>(t.m) * C::BM, static_cast<int64_t>(t.n) * C::BN);
+    store_tile<C>(p, acc, staging, kStagingBarrier + consumer, static_cast<int64_t>(t.m) * C::BM,
+                  static_cast<int64_t>(t.n) * C::BN);
   }
 }
 
@@ -262,7 +269,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const uint32_t raw_addr = ptx::smem_addr(smem_raw);
   const uint32_t base = (raw_addr + 1023u) & ~1023u;
   using namespace pingpong;
-  const Ring<C> ring{base, base + C::STAGES * C::kStageBytes, base + C::STAGES * C::kStageBytes + 8 * C::STAGES};
+  const uint32_t bars = base + C::STAGES * C::kStageBytes + 2 * C::kStagingBytes;
+  const Ring<C> ring{base, bars, bars + 8 * C::STAGES};
+  unsigned char* staging_bytes = smem_raw + (base - raw_addr) + C::STAGES * C::kStageBytes;
   const Schedule sched{static_cast<int>((p.M + C::BM - 1) / C::BM), static_cast<int>((p.N + C::BN - 1) / C::BN)};
   const int my_tiles = sched.tiles_of_this_cta();
   const int k_tiles = static_cast<int>((p.K + C::BK - 1) / C::BK);
@@ -288,7 +297,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (threadIdx.x == 0) produce<C>(&tmap_a, &tmap_w, sched, my_tiles, k_tiles, ring);
   } else {
     ptx::setmaxnreg_inc<C::kConsumerRegs>();
-    consume<C>(p, sched, my_tiles, k_tiles, ring, warpgroup - 1);
+    const int consumer = warpgroup - 1;
+    const Staging staging{reinterpret_cast<float*>(staging_bytes + consumer * C::kStagingBytes)};
+    consume<C>(p, sched, my_tiles, k_tiles, ring, staging, consumer);
   }
 #else
   (void)tmap_a;
