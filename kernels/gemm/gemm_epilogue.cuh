@@ -40,41 +40,77 @@ __device__ __forceinline__ void load_bias_run(const GemmArgs& p, int64_t n, floa
   load_run_or_zeros<T>(p.bias != nullptr ? static_cast<const T*>(p.bias) + n : nullptr, b);
 }
 
-// Applies the epilogue to acc[0..kCount) = columns n..n+kCount-1 of row m and stores them,
-// with every operand it adds already in registers: that run's bias (load_bias_run) and, for
-// bias_residual, row m's residual run (ignored otherwise). Callers guarantee m < M, n < N and
-// n % kCount == 0; since N % 8 == 0 the whole run is in bounds, and (qkv split,
-// head_dim % 8 == 0) it never straddles a head.
-template <typename T>
-__device__ __forceinline__ void epilogue_store_loaded(const GemmArgs& p, int64_t m, int64_t n,
-                                                      float (&acc)[Pack16<T>::kCount],
-                                                      const float (&bias)[Pack16<T>::kCount],
-                                                      const float (&residual)[Pack16<T>::kCount]) {
-  constexpr int kCount = Pack16<T>::kCount;
+// The activation of every element of a run. The switch is outside the element loop: inside,
+// each element would get its own branch and the run's elements their evaluation one after
+// the other (the erf's chain of dependent FMAs, eight times over, where the loop out here
+// runs them side by side).
+template <int kCount>
+__device__ __forceinline__ void activate_run(float (&acc)[kCount], Activation act) {
+  switch (act) {
+    case Activation::gelu:
+#pragma unroll
+      for (int i = 0; i < kCount; ++i) acc[i] = activate(acc[i], Activation::gelu);
+      break;
+    case Activation::gelu_tanh:
+#pragma unroll
+      for (int i = 0; i < kCount; ++i) acc[i] = activate(acc[i], Activation::gelu_tanh);
+      break;
+    default:
+#pragma unroll
+      for (int i = 0; i < kCount; ++i) acc[i] = activate(acc[i], Activation::relu);
+  }
+}
+
+// The epilogue's arithmetic on kCount consecutive columns of one row, in place: the bias,
+// then the activation (bias_activation) or the residual (bias_residual). `bias` and
+// `residual` are those columns' operands, already in registers (ignored where unused).
+template <int kCount>
+__device__ __forceinline__ void apply_epilogue(const GemmArgs& p, float (&acc)[kCount], const float (&bias)[kCount],
+                                               const float (&residual)[kCount]) {
   if (p.bias != nullptr) {
 #pragma unroll
     for (int i = 0; i < kCount; ++i) acc[i] += bias[i];
   }
   if (p.epilogue == GemmEpilogue::bias_activation) {
-#pragma unroll
-    for (int i = 0; i < kCount; ++i) acc[i] = activate(acc[i], p.activation);
+    activate_run(acc, p.activation);
   } else if (p.epilogue == GemmEpilogue::bias_residual) {
 #pragma unroll
     for (int i = 0; i < kCount; ++i) acc[i] += residual[i];
   }
-  T* dst;
-  if (p.epilogue == GemmEpilogue::bias_qkv_split) {
-    // Column n of the packed [q | k | v] product; row m = b * seq + s.
-    const int64_t d = p.heads * p.head_dim;
-    const int64_t which = n / d, within = n - which * d;
-    const int64_t head = within / p.head_dim, dim = within - head * p.head_dim;
-    const int64_t b = m / p.seq, s = m - b * p.seq;
-    T* base = static_cast<T*>(which == 0 ? p.q : which == 1 ? p.k : p.v);
-    dst = base + ((b * p.heads + head) * p.seq + s) * p.head_dim + dim;
-  } else {
-    dst = static_cast<T*>(p.out) + m * p.N + n;
-  }
-  Pack16<T>::from_floats(acc).store(dst);
+}
+
+// Where output element (m, n) goes, in two parts, so that a thread storing many rows of the
+// same columns works out the column's part once: element (m, n) is at
+// epilogue_column<T>(p, n) + epilogue_row_offset(p, m). For the plain epilogues that is
+// out[m][n]; for the head split, column n of the packed [q | k | v] product and row
+// m = b * seq + s go to q, k or v [b][head][s][dim]. A 16-byte run (n % 8 == 0) never
+// straddles a head (head_dim % 8 == 0).
+template <typename T>
+__device__ __forceinline__ T* epilogue_column(const GemmArgs& p, int64_t n) {
+  if (p.epilogue != GemmEpilogue::bias_qkv_split) return static_cast<T*>(p.out) + n;
+  const int64_t d = p.heads * p.head_dim;
+  const int64_t which = n / d, within = n - which * d;
+  const int64_t head = within / p.head_dim, dim = within - head * p.head_dim;
+  T* base = static_cast<T*>(which == 0 ? p.q : which == 1 ? p.k : p.v);
+  return base + head * p.seq * p.head_dim + dim;
+}
+__device__ __forceinline__ int64_t epilogue_row_offset(const GemmArgs& p, int64_t m) {
+  if (p.epilogue != GemmEpilogue::bias_qkv_split) return m * p.N;
+  const int64_t b = m / p.seq, s = m - b * p.seq;
+  return (b * p.heads * p.seq + s) * p.head_dim;
+}
+
+// Applies the epilogue to acc[0..kCount) = columns n..n+kCount-1 of row m and stores them,
+// with every operand it adds already in registers: that run's bias (load_bias_run) and, for
+// bias_residual, row m's residual run (ignored otherwise). Callers guarantee m < M, n < N and
+// n % kCount == 0; since N % 8 == 0 the whole run is in bounds.
+template <typename T>
+__device__ __forceinline__ void epilogue_store_loaded(const GemmArgs& p, int64_t m, int64_t n,
+                                                      float (&acc)[Pack16<T>::kCount],
+                                                      const float (&bias)[Pack16<T>::kCount],
+                                                      const float (&residual)[Pack16<T>::kCount]) {
+  apply_epilogue(p, acc, bias, residual);
+  Pack16<T>::from_floats(acc).store(epilogue_column<T>(p, n) + epilogue_row_offset(p, m));
 }
 
 // Row m's residual run at columns n.. as floats, for bias_residual (zeros otherwise).

@@ -219,13 +219,16 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
     if (n >= p.N) continue;  // N % 8 == 0: a run is all in or all out
     float bias[kVec];
     load_bias_run<T>(p, n, bias);
+    T* column = epilogue_column<T>(p, n);  // the same for every row this thread stores
 #pragma unroll 1
     for (int row = tid / kRunsPerRow; row < C::BM; row += kRowsPerPass) {
       const int64_t m = m0 + row;
       if (m >= p.M) break;
-      float v[kVec];
+      float v[kVec], r[kVec];
       load_staged_run<T>(st.at(row, run * kVec), v);
-      epilogue_store_biased<T>(p, m, n, v, bias);
+      load_residual_run<T>(p, m, n, r);
+      apply_epilogue(p, v, bias, r);
+      Pack16<T>::from_floats(v).store(column + epilogue_row_offset(p, m));
     }
   }
 }
