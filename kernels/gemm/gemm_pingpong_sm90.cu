@@ -225,7 +225,15 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
       const int64_t m = m0 + row;
       if (m >= p.M) break;
       float v[kVec], r[kVec];
-      load_staged_run<T>(st.at(row, run * kVec), v);
+      // Unit by unit: the swizzle does not keep a run's units next to each other.
+#pragma unroll
+      for (int e = 0; e < kVec; e += 4) {
+        const float4 f = *reinterpret_cast<const float4*>(st.at(row, run * kVec + e));
+        v[e] = f.x;
+        v[e + 1] = f.y;
+        v[e + 2] = f.z;
+        v[e + 3] = f.w;
+      }
       load_residual_run<T>(p, m, n, r);
       apply_epilogue(p, v, bias, r);
       Pack16<T>::from_floats(v).store(column + epilogue_row_offset(p, m));
