@@ -99,9 +99,9 @@ TileModel wgmma_model(WgmmaTile t) {
   return t == WgmmaTile::m128n256 ? TileModel{s.bm, s.bn, 8, 1, 1.8} : TileModel{s.bm, s.bn, 8, 1, 1.5};
 }
 
-// The persistent ping-pong kernel: one CTA per SM running tile after tile, each SM's rounds
-// the tiles over the SMs; per tile faster than the 128x256 kernel's per area, since no
-// epilogue or pipeline fill stops the tensor cores.
+// The persistent ping-pong kernel: one CTA per SM running its share of the 128x128 tiles one
+// after another (the model's rounds), each faster per area than the 128x256 kernel's tiles
+// since no epilogue or pipeline fill stops its tensor cores.
 constexpr TileModel kPingpongModel{128, 128, 8, 1, 2.0};
 
 TileModel fma_model(FmaTile t) {

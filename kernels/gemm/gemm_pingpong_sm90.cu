@@ -183,6 +183,18 @@ struct Staging {
   __device__ float* at(int row, int col) const {
     return base + row * 32 + 4 * ((col / 4) ^ key(row)) + (col % 4);
   }
+  // The kCount floats of row `row` from column col (a multiple of 4), unit by unit: the
+  // swizzle does not keep a run's units next to each other.
+  template <int kCount>
+  __device__ void read_run(int row, int col, float (&v)[kCount]) const {
+#pragma unroll
+    for (int e = 0; e < kCount; e += 4) {
+      float unit[4];
+      load_staged_run<float>(at(row, col + e), unit);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[e + i] = unit[i];
+    }
+  }
 };
 
 // The epilogue of one consumer's tile. Its accumulators go to the staging 32 columns at a
@@ -225,15 +237,7 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
       const int64_t m = m0 + row;
       if (m >= p.M) break;
       float v[kVec], r[kVec];
-      // Unit by unit: the swizzle does not keep a run's units next to each other.
-#pragma unroll
-      for (int e = 0; e < kVec; e += 4) {
-        const float4 f = *reinterpret_cast<const float4*>(st.at(row, run * kVec + e));
-        v[e] = f.x;
-        v[e + 1] = f.y;
-        v[e + 2] = f.z;
-        v[e + 3] = f.w;
-      }
+      st.read_run(row, run * kVec, v);
       load_residual_run<T>(p, m, n, r);
       apply_epilogue(p, v, bias, r);
       Pack16<T>::from_floats(v).store(column + epilogue_row_offset(p, m));
@@ -331,8 +335,9 @@ std::string pingpong_variant_name(DType d) {
 }
 
 bool pingpong_supported(int64_t M, int64_t N) {
-  // Linear tile indices are 32-bit.
-  return ((M + 127) / 128) * ((N + 127) / 128) <= INT_MAX;
+  // Linear tile indices are 32-bit (every dtype's tile is the same size).
+  using C = PingpongConfig<__half>;
+  return ((M + C::BM - 1) / C::BM) * ((N + C::BN - 1) / C::BN) <= INT_MAX;
 }
 
 void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, cudaStream_t stream) {
