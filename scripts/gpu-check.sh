@@ -4,7 +4,7 @@
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
 #   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch
 # Environment knobs per step: BUILD_TARGETS, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
-# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH,
+# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), SELECT_ARGS, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
@@ -64,17 +64,22 @@ for step in "${steps[@]}"; do
       ;;
     ncu)
       # One launch per kernel in NCU_KERNELS (regular expressions over mangled names, separated
-      # by ';') of `tlbench_kernel_bench ${NCU_BENCH:-attn}`, at the clocks the card runs at:
-      # pipe utilisation, issue slots, warp stalls.
+      # by ';') of `tlbench_kernel_bench ${NCU_BENCH:-attn}` (with NCU_MATCH: `--match
+      # "$NCU_MATCH"`, the gemm benchmark's filter), at the clocks the card runs at: pipe
+      # utilisation, issue slots, warp stalls, and in ncu-source-N.csv the stall samples of
+      # every SASS instruction.
       IFS=';' read -ra kernels <<<"${NCU_KERNELS:?ncu needs NCU_KERNELS}"
       for i in "${!kernels[@]}"; do
-        log "ncu: first launch matching ${kernels[$i]}"
+        log "ncu: first launch matching ${kernels[$i]}${NCU_MATCH:+ in GEMMs matching '$NCU_MATCH'}"
         timeout 300 ncu --clock-control none --kernel-name-base mangled -k "regex:${kernels[$i]}" -c 1 \
           --section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats \
-          --section WarpStateStats --section Occupancy \
+          --section WarpStateStats --section Occupancy --section SourceCounters --section InstructionStats \
           --metrics "sm__cycles_elapsed.avg.per_second,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active,regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-          $BUILD/tlbench_kernel_bench ${NCU_BENCH:-attn} >"$OUT/ncu-$i.log" 2>&1
+          -f -o "/tmp/ncu-$i" $BUILD/tlbench_kernel_bench ${NCU_BENCH:-attn} ${NCU_MATCH:+--match "$NCU_MATCH"} \
+          >"$OUT/ncu-run-$i.log" 2>&1
         echo "rc=$?" | tee -a "$OUT/summary.txt"
+        ncu -i "/tmp/ncu-$i.ncu-rep" --print-details all >"$OUT/ncu-$i.log" 2>&1
+        ncu -i "/tmp/ncu-$i.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu-source-$i.csv" 2>&1
         grep -E "SM Frequency|cycles_elapsed.avg.per_second|Compute \(SM\) Throughput|Issue Slots Busy|pipe_(tensor|xu|fma|alu|fmaheavy|uniform).*(pct|%)|Duration" "$OUT/ncu-$i.log" | head -40 | tee -a "$OUT/summary.txt"
       done
       ;;
@@ -168,7 +173,7 @@ for d in aa sweep quick select; do
 done
 log "done"
 shopt -s nullglob
-logs=("$OUT"/*.log "$OUT"/*.jsonl)
+logs=("$OUT"/*.log "$OUT"/*.jsonl "$OUT"/*.csv)
 if ((${#logs[@]})); then
-  tar -C "$OUT" -czf "$OUT/logs.tar.gz" $(basename -a "${logs[@]}") && rm -f "$OUT"/*.log "$OUT"/attn-*.jsonl "$OUT"/gemm-*.jsonl
+  tar -C "$OUT" -czf "$OUT/logs.tar.gz" $(basename -a "${logs[@]}") && rm -f "$OUT"/*.log "$OUT"/*.csv "$OUT"/attn-*.jsonl "$OUT"/gemm-*.jsonl
 fi

@@ -1,8 +1,10 @@
 // tlbench_kernel_bench: the kernel-level speed floors of the hand-written kernels on the
 // current GPU, each beside the ceiling it is judged against:
-//   - `gemm [FILE]`: the fused-epilogue layer GEMMs of cases 8, 10, 12 and 13 (FFN, QKV with
-//     head split, out-projection) vs cuBLAS on the same GEMM without epilogue, every sm_90a
-//     big-grid variant beside the dispatcher's pick; with FILE one kernels.jsonl record each;
+//   - `gemm [FILE] [--match TEXT]`: the fused-epilogue layer GEMMs of cases 8, 10, 12 and 13
+//     (FFN, QKV with head split, out-projection) vs cuBLAS on the same GEMM without epilogue,
+//     every sm_90a big-grid variant beside the dispatcher's pick; with FILE one kernels.jsonl
+//     record each; with --match only the GEMMs whose "label dtype" (as printed, e.g. "case12
+//     up bias+gelu fp16") contains TEXT, so that a profiler sees just those;
 //   - `attn [FILE]`: fused attention alone on the speed table's shapes (long sequences at
 //     head_dim 64 and 128, both masks; one shape per further head_dim) in TFLOP/s, and with
 //     FILE one JSON line per shape for scripts/attention_peer.py;
@@ -187,6 +189,7 @@ const char* epilogue_name(tlb::GemmEpilogue e) {
 struct GemmRecordContext {
   std::FILE* jsonl = nullptr;  // kernels.jsonl records go here too, when set
   std::string gpu, cublas;
+  std::string match;  // only the GEMMs whose "label dtype" contains this
 };
 
 // One GEMM: cuBLAS on the same product without epilogue, the dispatcher's pick and every other
@@ -196,6 +199,8 @@ struct GemmRecordContext {
 // added by the fused add + LayerNorm).
 void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const char* label, int64_t M,
                 int64_t N, int64_t K, DType dt, tlb::GemmEpilogue epi, int64_t heads = 0, bool bias = true) {
+  const std::string dtype = dt == DType::fp32 ? std::string("fp32-tf32") : std::string(tlb::to_string(dt));
+  if (fmt::format("{} {}", label, dtype).find(ctx.match) == std::string::npos) return;
   GemmBench b(M, N, K, dt, epi, heads);
   if (!bias) b.args.bias = nullptr;
   const double flops = 2.0 * M * N * K;
@@ -211,7 +216,6 @@ void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx,
   const std::vector<double> ms = median_ms_each(fns, st, 40);
   const auto tflops = [&](double t) { return flops / t / 1e9; };
   const double ref = tflops(ms[0]), ours = tflops(ms[1]);
-  const std::string dtype = dt == DType::fp32 ? std::string("fp32-tf32") : std::string(tlb::to_string(dt));
   fmt::print("gemm  {:<28} {:>9} M={:<6} N={:<6} K={:<6} ours {:7.1f} TFLOP/s ({:.3f} ms, {})  "
              "cuBLAS {:7.1f} TFLOP/s  ratio {:5.3f}\n",
              label, dtype, M, N, K, ours, ms[1], pick, ref, ours / ref);
@@ -462,12 +466,31 @@ int main(int argc, char** argv) {
     // Bad input is one line and exit 2, before any device work.
     const char* kModes[] = {"all", "gemm", "small", "attn", "attncases", "norm", "outproj", "stack14"};
     if (std::find(std::begin(kModes), std::end(kModes), only) == std::end(kModes)) {
-      fmt::print(stderr, "kernel_bench: unknown benchmark '{}' (expected all, gemm [FILE], small, attn [FILE], "
+      fmt::print(stderr, "kernel_bench: unknown benchmark '{}' (expected all, gemm [FILE] [--match TEXT], small, attn [FILE], "
                          "attncases [CASES], norm, outproj [CASES], stack14 [CASES])\n", only);
       return 2;
     }
+    // The mode's arguments: `--match TEXT` (gemm only) and at most one positional.
+    std::string match;
+    std::vector<const char*> positional;
+    for (int i = 2; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--match") == 0 && only == "gemm") {
+        if (i + 1 == argc) {
+          fmt::print(stderr, "kernel_bench: --match: expected the text to match\n");
+          return 2;
+        }
+        match = argv[++i];
+      } else {
+        positional.push_back(argv[i]);
+      }
+    }
+    if (positional.size() > 1) {
+      fmt::print(stderr, "kernel_bench: {}: unexpected argument '{}'\n", only, positional[1]);
+      return 2;
+    }
+    const char* arg = positional.empty() ? nullptr : positional[0];
     // attn FILE, gemm FILE
-    const char* jsonl_path = (only == "attn" || only == "gemm") && argc > 2 ? argv[2] : nullptr;
+    const char* jsonl_path = only == "attn" || only == "gemm" ? arg : nullptr;
     // FILE: a regular file or nothing yet, in a folder that exists.
     if (const std::string why = jsonl_path ? tlb::output_target_problem(jsonl_path) : ""; !why.empty()) {
       fmt::print(stderr, "kernel_bench: {}: {}\n", jsonl_path, why);
@@ -491,7 +514,8 @@ int main(int argc, char** argv) {
       TLB_CUBLAS_CHECK(cublasGetVersion(h, &cublas_version));
       const GemmRecordContext ctx{jsonl, p.name,
                                   fmt::format("{}.{}.{}", cublas_version / 10000, cublas_version / 100 % 100,
-                                              cublas_version % 100)};
+                                              cublas_version % 100),
+                                  match};
       bench_gemm_table(h, st, ctx);
     }
     if (only == "small") {
@@ -519,9 +543,9 @@ int main(int argc, char** argv) {
       bench_layernorm(st, 32768, 2048, DType::fp16);
       bench_layernorm(st, 32768, 2048, DType::bf16);
     }
-    if (only == "outproj") bench_out_projections(h, st, argc > 2 ? argv[2] : "configs/cases.json");
-    if (only == "attncases") bench_attention_cases(st, argc > 2 ? argv[2] : "configs/cases.json");
-    if (only == "all" || only == "stack14") bench_stack_memory(st, argc > 2 ? argv[2] : "configs/cases.json");
+    if (only == "outproj") bench_out_projections(h, st, arg ? arg : "configs/cases.json");
+    if (only == "attncases") bench_attention_cases(st, arg ? arg : "configs/cases.json");
+    if (only == "all" || only == "stack14") bench_stack_memory(st, arg ? arg : "configs/cases.json");
     TLB_CUBLAS_CHECK(cublasDestroy(h));
     TLB_CUDA_CHECK(cudaStreamDestroy(st));
   } catch (const std::exception& e) {
