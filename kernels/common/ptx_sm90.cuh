@@ -68,6 +68,26 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   while (!mbarrier_try_wait(bar, parity)) {
   }
 }
+// The same for a thread that expects to wait long (a producer whose ring is full): each try
+// suspends the thread for up to `suspend_ns` until the phase completes, where a plain try
+// returns after a short system-dependent time, and the retry loop takes issue slots from the
+// other warps of its scheduler.
+__device__ __forceinline__ void mbarrier_wait_suspended(uint32_t bar, uint32_t parity, uint32_t suspend_ns) {
+#if TLB_PTX_SM90
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity), "r"(suspend_ns)
+        : "memory");
+  } while (done == 0);
+#else
+  (void)bar;
+  (void)parity;
+  (void)suspend_ns;
+#endif
+}
 
 // ---- TMA: one 2-D box of a tensor map into shared memory, completing on `bar` (which must
 // expect the box's bytes). Coordinates are element indices, innermost first; parts of the

@@ -72,6 +72,9 @@ struct PingpongConfig {
 inline constexpr uint32_t kTurnBarrier = 1;
 inline constexpr uint32_t kTurnThreads = 256;
 inline constexpr uint32_t kStagingBarrier = 3;
+// How long the producer sleeps per try on a full ring (an upper bound: it wakes when the
+// stage is released).
+inline constexpr uint32_t kProducerSuspendNs = 20000;
 
 // The static persistent schedule: CTA c of G takes the raster-order tiles c, c + G, c + 2G, ...
 // (gemm_raster.cuh); its j-th tile goes to consumer j % 2.
@@ -122,7 +125,10 @@ __device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, co
     const TileCoord t = sched.tile(j);
     for (int kt = 0; kt < k_tiles; ++kt) {
       // A fresh barrier's "previous" phase counts as complete: the first round does not wait.
-      ptx::mbarrier_wait(ring.empty(slot.stage), slot.phase ^ 1u);
+      // Past the first round the ring is mostly full and this waits about one k-tile's MMAs;
+      // suspended, this thread's retries leave the issue slots of its scheduler to the
+      // consumer warps beside it.
+      ptx::mbarrier_wait_suspended(ring.empty(slot.stage), slot.phase ^ 1u, kProducerSuspendNs);
       const uint32_t dst = ring.stage(slot.stage), full = ring.full(slot.stage);
       ptx::mbarrier_arrive_expect_tx(full, C::kStageBytes);
       ptx::tma_load_2d(dst, tmap_a, kt * C::BK, t.m * C::BM, full);
@@ -133,15 +139,21 @@ __device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, co
 }
 
 // One consumer's k-loop over a tile: waits for each stage, issues its MMAs (the first k-step
-// overwrites the accumulators), keeps one k-tile's MMAs in flight and releases the stage
-// before it. Returns with every MMA issued and the last one's stage still held: the caller
-// hands the turn on first, then waits for the MMAs and releases it.
+// overwrites the accumulators) and keeps kMmaGroupsInFlight k-tiles' MMAs queued at the tensor
+// cores, releasing each stage once the MMAs that read it are done. With one group queued the
+// tensor cores ran dry whenever the warp's next group came late, which it does while the other
+// consumer's epilogue shares the warp's scheduler. Returns with every MMA issued and the last
+// min(k_tiles, kMmaGroupsInFlight) stages still held, from `held` on: the caller hands the turn
+// on first, then waits for the MMAs and releases them (release_held).
+inline constexpr int kMmaGroupsInFlight = 2;
+
 template <class C>
-__device__ __forceinline__ int mma_tile(float (&acc)[2][C::BN / 2], int k_tiles, const Ring<C>& ring,
-                                        RingSlot<C::STAGES>& slot) {
+__device__ __forceinline__ RingSlot<C::STAGES> mma_tile(float (&acc)[2][C::BN / 2], int k_tiles, const Ring<C>& ring,
+                                                        RingSlot<C::STAGES>& slot) {
   using T = typename C::Elem;
+  static_assert(kMmaGroupsInFlight < C::STAGES, "the queued k-tiles hold stages");
   const bool lane0 = (threadIdx.x & 31) == 0;
-  int held = -1;
+  RingSlot<C::STAGES> held = slot;  // the oldest stage not yet released
   for (int kt = 0; kt < k_tiles; ++kt) {
     ptx::mbarrier_wait(ring.full(slot.stage), slot.phase);
     const uint64_t desc_a = ptx::wgmma_desc_k_major_sw128(ring.stage(slot.stage));
@@ -158,15 +170,28 @@ __device__ __forceinline__ int mma_tile(float (&acc)[2][C::BN / 2], int k_tiles,
       }
     }
     ptx::wgmma_commit_group();
-    ptx::wgmma_wait_group<1>();
-    // One arrival per warp (the empty barriers count four): this warp's MMAs of the previous
-    // k-tile are done, so the stage they read is free.
-    if (held >= 0 && lane0) ptx::mbarrier_arrive(ring.empty(held));
-    __syncwarp();
-    held = slot.stage;
+    ptx::wgmma_wait_group<kMmaGroupsInFlight>();
+    // One arrival per warp (the empty barriers count four): this warp's MMAs of k-tile
+    // kt - kMmaGroupsInFlight are done, so the stage they read is free.
+    if (kt >= kMmaGroupsInFlight) {
+      if (lane0) ptx::mbarrier_arrive(ring.empty(held.stage));
+      __syncwarp();
+      held.advance(1);
+    }
     slot.advance(1);
   }
   return held;
+}
+
+// After wgmma_wait_group<0>: releases the stages mma_tile returned held.
+template <class C>
+__device__ __forceinline__ void release_held(const Ring<C>& ring, RingSlot<C::STAGES> held, int k_tiles) {
+  const bool lane0 = (threadIdx.x & 31) == 0;
+  for (int i = 0; i < k_tiles && i < kMmaGroupsInFlight; ++i) {
+    if (lane0) ptx::mbarrier_arrive(ring.empty(held.stage));
+    held.advance(1);
+  }
+  __syncwarp();
 }
 
 // A consumer's epilogue staging: 128 rows x 32 fp32 columns, row-major, its 16-byte units
@@ -256,11 +281,10 @@ __device__ void consume(const GemmArgs& p, const Schedule& sched, int my_tiles, 
   if (consumer == 1) slot.advance(k_tiles);  // tile 0's k-tiles are the other consumer's
   for (int j = consumer; j < my_tiles; j += 2) {
     if (j > 0) ptx::named_barrier_sync(kTurnBarrier + consumer, kTurnThreads);
-    const int held = mma_tile<C>(acc, k_tiles, ring, slot);
+    const RingSlot<C::STAGES> held = mma_tile<C>(acc, k_tiles, ring, slot);
     if (j + 1 < my_tiles) ptx::named_barrier_arrive(kTurnBarrier + (1 - consumer), kTurnThreads);
     ptx::wgmma_wait_group<0>();
-    if ((threadIdx.x & 31) == 0) ptx::mbarrier_arrive(ring.empty(held));
-    __syncwarp();
+    release_held(ring, held, k_tiles);
     slot.advance(k_tiles);  // past the other consumer's next tile
     const TileCoord t = sched.tile(j);
     store_tile<C>(p, acc, staging, kStagingBarrier + consumer, static_cast<int64_t>(t.m) * C::BM,
@@ -306,7 +330,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   ptx::pdl_wait();
   ptx::pdl_launch_dependents();
 
-  const int warpgroup = static_cast<int>(threadIdx.x) / 128;
+  // Broadcast from lane 0, the warpgroup index is warp-uniform to the compiler too: the ring
+  // positions and descriptors derived from it then live in uniform registers, which wgmma
+  // reads, instead of being moved there instruction by instruction in every k-step.
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<C::kProducerRegs>();
     if (threadIdx.x == 0) produce<C>(&tmap_a, &tmap_w, sched, my_tiles, k_tiles, ring);
