@@ -189,18 +189,62 @@ const char* epilogue_name(tlb::GemmEpilogue e) {
 struct GemmRecordContext {
   std::FILE* jsonl = nullptr;  // kernels.jsonl records go here too, when set
   std::string gpu, cublas;
-  std::string match;  // only the GEMMs whose "label dtype" contains this
 };
+
+// One GEMM of the speed table. bias = false drops the bias (the out-projection's is added by
+// the fused add + LayerNorm); heads is for bias_qkv_split only.
+struct GemmCase {
+  const char* label;
+  int64_t M, N, K;
+  DType dt;
+  tlb::GemmEpilogue epi;
+  int64_t heads = 0;
+  bool bias = true;
+
+  std::string dtype_name() const {
+    return dt == DType::fp32 ? std::string("fp32-tf32") : std::string(tlb::to_string(dt));
+  }
+  // What --match is matched against: the label and dtype as printed.
+  std::string name() const { return fmt::format("{} {}", label, dtype_name()); }
+};
+
+// The layer GEMMs of the speed table: the FFN GEMMs of cases 10, 12 and 13, the QKV projection
+// (head split) and out-projection of cases 8, 10 and 13 and the FFN GEMMs of case 8, in fp16
+// and bf16, and in fp32 (TF32) the FFN GEMMs of cases 10 and 13.
+std::vector<GemmCase> gemm_table() {
+  using tlb::GemmEpilogue;
+  std::vector<GemmCase> t;
+  for (DType dt : {DType::fp16, DType::bf16}) {
+    t.push_back({"case10 up bias+gelu", 4096, 16384, 4096, dt, GemmEpilogue::bias_activation});
+    t.push_back({"case10 down bias+residual", 4096, 4096, 16384, dt, GemmEpilogue::bias_residual});
+    t.push_back({"case13 up bias+gelu", 32768, 8192, 2048, dt, GemmEpilogue::bias_activation});
+    t.push_back({"case13 up bias only", 32768, 8192, 2048, dt, GemmEpilogue::bias});
+    t.push_back({"case13 down bias+residual", 32768, 2048, 8192, dt, GemmEpilogue::bias_residual});
+    t.push_back({"case12 up bias+gelu", 16384, 4096, 1024, dt, GemmEpilogue::bias_activation});
+    t.push_back({"case12 down bias+residual", 16384, 1024, 4096, dt, GemmEpilogue::bias_residual});
+    t.push_back({"case8 up bias+gelu", 8192, 8192, 2048, dt, GemmEpilogue::bias_activation});
+    t.push_back({"case8 down bias+residual", 8192, 2048, 8192, dt, GemmEpilogue::bias_residual});
+    t.push_back({"case8 qkv head split", 8192, 6144, 2048, dt, GemmEpilogue::bias_qkv_split, 16});
+    t.push_back({"case10 qkv head split", 4096, 12288, 4096, dt, GemmEpilogue::bias_qkv_split, 32});
+    t.push_back({"case13 qkv head split", 32768, 6144, 2048, dt, GemmEpilogue::bias_qkv_split, 16});
+    t.push_back({"case8 out-projection", 8192, 2048, 2048, dt, GemmEpilogue::bias, 0, false});
+    t.push_back({"case10 out-projection", 4096, 4096, 4096, dt, GemmEpilogue::bias, 0, false});
+    t.push_back({"case13 out-projection", 32768, 2048, 2048, dt, GemmEpilogue::bias, 0, false});
+  }
+  t.push_back({"case10 up bias+gelu", 4096, 16384, 4096, DType::fp32, GemmEpilogue::bias_activation});
+  t.push_back({"case10 down bias+residual", 4096, 4096, 16384, DType::fp32, GemmEpilogue::bias_residual});
+  t.push_back({"case13 up bias+gelu", 32768, 8192, 2048, DType::fp32, GemmEpilogue::bias_activation});
+  t.push_back({"case13 down bias+residual", 32768, 2048, 8192, DType::fp32, GemmEpilogue::bias_residual});
+  return t;
+}
 
 // One GEMM: cuBLAS on the same product without epilogue, the dispatcher's pick and every other
 // sm_90a variant for grids that fill the chip (the A/B behind the dispatcher's ranking), all
 // taking turns. One line per GEMM, and one kernels.jsonl record with the pick as `ours` and
-// each variant's TFLOP/s beside it. bias = false drops the bias (the out-projection's is
-// added by the fused add + LayerNorm).
-void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const char* label, int64_t M,
-                int64_t N, int64_t K, DType dt, tlb::GemmEpilogue epi, int64_t heads = 0, bool bias = true) {
-  const std::string dtype = dt == DType::fp32 ? std::string("fp32-tf32") : std::string(tlb::to_string(dt));
-  if (fmt::format("{} {}", label, dtype).find(ctx.match) == std::string::npos) return;
+// each variant's TFLOP/s beside it.
+void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c) {
+  const auto [label, M, N, K, dt, epi, heads, bias] = c;
+  const std::string dtype = c.dtype_name();
   GemmBench b(M, N, K, dt, epi, heads);
   if (!bias) b.args.bias = nullptr;
   const double flops = 2.0 * M * N * K;
@@ -234,34 +278,6 @@ void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx,
                TLBENCH_GIT_COMMIT, ctx.gpu, ctx.cublas);
     std::fflush(ctx.jsonl);
   }
-}
-
-// The layer GEMMs of the speed table: the FFN GEMMs of cases 10, 12 and 13, the QKV projection
-// (head split) and out-projection of cases 8, 10 and 13 and the FFN GEMMs of case 8, in fp16
-// and bf16, and in fp32 (TF32) the FFN GEMMs of cases 10 and 13.
-void bench_gemm_table(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx) {
-  using tlb::GemmEpilogue;
-  for (DType dt : {DType::fp16, DType::bf16}) {
-    bench_gemm(h, st, ctx, "case10 up bias+gelu", 4096, 16384, 4096, dt, GemmEpilogue::bias_activation);
-    bench_gemm(h, st, ctx, "case10 down bias+residual", 4096, 4096, 16384, dt, GemmEpilogue::bias_residual);
-    bench_gemm(h, st, ctx, "case13 up bias+gelu", 32768, 8192, 2048, dt, GemmEpilogue::bias_activation);
-    bench_gemm(h, st, ctx, "case13 up bias only", 32768, 8192, 2048, dt, GemmEpilogue::bias);
-    bench_gemm(h, st, ctx, "case13 down bias+residual", 32768, 2048, 8192, dt, GemmEpilogue::bias_residual);
-    bench_gemm(h, st, ctx, "case12 up bias+gelu", 16384, 4096, 1024, dt, GemmEpilogue::bias_activation);
-    bench_gemm(h, st, ctx, "case12 down bias+residual", 16384, 1024, 4096, dt, GemmEpilogue::bias_residual);
-    bench_gemm(h, st, ctx, "case8 up bias+gelu", 8192, 8192, 2048, dt, GemmEpilogue::bias_activation);
-    bench_gemm(h, st, ctx, "case8 down bias+residual", 8192, 2048, 8192, dt, GemmEpilogue::bias_residual);
-    bench_gemm(h, st, ctx, "case8 qkv head split", 8192, 6144, 2048, dt, GemmEpilogue::bias_qkv_split, 16);
-    bench_gemm(h, st, ctx, "case10 qkv head split", 4096, 12288, 4096, dt, GemmEpilogue::bias_qkv_split, 32);
-    bench_gemm(h, st, ctx, "case13 qkv head split", 32768, 6144, 2048, dt, GemmEpilogue::bias_qkv_split, 16);
-    bench_gemm(h, st, ctx, "case8 out-projection", 8192, 2048, 2048, dt, GemmEpilogue::bias, 0, false);
-    bench_gemm(h, st, ctx, "case10 out-projection", 4096, 4096, 4096, dt, GemmEpilogue::bias, 0, false);
-    bench_gemm(h, st, ctx, "case13 out-projection", 32768, 2048, 2048, dt, GemmEpilogue::bias, 0, false);
-  }
-  bench_gemm(h, st, ctx, "case10 up bias+gelu", 4096, 16384, 4096, DType::fp32, GemmEpilogue::bias_activation);
-  bench_gemm(h, st, ctx, "case10 down bias+residual", 4096, 4096, 16384, DType::fp32, GemmEpilogue::bias_residual);
-  bench_gemm(h, st, ctx, "case13 up bias+gelu", 32768, 8192, 2048, DType::fp32, GemmEpilogue::bias_activation);
-  bench_gemm(h, st, ctx, "case13 down bias+residual", 32768, 2048, 8192, DType::fp32, GemmEpilogue::bias_residual);
 }
 
 // Every variant the dispatcher offers for one GEMM, the dispatcher's pick marked, beside
@@ -466,15 +482,21 @@ int main(int argc, char** argv) {
     // Bad input is one line and exit 2, before any device work.
     const char* kModes[] = {"all", "gemm", "small", "attn", "attncases", "norm", "outproj", "stack14"};
     if (std::find(std::begin(kModes), std::end(kModes), only) == std::end(kModes)) {
-      fmt::print(stderr, "kernel_bench: unknown benchmark '{}' (expected all, gemm [FILE] [--match TEXT], small, attn [FILE], "
-                         "attncases [CASES], norm, outproj [CASES], stack14 [CASES])\n", only);
+      fmt::print(stderr,
+                 "kernel_bench: unknown benchmark '{}' (expected all, gemm [FILE] [--match TEXT], small, "
+                 "attn [FILE], attncases [CASES], norm, outproj [CASES], stack14 [CASES])\n",
+                 only);
       return 2;
     }
     // The mode's arguments: `--match TEXT` (gemm only) and at most one positional.
     std::string match;
     std::vector<const char*> positional;
     for (int i = 2; i < argc; ++i) {
-      if (std::strcmp(argv[i], "--match") == 0 && only == "gemm") {
+      if (std::strcmp(argv[i], "--match") == 0) {
+        if (only != "gemm") {
+          fmt::print(stderr, "kernel_bench: --match: only the gemm benchmark takes it\n");
+          return 2;
+        }
         if (i + 1 == argc) {
           fmt::print(stderr, "kernel_bench: --match: expected the text to match\n");
           return 2;
@@ -489,6 +511,17 @@ int main(int argc, char** argv) {
       return 2;
     }
     const char* arg = positional.empty() ? nullptr : positional[0];
+    std::vector<GemmCase> gemms;
+    if (only == "all" || only == "gemm") {
+      const std::vector<GemmCase> table = gemm_table();
+      std::copy_if(table.begin(), table.end(), std::back_inserter(gemms),
+                   [&](const GemmCase& c) { return c.name().find(match) != std::string::npos; });
+      if (gemms.empty()) {
+        fmt::print(stderr, "kernel_bench: --match '{}': no GEMM of the table matches (names are \"label dtype\", "
+                           "e.g. \"{}\")\n", match, table.front().name());
+        return 2;
+      }
+    }
     // attn FILE, gemm FILE
     const char* jsonl_path = only == "attn" || only == "gemm" ? arg : nullptr;
     // FILE: a regular file or nothing yet, in a folder that exists.
@@ -514,9 +547,8 @@ int main(int argc, char** argv) {
       TLB_CUBLAS_CHECK(cublasGetVersion(h, &cublas_version));
       const GemmRecordContext ctx{jsonl, p.name,
                                   fmt::format("{}.{}.{}", cublas_version / 10000, cublas_version / 100 % 100,
-                                              cublas_version % 100),
-                                  match};
-      bench_gemm_table(h, st, ctx);
+                                              cublas_version % 100)};
+      for (const GemmCase& c : gemms) bench_gemm(h, st, ctx, c);
     }
     if (only == "small") {
       using tlb::GemmEpilogue;

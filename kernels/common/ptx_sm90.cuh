@@ -72,21 +72,20 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 // suspends the thread for up to `suspend_ns` until the phase completes, where a plain try
 // returns after a short system-dependent time, and the retry loop takes issue slots from the
 // other warps of its scheduler.
-__device__ __forceinline__ void mbarrier_wait_suspended(uint32_t bar, uint32_t parity, uint32_t suspend_ns) {
+__device__ __forceinline__ bool mbarrier_try_wait(uint32_t bar, uint32_t parity, uint32_t suspend_ns) {
+  uint32_t done = 1;
 #if TLB_PTX_SM90
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity), "r"(suspend_ns)
-        : "memory");
-  } while (done == 0);
-#else
-  (void)bar;
-  (void)parity;
-  (void)suspend_ns;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity), "r"(suspend_ns)
+      : "memory");
 #endif
+  return done != 0;
+}
+__device__ __forceinline__ void mbarrier_wait_suspended(uint32_t bar, uint32_t parity, uint32_t suspend_ns) {
+  while (!mbarrier_try_wait(bar, parity, suspend_ns)) {
+  }
 }
 
 // ---- TMA: one 2-D box of a tensor map into shared memory, completing on `bar` (which must
