@@ -84,6 +84,14 @@ struct alignas(16) Pack16 {
     *reinterpret_cast<uint4*>(&r) = __ldg(reinterpret_cast<const uint4*>(p));
     return r;
   }
+  // A run loaded ahead as raw bits (a uint4 holds any dtype's run in four registers), and
+  // the loads that give them.
+  __device__ __forceinline__ static Pack16 from_bits(uint4 bits) {
+    Pack16 r;
+    *reinterpret_cast<uint4*>(&r) = bits;
+    return r;
+  }
+  __device__ __forceinline__ static uint4 load_bits_nc(const T* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
   __device__ __forceinline__ void store(T* p) const {
     *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(this);
   }

@@ -4,16 +4,17 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/dtype_traits.cuh"
-#include "common/erf_branch_free.hpp"
+#include "common/gelu_branch_free.hpp"
 #include "gemm/gemm.hpp"
 
 namespace tlb::gemm_detail {
 
 __device__ __forceinline__ float activate(float x, Activation act) {
   switch (act) {
-    case Activation::gelu: return 0.5f * x * (1.0f + erf_branch_free(x * 0.70710678118654752f));
+    case Activation::gelu: return gelu_branch_free(x);
     case Activation::gelu_tanh: {
       const float inner = 0.79788456080286536f * fmaf(0.044715f * x, x * x, x);
       return 0.5f * x * (1.0f + tanhf(inner));
@@ -42,7 +43,7 @@ __device__ __forceinline__ void load_bias_run(const GemmArgs& p, int64_t n, floa
 
 // The activation of every element of a run. The switch is outside the element loop: inside,
 // each element would get its own branch and the run's elements their evaluation one after
-// the other (the erf's chain of dependent FMAs, eight times over, where the loop out here
+// the other (the GELU's chain of dependent FMAs, eight times over, where the loop out here
 // runs them side by side).
 template <int kCount>
 __device__ __forceinline__ void activate_run(float (&acc)[kCount], Activation act) {
@@ -85,19 +86,23 @@ __device__ __forceinline__ void apply_epilogue(const GemmArgs& p, float (&acc)[k
 // out[m][n]; for the head split, column n of the packed [q | k | v] product and row
 // m = b * seq + s go to q, k or v [b][head][s][dim]. A 16-byte run (n % 8 == 0) never
 // straddles a head (head_dim % 8 == 0).
+// The divisions run in 32 bits (gemm_fused_supported keeps M and N under 2^30): a 64-bit one
+// is a subroutine of about a hundred instructions.
 template <typename T>
 __device__ __forceinline__ T* epilogue_column(const GemmArgs& p, int64_t n) {
   if (p.epilogue != GemmEpilogue::bias_qkv_split) return static_cast<T*>(p.out) + n;
-  const int64_t d = p.heads * p.head_dim;
-  const int64_t which = n / d, within = n - which * d;
-  const int64_t head = within / p.head_dim, dim = within - head * p.head_dim;
+  const auto d = static_cast<uint32_t>(p.heads * p.head_dim), hd = static_cast<uint32_t>(p.head_dim);
+  const auto n32 = static_cast<uint32_t>(n);
+  const uint32_t which = n32 / d, within = n32 - which * d;
+  const uint32_t head = within / hd, dim = within - head * hd;
   T* base = static_cast<T*>(which == 0 ? p.q : which == 1 ? p.k : p.v);
-  return base + head * p.seq * p.head_dim + dim;
+  return base + static_cast<int64_t>(head) * p.seq * p.head_dim + dim;
 }
 __device__ __forceinline__ int64_t epilogue_row_offset(const GemmArgs& p, int64_t m) {
   if (p.epilogue != GemmEpilogue::bias_qkv_split) return m * p.N;
-  const int64_t b = m / p.seq, s = m - b * p.seq;
-  return (b * p.heads * p.seq + s) * p.head_dim;
+  const auto m32 = static_cast<uint32_t>(m), seq = static_cast<uint32_t>(p.seq);
+  const uint32_t b = m32 / seq, s = m32 - b * seq;
+  return (static_cast<int64_t>(b) * p.heads * p.seq + s) * p.head_dim;
 }
 
 // Applies the epilogue to acc[0..kCount) = columns n..n+kCount-1 of row m and stores them,
@@ -163,6 +168,53 @@ __device__ __forceinline__ void epilogue_store_staged(const GemmArgs& p, int64_t
     float v[Pack16<T>::kCount];
     load_staged_run<T>(src, v);
     epilogue_store<T>(p, m, n, v);
+  }
+}
+
+// The epilogue as one compile-time operation, for kernels that instantiate their epilogue per
+// operation instead of branching on GemmArgs per element (the ping-pong GEMM): the branches
+// then vanish from the store loop and every element of a thread's runs is free to be computed
+// side by side.
+enum class EpilogueOp { bias, gelu, gelu_tanh, relu, residual, qkv_split };
+
+template <EpilogueOp kOp>
+using EpilogueOpTag = std::integral_constant<EpilogueOp, kOp>;
+
+// Calls f(EpilogueOpTag<op>{}) with the operation `p` asks for.
+template <typename F>
+__host__ __forceinline__ decltype(auto) dispatch_epilogue_op(const GemmArgs& p, F&& f) {
+  switch (p.epilogue) {
+    case GemmEpilogue::bias_activation:
+      switch (p.activation) {
+        case Activation::gelu: return f(EpilogueOpTag<EpilogueOp::gelu>{});
+        case Activation::gelu_tanh: return f(EpilogueOpTag<EpilogueOp::gelu_tanh>{});
+        default: return f(EpilogueOpTag<EpilogueOp::relu>{});
+      }
+    case GemmEpilogue::bias_residual: return f(EpilogueOpTag<EpilogueOp::residual>{});
+    case GemmEpilogue::bias_qkv_split: return f(EpilogueOpTag<EpilogueOp::qkv_split>{});
+    default: return f(EpilogueOpTag<EpilogueOp::bias>{});
+  }
+}
+
+// apply_epilogue for one operation: acc += bias (zeros without one), then the activation or
+// the residual.
+template <EpilogueOp kOp, int kCount>
+__device__ __forceinline__ void apply_epilogue_op(float (&acc)[kCount], const float (&bias)[kCount],
+                                                  const float (&residual)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+    const float x = acc[i] + bias[i];
+    if constexpr (kOp == EpilogueOp::gelu) {
+      acc[i] = activate(x, Activation::gelu);
+    } else if constexpr (kOp == EpilogueOp::gelu_tanh) {
+      acc[i] = activate(x, Activation::gelu_tanh);
+    } else if constexpr (kOp == EpilogueOp::relu) {
+      acc[i] = activate(x, Activation::relu);
+    } else if constexpr (kOp == EpilogueOp::residual) {
+      acc[i] = x + residual[i];
+    } else {
+      acc[i] = x;
+    }
   }
 }
 

@@ -20,6 +20,7 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "common/cuda_check.hpp"
 #include "common/device_caps.hpp"
@@ -222,50 +223,104 @@ struct Staging {
   }
 };
 
-// The epilogue of one consumer's tile. Its accumulators go to the staging 32 columns at a
-// time; from there each thread applies the epilogue to 16-byte runs of output columns and
-// stores them, in a loop (the fragment layout alone would need every output element's code
-// unrolled: tens of KiB of straight-line code per tile, more than the instruction cache
-// holds, which measured the epilogue as slow as the MMAs). In wgmma's layout (ptx_sm90.cuh)
-// warp w holds rows 16w + g and 16w + g + 8 of each 64-row half, lane (g, t) columns 8j + 2t
-// and 8j + 2t + 1.
+// Chunk kChunk of a consumer's accumulators (columns 32 kChunk.., both 64-row halves) into
+// its staging. In wgmma's layout (ptx_sm90.cuh) warp w holds rows 16w + g and 16w + g + 8 of
+// each half, lane (g, t) columns 8j + 2t and 8j + 2t + 1.
+template <class C, int kChunk>
+__device__ __forceinline__ void stage_chunk(const float (&acc)[2][C::BN / 2], const Staging& st) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) % 128) / 32;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int jj = 0; jj < C::kStageCols / 8; ++jj) {
+    const int j = kChunk * (C::kStageCols / 8) + jj;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // half i / 2, row g + 8 (i % 2) of this warp's 16
+      const int row = (i / 2) * 64 + 16 * warp + g + 8 * (i % 2);
+      *reinterpret_cast<float2*>(st.at(row, 8 * jj + 2 * t)) =
+          make_float2(acc[i / 2][4 * j + 2 * (i % 2)], acc[i / 2][4 * j + 2 * (i % 2) + 1]);
+    }
+  }
+}
+
+// The same for a chunk known only at run time: accumulators are registers, so each chunk's
+// staging code is its own copy and this picks one.
 template <class C>
+__device__ __forceinline__ void stage_chunk(const float (&acc)[2][C::BN / 2], const Staging& st, int chunk) {
+  [&]<int... kChunk>(std::integer_sequence<int, kChunk...>) {
+    ((chunk == kChunk ? stage_chunk<C, kChunk>(acc, st) : void()), ...);
+  }(std::make_integer_sequence<int, C::BN / C::kStageCols>{});
+}
+
+// The epilogue of one consumer's tile, one operation compiled in. The accumulators go to the
+// staging 32 columns at a time; from there each thread applies the epilogue to 16-byte runs
+// of output columns, the same run of kRows rows per chunk, and stores them. The chunks are a
+// loop (every output element's code unrolled is tens of KiB of straight-line code per tile,
+// more than the instruction cache holds, which measured the epilogue as slow as the MMAs); the
+// kRows runs of a chunk are computed together, 32 independent elements whose chains of
+// dependent FMAs overlap, with the operands they add loaded ahead: the bias of the next chunk
+// and the residual of this one before its staging barriers.
+template <class C, EpilogueOp kOp>
 __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)[2][C::BN / 2], const Staging& st,
                                            uint32_t barrier, int64_t m0, int64_t n0) {
   using T = typename C::Elem;
-  constexpr int kVec = Pack16<T>::kCount;
+  using Run = Pack16<T>;
+  constexpr int kVec = Run::kCount;
   constexpr int kRunsPerRow = C::kStageCols / kVec, kRowsPerPass = 128 / kRunsPerRow;
+  constexpr int kRows = C::BM / kRowsPerPass;  // a thread's rows: 4 (16-bit types) or 8 (fp32)
+  constexpr int kChunks = C::BN / C::kStageCols;
   const int tid = static_cast<int>(threadIdx.x) % 128;
-  const int lane = tid & 31, warp = tid / 32, g = lane >> 2, t = lane & 3;
-  const int run = tid % kRunsPerRow;
+  const int run = tid % kRunsPerRow, row0 = tid / kRunsPerRow;
+  const int64_t rows_left = p.M - m0 - row0;  // row r of the thread's is inside M if r * kRowsPerPass < this
+
+  // The thread's rows are the same in every chunk: their offsets are worked out once a tile.
+  int64_t row_offset[kRows];
 #pragma unroll
-  for (int chunk = 0; chunk < C::BN / C::kStageCols; ++chunk) {
-    ptx::named_barrier_sync(barrier, 128);  // the previous chunk's reads are done
+  for (int r = 0; r < kRows; ++r) row_offset[r] = epilogue_row_offset(p, m0 + row0 + r * kRowsPerPass);
+
+  auto column_of = [&](int chunk) { return n0 + chunk * C::kStageCols + run * kVec; };
+  auto load_bias = [&](int chunk) {
+    const int64_t n = column_of(chunk);
+    return p.bias != nullptr && n < p.N ? Run::load_bits_nc(static_cast<const T*>(p.bias) + n) : uint4{0, 0, 0, 0};
+  };
+  uint4 next_bias = load_bias(0);
+#pragma unroll 1
+  for (int chunk = 0; chunk < kChunks; ++chunk) {
+    const int64_t n = column_of(chunk);
+    const bool in_n = n < p.N;  // N % 8 == 0: a run is all in or all out
+    const uint4 bias_bits = next_bias;
+    if (chunk + 1 < kChunks) next_bias = load_bias(chunk + 1);
+    uint4 residual_bits[kRows];
+    if constexpr (kOp == EpilogueOp::residual) {
 #pragma unroll
-    for (int jj = 0; jj < C::kStageCols / 8; ++jj) {
-      const int j = chunk * (C::kStageCols / 8) + jj;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {  // half i / 2, row g + 8 (i % 2) of this warp's 16
-        const int row = (i / 2) * 64 + 16 * warp + g + 8 * (i % 2);
-        *reinterpret_cast<float2*>(st.at(row, 8 * jj + 2 * t)) =
-            make_float2(acc[i / 2][4 * j + 2 * (i % 2)], acc[i / 2][4 * j + 2 * (i % 2) + 1]);
+      for (int r = 0; r < kRows; ++r) {
+        residual_bits[r] = in_n && r * kRowsPerPass < rows_left
+                               ? Run::load_bits_nc(static_cast<const T*>(p.residual) + row_offset[r] + n)
+                               : uint4{0, 0, 0, 0};
       }
     }
+    ptx::named_barrier_sync(barrier, 128);  // the previous chunk's reads are done
+    stage_chunk<C>(acc, st, chunk);
     ptx::named_barrier_sync(barrier, 128);  // the chunk is staged
-    const int64_t n = n0 + chunk * C::kStageCols + run * kVec;
-    if (n >= p.N) continue;  // N % 8 == 0: a run is all in or all out
-    float bias[kVec];
-    load_bias_run<T>(p, n, bias);
-    T* column = epilogue_column<T>(p, n);  // the same for every row this thread stores
-#pragma unroll 1
-    for (int row = tid / kRunsPerRow; row < C::BM; row += kRowsPerPass) {
-      const int64_t m = m0 + row;
-      if (m >= p.M) break;
-      float v[kVec], r[kVec];
-      st.read_run(row, run * kVec, v);
-      load_residual_run<T>(p, m, n, r);
-      apply_epilogue(p, v, bias, r);
-      Pack16<T>::from_floats(v).store(column + epilogue_row_offset(p, m));
+    if (!in_n) continue;
+    float bias[kVec], v[kRows][kVec];
+    Run::from_bits(bias_bits).to_floats(bias);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) st.read_run(row0 + r * kRowsPerPass, run * kVec, v[r]);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float residual[kVec];
+      if constexpr (kOp == EpilogueOp::residual) {
+        Run::from_bits(residual_bits[r]).to_floats(residual);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) residual[i] = 0.0f;
+      }
+      apply_epilogue_op<kOp>(v[r], bias, residual);
+    }
+    T* column = epilogue_column<T>(p, n);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (r * kRowsPerPass < rows_left) Run::from_floats(v[r]).store(column + row_offset[r]);
     }
   }
 }
@@ -273,7 +328,7 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
 // Consumer c (0 or 1) runs the CTA's tiles c, c + 2, ...: waits for its turn, issues the
 // tile's MMAs, hands the turn to the other consumer, then finishes and stores the tile while
 // the other one's MMAs run.
-template <class C>
+template <class C, EpilogueOp kOp>
 __device__ void consume(const GemmArgs& p, const Schedule& sched, int my_tiles, int k_tiles, const Ring<C>& ring,
                         const Staging& staging, int consumer) {
   float acc[2][C::BN / 2];
@@ -287,7 +342,7 @@ __device__ void consume(const GemmArgs& p, const Schedule& sched, int my_tiles, 
     release_held(ring, held, k_tiles);
     slot.advance(k_tiles);  // past the other consumer's next tile
     const TileCoord t = sched.tile(j);
-    store_tile<C>(p, acc, staging, kStagingBarrier + consumer, static_cast<int64_t>(t.m) * C::BM,
+    store_tile<C, kOp>(p, acc, staging, kStagingBarrier + consumer, static_cast<int64_t>(t.m) * C::BM,
                   static_cast<int64_t>(t.n) * C::BN);
   }
 }
@@ -299,7 +354,7 @@ namespace {
 
 using pingpong::PingpongConfig;
 
-template <class C>
+template <class C, EpilogueOp kOp>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemm_pingpong_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_w,
                               const GemmArgs p) {
@@ -341,7 +396,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = warpgroup - 1;
     const Staging staging{reinterpret_cast<float*>(staging_bytes + consumer * C::kStagingBytes)};
-    consume<C>(p, sched, my_tiles, k_tiles, ring, staging, consumer);
+    consume<C, kOp>(p, sched, my_tiles, k_tiles, ring, staging, consumer);
   }
 #else
   (void)tmap_a;
@@ -370,7 +425,7 @@ bool pingpong_supported(int64_t M, int64_t N) {
 void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, cudaStream_t stream) {
   dispatch_dtype(a.dtype, [&](auto tag) {
     using C = PingpongConfig<decltype(tag)>;
-    auto kernel = gemm_pingpong_sm90_kernel<C>;
+    auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_pingpong_sm90_kernel<C, decltype(op)::value>; });
     allow_dynamic_smem(kernel, C::kSmemBytes);
     const CUtensorMap tmap_a = make_tensor_map_2d_sw128(a.A, a.dtype, static_cast<uint64_t>(a.M),
                                                         static_cast<uint64_t>(a.K), C::BM, C::BK);
