@@ -97,7 +97,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int per_rank = (k_tiles_all + split - 1) / split;
   const int kt_begin = min(k_tiles_all, rank * per_rank);
   const int k_tiles = min(k_tiles_all, kt_begin + per_rank) - kt_begin;  // may be 0
-  const int warpgroup = threadIdx.x / 128;
+  // Broadcast from lane 0, warp-uniform to the compiler too: the descriptors derived from it
+  // stay in uniform registers, which wgmma reads (the ping-pong kernel's mainloop: 44
+  // instructions a k-tile this way, 128 without).
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
