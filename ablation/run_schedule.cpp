@@ -48,7 +48,7 @@ void choose_from_rows(const std::vector<PointRow>& rows, const std::string& out_
   const std::string dt(to_string(dtype));
   for (const PointRow& row : rows) {
     if (row.case_id != case_id || row.dtype != dt || row.config == "auto") continue;
-    own.points.push_back(results::point_from_json(to_json(row), out_dir + "/points.jsonl"));
+    own.points.emplace_back(row);
   }
   if (own.points.empty()) return;
   DispatchTable t;

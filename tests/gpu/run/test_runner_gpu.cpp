@@ -254,7 +254,8 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
     REQUIRE(p.golden_rel_l2_ref.has_value());
     CHECK(*p.golden_rel_l2_ref < (p.dtype == "fp16" ? 1e-2 : 1e-4));
     CHECK(p.golden_pass == true);
-    CHECK(p.layer_rel_l2.size() == static_cast<size_t>(p.layers));
+    REQUIRE(p.layers.has_value());
+    CHECK(p.layer_rel_l2.size() == static_cast<size_t>(*p.layers));
     CHECK(!p.dispatch.empty());
     CHECK(!p.timestamp.empty());
     if (p.config == "00000") CHECK(*p.strict_violations == 0);
