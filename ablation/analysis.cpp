@@ -113,9 +113,7 @@ std::string describe_missing(const DTypeAnalysis& g, size_t col) {
     if (c.point) present[static_cast<size_t>(g.rows[r].config)] = true;
     if (c.point && !c.measured()) {
       ++missing;
-      std::string s = c.point->status;
-      if (s.rfind("fallback", 0) == 0) s = "fallback without speedup";
-      ++why[s];
+      ++why[c.point->is_fallback() ? "fallback without speedup" : c.point->status.str()];
     }
   }
   for (bool p : present)
@@ -390,7 +388,7 @@ std::string best_csv(const DTypeAnalysis& g) {
       s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},", csv_field(p.config),
                        csv_field(p.config_names), num(p.speedup), num(p.speedup_ci_low),
                        num(p.speedup_ci_high), num(p.ref_ms), num(p.cand_ms), num(p.tflops, 1),
-                       csv_field(p.status), flag(p.golden_pass), sci(p.golden_rel_l2),
+                       csv_field(p.status.str()), flag(p.golden_pass), sci(p.golden_rel_l2),
                        sci(p.golden_rel_l2_ref), flag(p.strict_pass), sci(p.max_abs_err),
                        b.within_noise);
     } else {
@@ -659,7 +657,7 @@ void print_group_header(const DTypeAnalysis& g, std::FILE* out) {
   std::map<std::string, int> statuses;
   for (const auto& row : g.cells)
     for (const auto& c : row)
-      if (c.point) ++statuses[c.point->status];
+      if (c.point) ++statuses[c.point->status.str()];
   std::string status_text;
   for (const auto& [s, k] : statuses) status_text += fmt::format(", {} {}", k, s);
   fmt::print(out, "\n{}{}: {} cases x {} configurations; {} of {} points measured{}\n", g.group,

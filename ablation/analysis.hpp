@@ -43,7 +43,7 @@ struct Cell {
   std::optional<Point> point;  // empty: this configuration was not run for this case
   bool measured() const { return point && point->measured(); }
   // "ok", "nonviable", "fallback:attn", ..., or "missing" when not run.
-  std::string status() const { return point ? point->status : "missing"; }
+  std::string status() const { return point ? point->status.str() : "missing"; }
 };
 
 struct BestEntry {

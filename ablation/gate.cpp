@@ -316,18 +316,19 @@ void check_point(const Point& p, const EffectiveRules& r, BaselineIndex* base, G
   auto violate = [&](const std::string& rule, const std::string& measured, const std::string& limit) {
     rep.violations.push_back({p.case_id, p.case_name, p.group, p.row_label(), rule, measured, limit});
   };
-  if (p.status == "nonviable" || p.status == "oom") {
-    const bool allowed = p.status == "nonviable" ? r.allow_nonviable : r.allow_oom;
+  const std::string& status = p.status.str();
+  if (p.status == StatusKind::nonviable || p.status == StatusKind::oom) {
+    const bool allowed = p.status == StatusKind::nonviable ? r.allow_nonviable : r.allow_oom;
     if (allowed)
       ++rep.allowed_unmeasured;
     else
-      violate("allow_" + p.status, p.status, "not allowed here");
+      violate("allow_" + status, status, "not allowed here");
     return;
   }
-  if (p.status == "error") return violate("error", "error", "never allowed");
-  if (p.status != "ok" && !p.is_fallback())
-    return violate("status", "\"" + p.status + "\"", "ok, fallback:<stage>, nonviable or oom");
-  if (p.is_fallback() && !r.allow_fallback) violate("allow_fallback", p.status, "not allowed here");
+  if (p.status == StatusKind::error) return violate("error", "error", "never allowed");
+  if (!p.status.ran())
+    return violate("status", "\"" + status + "\"", "ok, fallback:<stage>, nonviable or oom");
+  if (p.is_fallback() && !r.allow_fallback) violate("allow_fallback", status, "not allowed here");
   if (!p.measured())
     return violate("speedup_missing", p.speedup ? fmt::format("{}", *p.speedup) : "none", "a positive speedup");
   ++rep.measured;

@@ -20,7 +20,7 @@ using json = nlohmann::json;
 
 // One column: its name and the PointRow member it holds. CSV and JSON are both generated from
 // this one table, so the two files cannot drift apart.
-using Member = std::variant<int PointRow::*, std::string PointRow::*,
+using Member = std::variant<int PointRow::*, std::string PointRow::*, PointStatus PointRow::*,
                             std::optional<double> PointRow::*, std::optional<int64_t> PointRow::*,
                             std::optional<bool> PointRow::*, std::vector<double> PointRow::*>;
 struct Column {
@@ -191,7 +191,7 @@ const std::string& PointRow::row_label() const {
 }
 
 bool PointRow::measured() const {
-  if (status != "ok" && !is_fallback()) return false;
+  if (!status.ran()) return false;
   return speedup && std::isfinite(*speedup) && *speedup > 0;
 }
 
@@ -229,6 +229,7 @@ json to_json(const PointRow& r) {
     std::visit(Overload{
                    [&](int PointRow::*m) { j[c.name] = r.*m; },
                    [&](std::string PointRow::*m) { j[c.name] = r.*m; },
+                   [&](PointStatus PointRow::*m) { j[c.name] = (r.*m).str(); },
                    [&](std::optional<double> PointRow::*m) {
                      j[c.name] = (r.*m) ? number_json(*(r.*m)) : json(nullptr);
                    },
@@ -261,6 +262,10 @@ PointRow point_from_json(const json& j) {
                    [&](std::string PointRow::*m) {
                      if (!v.is_string()) fail(c.name, "expected a string, got " + v.dump());
                      r.*m = v.get<std::string>();
+                   },
+                   [&](PointStatus PointRow::*m) {
+                     if (!v.is_string()) fail(c.name, "expected a string, got " + v.dump());
+                     r.*m = PointStatus::from_string(v.get<std::string>());
                    },
                    [&](std::optional<double> PointRow::*m) { r.*m = number_from_json(v, c.name); },
                    [&](std::optional<int64_t> PointRow::*m) { r.*m = int_from_json(v, c.name); },
@@ -297,6 +302,7 @@ std::string to_csv_line(const PointRow& r) {
     std::visit(Overload{
                    [&](int PointRow::*m) { line += std::to_string(r.*m); },
                    [&](std::string PointRow::*m) { line += csv_quote(r.*m); },
+                   [&](PointStatus PointRow::*m) { line += csv_quote((r.*m).str()); },
                    [&](std::optional<double> PointRow::*m) {
                      if (r.*m) line += number_text(*(r.*m));
                    },
@@ -331,6 +337,7 @@ PointRow point_from_csv(const std::vector<std::string>& fields) {
     std::visit(Overload{
                    [&](int PointRow::*m) { r.*m = static_cast<int>(int_from_text(s, name)); },
                    [&](std::string PointRow::*m) { r.*m = s; },
+                   [&](PointStatus PointRow::*m) { r.*m = PointStatus::from_string(s); },
                    [&](std::optional<double> PointRow::*m) {
                      if (!s.empty()) r.*m = number_from_text(s, name);
                    },

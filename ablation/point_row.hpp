@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "point_status.hpp"
+
 namespace tlb {
 
 struct PointRow {
@@ -30,7 +32,7 @@ struct PointRow {
   std::string config_names;  // "qkv+attn" | "reference" | "auto=attn+norm+graph"
   std::string auto_choice;   // auto rows: the bit string the dispatcher chose; else empty
   std::string policy;        // per-layer E/F string, or "auto"
-  std::string status;        // ok | nonviable | oom | fallback:<stage>[,<stage>] | error | aa
+  PointStatus status;
   std::string baseline;      // config the speedup is against: 00000, or 01000 (see note)
   // Timing (baseline = "ref" side).
   std::optional<double> ref_ms, ref_spread_ms, cand_ms, cand_spread_ms;
@@ -54,8 +56,8 @@ struct PointRow {
   std::string note;              // nonviable/oom/error reason, baseline substitution, auto choice
   std::string timestamp;         // UTC, ISO 8601
 
-  bool is_aa() const { return status == "aa"; }
-  bool is_fallback() const { return status.rfind("fallback", 0) == 0; }
+  bool is_aa() const { return status == StatusKind::aa; }
+  bool is_fallback() const { return status.is_fallback(); }
   // A dispatcher-chosen row: its own row in the matrices, outside the factorial design.
   bool is_auto() const { return policy == "auto" || config == "auto"; }
   // The row a point belongs to in a matrix: the bit string, or "auto".

@@ -459,7 +459,7 @@ TEST_CASE("an auto row round-trips through the writers, the reader and resume", 
   r.config_names = "auto=attn+norm+graph";
   r.auto_choice = "01011";
   r.policy = "FFFF";
-  r.status = "ok";
+  r.status = StatusKind::ok;
   r.baseline = "00000";
   r.speedup = 4.5;
   r.speedup_ci_low = 4.4;
