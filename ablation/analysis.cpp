@@ -11,6 +11,7 @@
 #include "config.hpp"
 #include "matrices.hpp"
 #include "output_files.hpp"
+#include "text.hpp"
 
 namespace tlb::analysis {
 
@@ -190,13 +191,6 @@ Factorial factorial_of(const DTypeAnalysis& g) {
 
 // ---- writers ----
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
 std::string num(std::optional<double> v, int digits = 4) {
   if (!v || !std::isfinite(*v)) return v ? fmt::format("{}", *v) : std::string();
   return fmt::format("{:.{}f}", *v, digits);
@@ -347,7 +341,7 @@ std::string effects_csv(const DTypeAnalysis& g) {
       "mean_off_high,geomean_on,geomean_on_low,geomean_on_high,geomean_off,geomean_off_low,"
       "geomean_off_high,main_effect_log,main_effect_halfwidth,ratio,ratio_low,ratio_high\n";
   for (const auto& e : g.factorial.effects) {
-    s += fmt::format("{},{},{},{}", csv_field(e.technique), e.bit, e.n_on, e.n_off);
+    s += fmt::format("{},{},{},{}", csv_cell(e.technique), e.bit, e.n_on, e.n_off);
     for (const Interval* i : {&e.mean_on, &e.mean_off, &e.geomean_on, &e.geomean_off})
       s += fmt::format(",{:.4f},{:.4f},{:.4f}", i->value, i->low, i->high);
     s += fmt::format(",{:.5f},{:.5f},{:.4f},{:.4f},{:.4f}\n", e.effect_log, e.effect_halfwidth,
@@ -363,7 +357,7 @@ std::string effects_by_case_csv(const DTypeAnalysis& g) {
   for (const auto& c : g.factorial.by_case)
     for (const auto& e : c.effects)
       s += fmt::format("{},{},{},{:.5f},{:.5f},{:.4f},{:.4f},{:.4f}\n", c.case_id,
-                       csv_field(c.case_name), csv_field(e.technique), e.effect_log,
+                       csv_cell(c.case_name), csv_cell(e.technique), e.effect_log,
                        e.effect_halfwidth, e.ratio.value, e.ratio.low, e.ratio.high);
   return s;
 }
@@ -371,7 +365,7 @@ std::string effects_by_case_csv(const DTypeAnalysis& g) {
 std::string interactions_csv(const DTypeAnalysis& g) {
   std::string s = "technique_a,technique_b,interaction_log,halfwidth,ratio,ratio_low,ratio_high\n";
   for (const auto& i : g.factorial.interactions)
-    s += fmt::format("{},{},{:.5f},{:.5f},{:.4f},{:.4f},{:.4f}\n", csv_field(i.a), csv_field(i.b),
+    s += fmt::format("{},{},{:.5f},{:.5f},{:.4f},{:.4f},{:.4f}\n", csv_cell(i.a), csv_cell(i.b),
                      i.effect_log, i.effect_halfwidth, i.ratio.value, i.ratio.low, i.ratio.high);
   return s;
 }
@@ -382,21 +376,21 @@ std::string best_csv(const DTypeAnalysis& g) {
       "cand_ms,tflops,status,golden_pass,golden_rel_l2,golden_rel_l2_ref,strict_pass,"
       "max_abs_err,within_noise,auto_speedup,auto_choice,note\n";
   for (const auto& b : g.best) {
-    s += fmt::format("{},{},{},", b.case_id, csv_field(b.case_name), csv_field(b.baseline));
+    s += fmt::format("{},{},{},", b.case_id, csv_cell(b.case_name), csv_cell(b.baseline));
     if (b.best) {
       const Point& p = *b.best;
-      s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},", csv_field(p.config),
-                       csv_field(p.config_names), num(p.speedup), num(p.speedup_ci_low),
+      s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},", csv_cell(p.config),
+                       csv_cell(p.config_names), num(p.speedup), num(p.speedup_ci_low),
                        num(p.speedup_ci_high), num(p.ref_ms), num(p.cand_ms), num(p.tflops, 1),
-                       csv_field(p.status.str()), flag(p.golden_pass), sci(p.golden_rel_l2),
+                       csv_cell(p.status.str()), flag(p.golden_pass), sci(p.golden_rel_l2),
                        sci(p.golden_rel_l2_ref), flag(p.strict_pass), sci(p.max_abs_err),
                        b.within_noise);
     } else {
       s += ",,,,,,,,,,,,,,,";
     }
     s += (b.auto_point && b.auto_point->measured()) ? num(b.auto_point->speedup) : "";
-    s += "," + csv_field(b.auto_point ? b.auto_point->auto_choice : std::string());
-    s += "," + csv_field(b.note) + "\n";
+    s += "," + csv_cell(b.auto_point ? b.auto_point->auto_choice : std::string());
+    s += "," + csv_cell(b.note) + "\n";
   }
   return s;
 }

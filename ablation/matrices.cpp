@@ -5,21 +5,9 @@
 #include <map>
 #include <set>
 
+#include "text.hpp"
+
 namespace tlb {
-
-namespace {
-
-std::string csv_cell(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"') q += '"';
-    q += c;
-  }
-  return q + "\"";
-}
-
-}  // namespace
 
 std::string matrix_cell(const PointStatus& status, const std::optional<double>& speedup) {
   if (speedup && status.ran()) return fmt::format("{:.4f}", *speedup);

@@ -15,7 +15,6 @@
 namespace tlb {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string human_seconds(double s) {
   if (s >= 3600) return fmt::format("{:.1f} h", s / 3600);
@@ -55,7 +54,7 @@ MemoryBudget fixed_memory_budget(double mem_gib, const std::string& source) {
   if (!(mem_gib > 0) || !std::isfinite(mem_gib) || mem_gib > 1e9)
     throw ConfigError(fmt::format("--mem-gib: expected a positive number of GiB, got {}", mem_gib));
   MemoryBudget b;
-  b.bytes = static_cast<uint64_t>(mem_gib * kGiB);
+  b.bytes = static_cast<uint64_t>(mem_gib * kBytesPerGiB);
   b.source = source;
   return b;
 }
@@ -73,7 +72,7 @@ MemoryBudget resolve_memory_budget(std::optional<double> mem_gib) {
       b.bytes = free_bytes;
       b.from_device = true;
       b.source = fmt::format("free memory of CUDA device 0 ({}, {:.1f} GiB total)", prop.name,
-                             static_cast<double>(total_bytes) / kGiB);
+                             static_cast<double>(total_bytes) / kBytesPerGiB);
       return b;
     }
   }

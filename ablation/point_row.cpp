@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "config.hpp"  // ConfigError
+#include "text.hpp"
 
 namespace tlb {
 
@@ -145,16 +146,6 @@ int64_t int_from_json(const json& j, const char* key) {
     if (std::isfinite(v) && std::floor(v) == v) return static_cast<int64_t>(v);
   }
   fail(key, "expected an integer, got " + j.dump());
-}
-
-std::string csv_quote(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"') q += '"';
-    q += c;
-  }
-  return q + "\"";
 }
 
 template <class... F>
@@ -301,8 +292,8 @@ std::string to_csv_line(const PointRow& r) {
     first = false;
     std::visit(Overload{
                    [&](int PointRow::*m) { line += std::to_string(r.*m); },
-                   [&](std::string PointRow::*m) { line += csv_quote(r.*m); },
-                   [&](PointStatus PointRow::*m) { line += csv_quote((r.*m).str()); },
+                   [&](std::string PointRow::*m) { line += csv_cell(r.*m); },
+                   [&](PointStatus PointRow::*m) { line += csv_cell((r.*m).str()); },
                    [&](std::optional<double> PointRow::*m) {
                      if (r.*m) line += number_text(*(r.*m));
                    },
@@ -318,7 +309,7 @@ std::string to_csv_line(const PointRow& r) {
                        if (!cell.empty()) cell += ';';
                        cell += number_text(v);
                      }
-                     line += csv_quote(cell);
+                     line += csv_cell(cell);
                    },
                },
                c.member);

@@ -38,36 +38,6 @@ bool truncate_partial_line(const std::string& path) {
 
 }  // namespace
 
-std::vector<std::string> split_csv_line(std::string_view line) {
-  std::vector<std::string> fields;
-  std::string cur;
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char ch = line[i];
-    if (quoted) {
-      if (ch == '"') {
-        if (i + 1 < line.size() && line[i + 1] == '"') {
-          cur += '"';
-          ++i;
-        } else {
-          quoted = false;
-        }
-      } else {
-        cur += ch;
-      }
-    } else if (ch == '"') {
-      quoted = true;
-    } else if (ch == ',') {
-      fields.push_back(std::move(cur));
-      cur.clear();
-    } else {
-      cur += ch;
-    }
-  }
-  fields.push_back(std::move(cur));
-  return fields;
-}
-
 std::vector<PointRow> read_points_jsonl(const std::string& path,
                                         std::vector<std::string>* warnings) {
   std::ifstream in(path, std::ios::binary);

@@ -6,16 +6,12 @@
 
 #include <cstdio>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "output_files.hpp"  // write_file_atomic
 #include "point_row.hpp"
 
 namespace tlb {
-
-// One CSV record split into fields (RFC 4180 quoting).
-std::vector<std::string> split_csv_line(std::string_view line);
 
 // Reads points.jsonl. A last line without its newline (cut off mid-write) is ignored and
 // reported in `warnings`; any other malformed line throws std::runtime_error with its number.

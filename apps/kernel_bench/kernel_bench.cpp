@@ -52,6 +52,7 @@
 #include "plan_report.hpp"
 #include "stack/layer_stack.hpp"
 #include "stack/memory_plan.hpp"
+#include "text.hpp"
 #include "tlbench_version.hpp"
 
 namespace {
@@ -447,9 +448,8 @@ void bench_stack_memory(cudaStream_t st, const std::string& cases_path) {
   tlb::CaseData data(c, dt, dt, st);
   TLB_CUDA_CHECK(cudaStreamSynchronize(st));
   const uint64_t data_bytes = tlb::device_used_bytes() - before;
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   fmt::print("stack case 14 {} fp16: data {:.2f} GiB on the device (planned {:.2f})\n", c.name,
-             data_bytes / kGiB, tlb::aligned_total_bytes(tlb::data_layout(c.shape, dt)) / kGiB);
+             data_bytes / tlb::kBytesPerGiB, tlb::aligned_total_bytes(tlb::data_layout(c.shape, dt)) / tlb::kBytesPerGiB);
   for (const char* bits : {"01000", "01010", "11110", "11111"}) {
     tlb::PathOptions opt;
     for (int i = 0; i < tlb::kNumStages; ++i) opt.stages.on[i] = bits[i] == '1';
@@ -470,7 +470,7 @@ void bench_stack_memory(cudaStream_t st, const std::string& cases_path) {
     const uint64_t planned = tlb::path_peak_bytes(c.shape, dt, opt.stages, c.policy);  // what `plan` says
     fmt::print("stack case 14 fp16 {}: {:8.2f} ms per forward, peak device memory {:.2f} GiB "
                "(data + path; planned {:.2f} GiB) | {}\n",
-               bits, ms, (peak - before) / kGiB, planned / kGiB, variants);
+               bits, ms, (peak - before) / tlb::kBytesPerGiB, planned / tlb::kBytesPerGiB, variants);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "plan_report.hpp"
 #include "results_reader.hpp"
 #include "resume.hpp"
+#include "text.hpp"
 #include "writers.hpp"
 
 using namespace tlb;

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "matrices.hpp"
+#include "text.hpp"
 #include "writers.hpp"
 
 using namespace tlb;
