@@ -9,6 +9,7 @@
 #include <set>
 
 #include "config.hpp"
+#include "config_bits.hpp"
 #include "matrices.hpp"
 #include "output_files.hpp"
 #include "text.hpp"
@@ -33,27 +34,6 @@ int group_rank(const std::string& g) {
   for (int i = 0; i < 5; ++i)
     if (g == order[i]) return i;
   return 5;
-}
-
-int config_index(const std::string& bits) {
-  int k = 0;
-  for (char c : bits) k = (k << 1) | (c == '1' ? 1 : 0);
-  return k;
-}
-
-std::string bits_of(int k, int n) {
-  std::string s(static_cast<size_t>(n), '0');
-  for (int i = 0; i < n; ++i)
-    if (k & (1 << (n - 1 - i))) s[static_cast<size_t>(i)] = '1';
-  return s;
-}
-
-std::string names_of(int k, const std::vector<std::string>& techniques) {
-  const int n = static_cast<int>(techniques.size());
-  std::string s;
-  for (int i = 0; i < n; ++i)
-    if (k & (1 << (n - 1 - i))) s += (s.empty() ? "" : "+") + techniques[static_cast<size_t>(i)];
-  return s.empty() ? "reference" : s;
 }
 
 bool is_reference_baseline(const std::string& baseline) {
@@ -547,7 +527,7 @@ Analysis analyze(const Results& results) {
       if (p.is_auto())
         has_auto = true;
       else
-        configs.insert(config_index(p.config));
+        configs.insert(static_cast<int>(config_index(p.config)));
     }
     if (levels.size() == 1 && *levels.begin() > 0) g.ci_level = *levels.begin();
     if (g.dtype == "fp32") {
@@ -566,7 +546,10 @@ Analysis analyze(const Results& results) {
       if (col.baseline.empty()) col.baseline = std::string(static_cast<size_t>(n), '0');
       g.cols.push_back(col);
     }
-    for (int k : configs) g.rows.push_back({bits_of(k, n), names_of(k, g.techniques), k});
+    for (int k : configs) {
+      const auto c = static_cast<uint32_t>(k);
+      g.rows.push_back({config_bits(c, n), config_names(c, g.techniques), k});
+    }
     if (has_auto) g.rows.push_back({"auto", "auto", -1});
 
     std::map<int, size_t> col_of;

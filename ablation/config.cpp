@@ -18,6 +18,8 @@
 #include <set>
 #include <sstream>
 
+#include "config_bits.hpp"
+
 namespace tlb {
 namespace {
 
@@ -500,13 +502,7 @@ TechniqueSet default_techniques() {
   return set;
 }
 
-std::string TechniqueSet::bits(uint32_t config) const {
-  const int n = size();
-  std::string s(static_cast<size_t>(n), '0');
-  for (int i = 0; i < n; ++i)
-    if (config & (1u << (n - 1 - i))) s[static_cast<size_t>(i)] = '1';
-  return s;
-}
+std::string TechniqueSet::bits(uint32_t config) const { return config_bits(config, size()); }
 
 StageSwitch TechniqueSet::stages(uint32_t config) const {
   StageSwitch sw;
@@ -517,14 +513,9 @@ StageSwitch TechniqueSet::stages(uint32_t config) const {
 }
 
 std::string TechniqueSet::names(uint32_t config) const {
-  std::string s;
-  const int n = size();
-  for (int i = 0; i < n; ++i)
-    if (config & (1u << (n - 1 - i))) {
-      if (!s.empty()) s += '+';
-      s += items[static_cast<size_t>(i)].name;
-    }
-  return s.empty() ? "reference" : s;
+  std::vector<std::string> names;
+  for (const Technique& t : items) names.push_back(t.name);
+  return config_names(config, names);
 }
 
 }  // namespace tlb

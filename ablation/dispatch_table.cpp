@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "config.hpp"
+#include "config_bits.hpp"
 #include "writers.hpp"
 
 namespace tlb {
@@ -205,13 +206,6 @@ ordered_json opt_json(std::optional<double> v) {
   return v && std::isfinite(*v) ? ordered_json(*v) : ordered_json(nullptr);
 }
 
-std::string names_of(const std::string& bits, const std::vector<std::string>& techniques) {
-  std::string s;
-  for (size_t i = 0; i < bits.size() && i < techniques.size(); ++i)
-    if (bits[i] == '1') s += (s.empty() ? "" : "+") + techniques[i];
-  return s.empty() ? "reference" : s;
-}
-
 StageSwitch stages_of(const std::string& bits, const std::vector<std::string>& techniques) {
   StageSwitch sw;
   for (size_t i = 0; i < bits.size() && i < techniques.size(); ++i) {
@@ -304,7 +298,7 @@ DispatchTable build_dispatch_table(const results::Results& r) {
     e.math = g.math;
     e.shape = shape_of(*pick, r);
     e.config = pick->config;
-    e.config_names = names_of(pick->config, t.techniques);
+    e.config_names = config_names(pick->config, t.techniques);
     e.speedup = *pick->speedup;
     e.cand_ms = pick->cand_ms;
     e.golden_rel_l2 = pick->golden_rel_l2;
@@ -430,7 +424,7 @@ DispatchEntry parse_entry(const json& o, const std::vector<std::string>& techniq
     fail(origin, path + ".config",
          fmt::format("\"{}\" is not a bit string of {} (one 0 or 1 per technique of "
                      "$.techniques)", e.config, techniques.size()));
-  e.config_names = names_of(e.config, techniques);
+  e.config_names = config_names(e.config, techniques);
   const std::string names = opt_string(o, "config_names", origin, path);
   if (!names.empty() && names != e.config_names)
     fail(origin, path + ".config_names",

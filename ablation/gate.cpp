@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "config.hpp"
+#include "config_bits.hpp"
 
 namespace tlb::gate {
 
@@ -204,7 +205,7 @@ bool selects(const Selector& s, int case_id, const std::string& dtype, const std
   if (s.config_patterns.empty()) return true;
   if (config.empty()) return false;  // per-case lookups skip config-specific overrides
   for (const auto& pat : s.config_patterns) {
-    if (pat == "auto" ? config == "auto" : results::bits_match(pat, config)) return true;
+    if (pat == "auto" ? config == "auto" : bits_match(pat, config)) return true;
   }
   return false;
 }
@@ -369,9 +370,7 @@ void check_all_configs(const CaseGroup& cg, int n, GateReport& rep) {
   std::vector<bool> present(static_cast<size_t>(configs), false);
   for (const Point* p : cg.points) {
     if (p->is_auto()) continue;
-    int k = 0;
-    for (char c : p->config) k = (k << 1) | (c == '1');
-    present[static_cast<size_t>(k)] = true;
+    present[config_index(p->config)] = true;
   }
   for (int k = 0; k < configs; ++k) {
     if (present[static_cast<size_t>(k)]) continue;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "config_bits.hpp"
 #include "text.hpp"
 
 namespace tlb {
@@ -38,15 +39,6 @@ StageSwitch attn_only() {
 // "auto" is the dispatcher's choice at run time; memory is planned for its widest form, all F.
 std::string memory_policy(const std::string& policy) { return policy == "auto" ? "" : policy; }
 
-std::string switch_name(const StageSwitch& sw) {
-  std::string s;
-  for (int i = 0; i < kNumStages; ++i)
-    if (sw.on[i]) {
-      if (!s.empty()) s += '+';
-      s += to_string(static_cast<Stage>(i));
-    }
-  return s.empty() ? "reference" : s;
-}
 
 }  // namespace
 
@@ -126,7 +118,7 @@ PointViability assess_point(const CaseSpec& c, DType dtype, const StageSwitch& c
   v.viable = v.peak_bytes <= budget_bytes;
   if (!v.viable) {
     v.reason = fmt::format("needs {} (data, {} baseline and candidate workspaces, cuBLAS) > budget {}",
-                           human_bytes(v.peak_bytes), switch_name(v.baseline.stages),
+                           human_bytes(v.peak_bytes), stage_names(v.baseline.stages),
                            human_bytes(budget_bytes));
     if (!candidate[Stage::attn] && case_memory(c.shape, dtype).scores > budget_bytes)
       v.reason += fmt::format("; the dense scores buffer alone is {}",
@@ -265,20 +257,10 @@ namespace {
 std::string baseline_label(const BaselineChoice& b) { return b.is_reference ? "reference" : "attn-only"; }
 
 std::string bits_of(const Plan& plan, uint32_t config) {
-  const int n = static_cast<int>(plan.technique_names.size());
-  std::string s(static_cast<size_t>(n), '0');
-  for (int i = 0; i < n; ++i)
-    if (config & (1u << (n - 1 - i))) s[static_cast<size_t>(i)] = '1';
-  return s;
+  return config_bits(config, static_cast<int>(plan.technique_names.size()));
 }
 
-std::string names_of(const Plan& plan, uint32_t config) {
-  const int n = static_cast<int>(plan.technique_names.size());
-  std::string s;
-  for (int i = 0; i < n; ++i)
-    if (config & (1u << (n - 1 - i))) s += (s.empty() ? "" : "+") + plan.technique_names[static_cast<size_t>(i)];
-  return s.empty() ? "reference" : s;
-}
+std::string names_of(const Plan& plan, uint32_t config) { return config_names(config, plan.technique_names); }
 
 int dtypes_in_grid(const Plan& plan) {
   int n = 0;
@@ -450,7 +432,7 @@ ordered dtype_plan_json(const Plan& plan, const DTypePlan& dp) {
   }
   for (uint32_t k : dp.nonviable_configs) nonviable.push_back(bits_of(plan, k));
   json baseline = {{"kind", baseline_label(dp.baseline)},
-                   {"stages", switch_name(dp.baseline.stages)}};
+                   {"stages", stage_names(dp.baseline.stages)}};
   if (!dp.baseline.reason.empty()) baseline["reason"] = dp.baseline.reason;
   return {{"dtype", to_string(dp.dtype)},
           {"weights_bytes", dp.weights_bytes},

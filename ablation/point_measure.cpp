@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/cuda_check.hpp"
+#include "config_bits.hpp"
 #include "run_report.hpp"
 #include "stack/memory_plan.hpp"
 #include "text.hpp"
@@ -32,13 +33,7 @@ struct PeakMemory {
 std::string bits_of(const TechniqueSet& t, const StageSwitch& s) {
   for (uint32_t c = 0; c < t.num_configs(); ++c)
     if (t.stages(c) == s) return t.bits(c);
-  std::string names;
-  for (int i = 0; i < kNumStages; ++i)
-    if (s.on[i]) {
-      if (!names.empty()) names += '+';
-      names += to_string(static_cast<Stage>(i));
-    }
-  return names.empty() ? "reference" : names;
+  return stage_names(s);
 }
 
 // The group's data and baseline path, once; a failure there is every point's row.

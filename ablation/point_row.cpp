@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "config.hpp"  // ConfigError
+#include "config_bits.hpp"
 #include "text.hpp"
 
 namespace tlb {
@@ -154,13 +155,6 @@ struct Overload : F... {
 };
 template <class... F>
 Overload(F...) -> Overload<F...>;
-
-bool is_bit_string(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (c != '0' && c != '1') return false;
-  return true;
-}
 
 // What every row has, whoever wrote it.
 void check_row(const json& j, const PointRow& r) {

@@ -74,16 +74,6 @@ std::string Results::device_name() const {
   return {};
 }
 
-bool bits_match(std::string_view pattern, std::string_view bits) {
-  if (pattern.size() != bits.size()) return false;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    char p = pattern[i];
-    if (p == 'x' || p == 'X') continue;
-    if (p != bits[i]) return false;
-  }
-  return true;
-}
-
 Results parse_results(std::string_view points_jsonl, std::string_view run_json,
                       const std::string& dir) {
   Results r;

@@ -99,7 +99,4 @@ Results read_results(const std::string& dir);
 Results parse_results(std::string_view points_jsonl, std::string_view run_json,
                       const std::string& dir);
 
-// True when a bit string like "11000" matches a pattern like "x1xxx" ('x' matches either).
-bool bits_match(std::string_view pattern, std::string_view bits);
-
 }  // namespace tlb::results
