@@ -482,89 +482,112 @@ std::vector<InteractionEffect> interactions(const FactorialInput& in,
   return out;
 }
 
-Analysis analyze(const Results& results) {
-  Analysis a;
-  a.source_dir = results.dir;
-  a.techniques = results.techniques;
-  a.device = results.device_name();
-  a.warnings = results.warnings;
-  const int n = results.num_techniques();
+namespace {
 
+// The dtype groups present, in report order.
+std::vector<std::string> group_order(const Results& results) {
   std::set<std::string> groups;
   for (const auto& p : results.points) groups.insert(p.group);
   std::vector<std::string> order(groups.begin(), groups.end());
   std::stable_sort(order.begin(), order.end(), [](const std::string& x, const std::string& y) {
     return group_rank(x) < group_rank(y);
   });
+  return order;
+}
 
-  for (const auto& name : order) {
-    DTypeAnalysis g;
-    g.group = name;
-    g.techniques = results.techniques;
-    std::map<int, MatrixCol> cols;
-    std::map<int, std::map<std::string, int>> baselines;  // case -> baseline -> count
-    std::set<int> configs;
-    bool has_auto = false;
-    std::set<std::string> maths;
-    std::set<double> levels;
-    for (const auto& p : results.points) {
-      if (p.group != name) continue;
-      if (g.dtype.empty()) g.dtype = p.dtype;
-      if (p.is_aa()) {
-        ++g.aa_points;
-        continue;
-      }
-      if (!p.math.empty()) maths.insert(p.math);
-      ++g.points;
-      if (p.measured()) {
-        ++g.measured;
-        levels.insert(p.speedup_ci_level.value_or(-1.0));
-      }
-      auto& col = cols[p.case_id];
-      col.case_id = p.case_id;
-      if (col.case_name.empty()) col.case_name = p.case_name;
-      if (!p.baseline.empty() && !p.is_auto()) ++baselines[p.case_id][p.baseline];
-      if (p.is_auto())
-        has_auto = true;
-      else
-        configs.insert(static_cast<int>(config_index(p.config)));
-    }
-    if (levels.size() == 1 && *levels.begin() > 0) g.ci_level = *levels.begin();
-    if (g.dtype == "fp32") {
-      for (const auto& m : maths) g.math += (g.math.empty() ? "" : ",") + m;
-    }
-    for (auto& [id, col] : cols) {
-      // The baseline is a property of the case and dtype; if rows disagree, the majority is
-      // shown and the disagreement reported.
-      auto& counts = baselines[id];
-      int best = -1;
-      for (const auto& [b, k] : counts)
-        if (k > best) best = k, col.baseline = b;
-      if (counts.size() > 1)
-        g.notes.push_back(fmt::format("case {}: rows name {} different baselines; shown as {}",
-                                      id, counts.size(), col.baseline));
-      if (col.baseline.empty()) col.baseline = std::string(static_cast<size_t>(n), '0');
-      g.cols.push_back(col);
-    }
-    for (int k : configs) {
-      const auto c = static_cast<uint32_t>(k);
-      g.rows.push_back({config_bits(c, n), config_names(c, g.techniques), k});
-    }
-    if (has_auto) g.rows.push_back({"auto", "auto", -1});
+// The baseline is a property of the case and dtype; if rows disagree, the majority is shown
+// and the disagreement reported.
+std::string majority_baseline(const std::map<std::string, int>& counts, int case_id, int n,
+                              std::vector<std::string>& notes) {
+  std::string baseline;
+  int best = -1;
+  for (const auto& [b, k] : counts)
+    if (k > best) best = k, baseline = b;
+  if (counts.size() > 1)
+    notes.push_back(fmt::format("case {}: rows name {} different baselines; shown as {}", case_id,
+                                counts.size(), baseline));
+  return baseline.empty() ? std::string(static_cast<size_t>(n), '0') : baseline;
+}
 
-    std::map<int, size_t> col_of;
-    for (size_t c = 0; c < g.cols.size(); ++c) col_of[g.cols[c].case_id] = c;
-    std::map<std::string, size_t> row_of;
-    for (size_t r = 0; r < g.rows.size(); ++r) row_of[g.rows[r].label] = r;
-    g.cells.assign(g.rows.size(), std::vector<Cell>(g.cols.size()));
-    for (const auto& p : results.points) {
-      if (p.group != name || p.is_aa()) continue;
-      g.cells[row_of[p.row_label()]][col_of[p.case_id]].point = p;
+// The group's columns (cases, with their baselines) and rows (configurations ascending, then
+// auto), its counts, and the math modes and interval level its points share.
+void lay_out(DTypeAnalysis& g, const Results& results, int n) {
+  std::map<int, MatrixCol> cols;
+  std::map<int, std::map<std::string, int>> baselines;  // case -> baseline -> count
+  std::set<int> configs;
+  bool has_auto = false;
+  std::set<std::string> maths;
+  std::set<double> levels;
+  for (const auto& p : results.points) {
+    if (p.group != g.group) continue;
+    if (g.dtype.empty()) g.dtype = p.dtype;
+    if (p.is_aa()) {
+      ++g.aa_points;
+      continue;
     }
-    for (size_t c = 0; c < g.cols.size(); ++c) g.best.push_back(find_best(g, c));
-    g.factorial = factorial_of(g);
-    a.groups.push_back(std::move(g));
+    if (!p.math.empty()) maths.insert(p.math);
+    ++g.points;
+    if (p.measured()) {
+      ++g.measured;
+      levels.insert(p.speedup_ci_level.value_or(-1.0));
+    }
+    auto& col = cols[p.case_id];
+    col.case_id = p.case_id;
+    if (col.case_name.empty()) col.case_name = p.case_name;
+    if (!p.baseline.empty() && !p.is_auto()) ++baselines[p.case_id][p.baseline];
+    if (p.is_auto())
+      has_auto = true;
+    else
+      configs.insert(static_cast<int>(config_index(p.config)));
   }
+  if (levels.size() == 1 && *levels.begin() > 0) g.ci_level = *levels.begin();
+  if (g.dtype == "fp32") {
+    for (const auto& m : maths) g.math += (g.math.empty() ? "" : ",") + m;
+  }
+  for (auto& [id, col] : cols) {
+    col.baseline = majority_baseline(baselines[id], id, n, g.notes);
+    g.cols.push_back(col);
+  }
+  for (int k : configs) {
+    const auto c = static_cast<uint32_t>(k);
+    g.rows.push_back({config_bits(c, n), config_names(c, g.techniques), k});
+  }
+  if (has_auto) g.rows.push_back({"auto", "auto", -1});
+}
+
+// Each of the group's points in its cell of the matrix.
+void fill_cells(DTypeAnalysis& g, const Results& results) {
+  std::map<int, size_t> col_of;
+  for (size_t c = 0; c < g.cols.size(); ++c) col_of[g.cols[c].case_id] = c;
+  std::map<std::string, size_t> row_of;
+  for (size_t r = 0; r < g.rows.size(); ++r) row_of[g.rows[r].label] = r;
+  g.cells.assign(g.rows.size(), std::vector<Cell>(g.cols.size()));
+  for (const auto& p : results.points) {
+    if (p.group != g.group || p.is_aa()) continue;
+    g.cells[row_of[p.row_label()]][col_of[p.case_id]].point = p;
+  }
+}
+
+DTypeAnalysis analyze_group(const Results& results, const std::string& name) {
+  DTypeAnalysis g;
+  g.group = name;
+  g.techniques = results.techniques;
+  lay_out(g, results, results.num_techniques());
+  fill_cells(g, results);
+  for (size_t c = 0; c < g.cols.size(); ++c) g.best.push_back(find_best(g, c));
+  g.factorial = factorial_of(g);
+  return g;
+}
+
+}  // namespace
+
+Analysis analyze(const Results& results) {
+  Analysis a;
+  a.source_dir = results.dir;
+  a.techniques = results.techniques;
+  a.device = results.device_name();
+  a.warnings = results.warnings;
+  for (const auto& name : group_order(results)) a.groups.push_back(analyze_group(results, name));
   return a;
 }
 

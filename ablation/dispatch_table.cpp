@@ -230,38 +230,42 @@ DispatchShape dispatch_shape(const LayerShape& s) {
   return {s.batch, s.seq, s.d_model, s.heads, s.d_ff, s.layers, s.mask};
 }
 
-DispatchTable build_dispatch_table(const results::Results& r) {
-  DispatchTable t;
-  t.origin = r.dir;
-  t.source = source_of(r);
-  t.techniques = r.techniques;
-  if (t.techniques.empty())
+namespace {
+
+// The table tells the runner which stages to switch on, so every technique must be a stage.
+void check_techniques_are_stages(const results::Results& r) {
+  if (r.techniques.empty())
     throw ConfigError(r.dir + ": no points and no technique names in run.json: nothing to build a "
                               "dispatch table from");
-  for (size_t i = 0; i < t.techniques.size(); ++i) {
+  for (size_t i = 0; i < r.techniques.size(); ++i) {
     Stage st;
-    if (!parse_stage(t.techniques[i], st))
+    if (!parse_stage(r.techniques[i], st))
       throw ConfigError(fmt::format(
           "{}: technique {} is \"{}\" ({}), not one of qkv, attn, ffn, norm, graph: the table "
           "could not tell the runner what to switch on",
-          r.dir, i + 1, t.techniques[i], r.techniques_source));
+          r.dir, i + 1, r.techniques[i], r.techniques_source));
   }
+}
 
-  // (dtype, math, case id) -> the candidate rows and how many rows the group had.
-  using Key = std::tuple<int, std::string, int>;
-  struct Group {
-    std::string dtype, math, case_name;
-    int case_id = 0;
-    std::vector<const Point*> passing;
-    int rows = 0, measured = 0;
-  };
-  std::map<Key, Group> groups;
+// One (dtype, math, case) of the results: its rows that may be picked, and how many it had.
+struct CandidateGroup {
+  std::string dtype, math, case_name;
+  int case_id = 0;
+  std::vector<const Point*> passing;  // measured and passing golden
+  int rows = 0, measured = 0;
+};
+
+// Keyed so that the entries come out fp16, bf16, fp32 (tf32 before ieee), then by case id.
+using GroupKey = std::tuple<int, std::string, int>;
+
+std::map<GroupKey, CandidateGroup> candidate_groups(const results::Results& r) {
+  std::map<GroupKey, CandidateGroup> groups;
   auto dtype_rank = [](const std::string& d) { return d == "fp16" ? 0 : d == "bf16" ? 1 : 2; };
   for (const Point& p : r.points) {
     if (p.is_aa() || p.is_auto()) continue;
     std::string math = p.math;
     if (p.dtype != "fp32") math = kHalfMath;
-    Group& g = groups[{dtype_rank(p.dtype) * 2 + (math == "ieee"), math, p.case_id}];
+    CandidateGroup& g = groups[{dtype_rank(p.dtype) * 2 + (math == "ieee"), math, p.case_id}];
     g.dtype = p.dtype, g.math = math, g.case_id = p.case_id;
     if (g.case_name.empty()) g.case_name = p.case_name;
     ++g.rows;
@@ -269,8 +273,50 @@ DispatchTable build_dispatch_table(const results::Results& r) {
     ++g.measured;
     if (p.golden_pass == true) g.passing.push_back(&p);
   }
+  return groups;
+}
 
-  for (const auto& [key, g] : groups) {
+// The fastest passing row, or among those that tie with it the preferred one.
+const Point* pick_of(const CandidateGroup& g) {
+  const bool by_time = std::all_of(g.passing.begin(), g.passing.end(),
+                                   [](const Point* p) { return has_time(*p); });
+  const Point* fastest = g.passing.front();
+  for (const Point* p : g.passing)
+    if (faster(*p, *fastest, by_time)) fastest = p;
+  const Point* pick = fastest;
+  for (const Point* p : g.passing) {
+    const bool tie = by_time ? time_ties(*p, *fastest) : within_noise(*p, *fastest);
+    if (tie && preferred(*p, *pick, by_time)) pick = p;
+  }
+  return pick;
+}
+
+DispatchEntry entry_of(const CandidateGroup& g, const Point& pick, const results::Results& r) {
+  DispatchEntry e;
+  e.dtype = g.dtype;
+  e.math = g.math;
+  e.shape = shape_of(pick, r);
+  e.config = pick.config;
+  e.config_names = config_names(pick.config, r.techniques);
+  e.speedup = *pick.speedup;
+  e.cand_ms = pick.cand_ms;
+  e.golden_rel_l2 = pick.golden_rel_l2;
+  e.strict_pass = pick.strict_pass;
+  e.dispatch = pick.dispatch;
+  e.case_id = g.case_id;
+  e.case_name = g.case_name;
+  return e;
+}
+
+}  // namespace
+
+DispatchTable build_dispatch_table(const results::Results& r) {
+  DispatchTable t;
+  t.origin = r.dir;
+  t.source = source_of(r);
+  t.techniques = r.techniques;
+  check_techniques_are_stages(r);
+  for (const auto& [key, g] : candidate_groups(r)) {
     const std::string where = fmt::format("case {} {} {}", g.case_id, g.case_name, g.dtype);
     if (g.dtype == "fp32" && g.math.empty()) {
       t.notes.push_back(where + ": rows do not say their fp32 math mode; no entry");
@@ -282,31 +328,7 @@ DispatchTable build_dispatch_table(const results::Results& r) {
                                      : ": no measured configuration passed the golden check; no entry"));
       continue;
     }
-    const bool by_time = std::all_of(g.passing.begin(), g.passing.end(),
-                                     [](const Point* p) { return has_time(*p); });
-    const Point* fastest = g.passing.front();
-    for (const Point* p : g.passing)
-      if (faster(*p, *fastest, by_time)) fastest = p;
-    const Point* pick = fastest;
-    for (const Point* p : g.passing) {
-      const bool tie = by_time ? time_ties(*p, *fastest) : within_noise(*p, *fastest);
-      if (tie && preferred(*p, *pick, by_time)) pick = p;
-    }
-
-    DispatchEntry e;
-    e.dtype = g.dtype;
-    e.math = g.math;
-    e.shape = shape_of(*pick, r);
-    e.config = pick->config;
-    e.config_names = config_names(pick->config, t.techniques);
-    e.speedup = *pick->speedup;
-    e.cand_ms = pick->cand_ms;
-    e.golden_rel_l2 = pick->golden_rel_l2;
-    e.strict_pass = pick->strict_pass;
-    e.dispatch = pick->dispatch;
-    e.case_id = g.case_id;
-    e.case_name = g.case_name;
-    t.entries.push_back(std::move(e));
+    t.entries.push_back(entry_of(g, *pick_of(g), r));
   }
   return t;
 }
