@@ -74,25 +74,22 @@ std::string Results::device_name() const {
   return {};
 }
 
-Results parse_results(std::string_view points_jsonl, std::string_view run_json,
-                      const std::string& dir) {
-  Results r;
-  r.dir = dir;
-  const std::string points_file = dir + "/points.jsonl";
-  const std::string run_file = dir + "/run.json";
+namespace {
 
-  if (!run_json.empty()) {
-    try {
-      r.run = json::parse(run_json);
-    } catch (const json::parse_error& e) {
-      throw ConfigError(fmt::format("{}: not valid JSON: {}", run_file, e.what()));
-    }
-    if (!r.run.is_object()) throw ConfigError(run_file + ": expected a JSON object");
-    r.techniques = techniques_from_run(r.run, run_file);
-    if (!r.techniques.empty()) r.techniques_source = "run.json";
+void read_run_json(std::string_view run_json, const std::string& run_file, Results& r) {
+  try {
+    r.run = json::parse(run_json);
+  } catch (const json::parse_error& e) {
+    throw ConfigError(fmt::format("{}: not valid JSON: {}", run_file, e.what()));
   }
+  if (!r.run.is_object()) throw ConfigError(run_file + ": expected a JSON object");
+  r.techniques = techniques_from_run(r.run, run_file);
+  if (!r.techniques.empty()) r.techniques_source = "run.json";
+}
 
-  // Later lines replace earlier ones for the same point (a resumed run re-measures).
+// Every point of points.jsonl in file order; a later line replaces an earlier one for the same
+// point (a resumed run re-measures).
+void read_points(std::string_view points_jsonl, const std::string& points_file, Results& r) {
   using Key = std::tuple<int, std::string, std::string, std::string, bool>;
   std::map<Key, size_t> seen;
   int line_no = 0;
@@ -129,36 +126,33 @@ Results parse_results(std::string_view points_jsonl, std::string_view run_json,
       r.points[it->second] = std::move(p);
     }
   }
+}
 
-  // The technique order: run.json, else each single-technique row names its technique.
+// Without run.json's technique order, each single-technique row names its technique.
+void recover_techniques(Results& r) {
   size_t bits = 0;
   for (const auto& p : r.points)
     if (!p.is_auto()) {
       bits = p.config.size();
       break;
     }
-  if (r.techniques.empty() && bits > 0) {
-    r.techniques.assign(bits, std::string());
-    for (const auto& p : r.points) {
-      if (p.is_auto() || p.config.size() != bits || p.config_names.empty()) continue;
-      size_t ones = 0, where = 0;
-      for (size_t i = 0; i < bits; ++i)
-        if (p.config[i] == '1') ++ones, where = i;
-      if (ones == 1) r.techniques[where] = p.config_names;
-    }
-    for (size_t i = 0; i < bits; ++i)
-      if (r.techniques[i].empty()) r.techniques[i] = fmt::format("bit{}", i + 1);
-    r.techniques_source = "config_names of single-technique rows (no run.json techniques)";
-  }
+  if (bits == 0) return;
+  r.techniques.assign(bits, std::string());
   for (const auto& p : r.points) {
-    if (!p.is_auto() && p.config.size() != r.techniques.size())
-      fail_at(points_file, p.line, "config",
-              fmt::format("\"{}\" has {} bits but the run has {} techniques", p.config,
-                          p.config.size(), r.techniques.size()));
+    if (p.is_auto() || p.config.size() != bits || p.config_names.empty()) continue;
+    size_t ones = 0, where = 0;
+    for (size_t i = 0; i < bits; ++i)
+      if (p.config[i] == '1') ++ones, where = i;
+    if (ones == 1) r.techniques[where] = p.config_names;
   }
+  for (size_t i = 0; i < bits; ++i)
+    if (r.techniques[i].empty()) r.techniques[i] = fmt::format("bit{}", i + 1);
+  r.techniques_source = "config_names of single-technique rows (no run.json techniques)";
+}
 
-  // fp32 is split by math mode only when both modes are present; otherwise the group is
-  // simply the dtype (and the math mode is reported beside it).
+// fp32 is split by math mode only when both modes are present; otherwise the group is simply
+// the dtype (and the math mode is reported beside it).
+void assign_groups(Results& r) {
   std::set<std::string> fp32_math;
   for (const auto& p : r.points)
     if (p.dtype == "fp32") fp32_math.insert(p.math);
@@ -167,6 +161,25 @@ Results parse_results(std::string_view points_jsonl, std::string_view run_json,
     p.group = (split_fp32 && p.dtype == "fp32")
                   ? "fp32-" + (p.math.empty() ? std::string("unknown") : p.math)
                   : p.dtype;
+}
+
+}  // namespace
+
+Results parse_results(std::string_view points_jsonl, std::string_view run_json,
+                      const std::string& dir) {
+  Results r;
+  r.dir = dir;
+  const std::string points_file = dir + "/points.jsonl";
+  if (!run_json.empty()) read_run_json(run_json, dir + "/run.json", r);
+  read_points(points_jsonl, points_file, r);
+  if (r.techniques.empty()) recover_techniques(r);
+  for (const auto& p : r.points) {
+    if (!p.is_auto() && p.config.size() != r.techniques.size())
+      fail_at(points_file, p.line, "config",
+              fmt::format("\"{}\" has {} bits but the run has {} techniques", p.config,
+                          p.config.size(), r.techniques.size()));
+  }
+  assign_groups(r);
   return r;
 }
 
