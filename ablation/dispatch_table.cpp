@@ -13,6 +13,7 @@
 
 #include "config.hpp"
 #include "config_bits.hpp"
+#include "json_fields.hpp"
 #include "writers.hpp"
 
 namespace tlb {
@@ -31,10 +32,8 @@ constexpr const char* kComment =
     "configuration (by forward time) that passed the golden check (ties within noise go to one "
     "that also passes strict). Made by `tlbench dispatch --results DIR -o FILE`.";
 
-[[noreturn]] void fail(const std::string& origin, const std::string& path,
-                       const std::string& problem) {
-  throw ConfigError(fmt::format("{}: {}: {}", origin, path, problem));
-}
+using json_fields::fail;
+using json_fields::key_path;
 
 std::string shown(const json& v) {
   std::string s = v.dump();
@@ -168,7 +167,7 @@ const json& need(const json& o, const char* key, const std::string& origin,
 std::string need_string(const json& o, const char* key, const std::string& origin,
                         const std::string& path) {
   const json& v = need(o, key, origin, path);
-  if (!v.is_string()) fail(origin, path + "." + key, "expected a string, got " + shown(v));
+  if (!v.is_string()) fail(origin, key_path(path, key), "expected a string, got " + shown(v));
   return v.get<std::string>();
 }
 
@@ -182,7 +181,7 @@ int64_t need_positive(const json& o, const char* key, const std::string& origin,
   const json& v = need(o, key, origin, path);
   if (!v.is_number_integer() || v.get<int64_t>() < 1 ||
       v.get<int64_t>() > std::numeric_limits<int32_t>::max())
-    fail(origin, path + "." + key, "expected a positive integer, got " + shown(v));
+    fail(origin, key_path(path, key), "expected a positive integer, got " + shown(v));
   return v.get<int64_t>();
 }
 
@@ -190,7 +189,7 @@ std::optional<double> opt_number(const json& o, const char* key, const std::stri
                                  const std::string& path) {
   auto it = o.find(key);
   if (it == o.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) fail(origin, path + "." + key, "expected a number or null, got " + shown(*it));
+  if (!it->is_number()) fail(origin, key_path(path, key), "expected a number or null, got " + shown(*it));
   return it->get<double>();
 }
 
@@ -198,7 +197,7 @@ std::optional<bool> opt_bool(const json& o, const char* key, const std::string& 
                              const std::string& path) {
   auto it = o.find(key);
   if (it == o.end() || it->is_null()) return std::nullopt;
-  if (!it->is_boolean()) fail(origin, path + "." + key, "expected true, false or null, got " + shown(*it));
+  if (!it->is_boolean()) fail(origin, key_path(path, key), "expected true, false or null, got " + shown(*it));
   return it->get<bool>();
 }
 

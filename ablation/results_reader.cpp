@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "config.hpp"
+#include "json_fields.hpp"
 
 namespace tlb::results {
 
@@ -37,7 +38,7 @@ std::vector<std::string> techniques_from_run(const json& run, const std::string&
   std::vector<std::string> names;
   auto it = run.find("techniques");
   if (it == run.end()) return names;
-  if (!it->is_array()) throw ConfigError(file + ": $.techniques: expected an array");
+  if (!it->is_array()) json_fields::fail(file, "$.techniques", "expected an array");
   for (size_t i = 0; i < it->size(); ++i) {
     const json& t = (*it)[i];
     if (t.is_string()) {
@@ -45,8 +46,8 @@ std::vector<std::string> techniques_from_run(const json& run, const std::string&
     } else if (t.is_object() && t.contains("name") && t["name"].is_string()) {
       names.push_back(t["name"].get<std::string>());
     } else {
-      throw ConfigError(fmt::format("{}: $.techniques[{}]: expected a name or an object with "
-                                    "a \"name\"", file, i));
+      json_fields::fail(file, json_fields::index_path("$.techniques", i),
+                        "expected a name or an object with a \"name\"");
     }
   }
   return names;
