@@ -90,7 +90,7 @@ PointRow base_row(const MeasureContext& ctx, const Group& g, const SchedPoint& p
   r.layers = c.shape.layers;
   r.mask = std::string(to_string(c.shape.mask));
   r.dtype = std::string(to_string(g.dtype));
-  r.math = g.dtype == DType::fp32 ? std::string(to_string(ctx.opt.fp32_math)) : "fp32-acc";
+  r.math = row_math(g.dtype, ctx.opt.fp32_math);
   r.config = ctx.techniques.bits(p.config);
   r.config_names = ctx.techniques.names(p.config);
   if (p.automatic) {

@@ -199,6 +199,10 @@ double PointRow::halfwidth() const {
   return speedup ? *speedup * log_halfwidth() : 0.0;
 }
 
+std::string row_math(DType dtype, Fp32Math fp32_math) {
+  return dtype == DType::fp32 ? std::string(to_string(fp32_math)) : std::string(kHalfMath);
+}
+
 const std::vector<std::string>& point_columns() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;

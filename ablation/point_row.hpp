@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/types.hpp"  // DType, Fp32Math
 #include "point_status.hpp"
 
 namespace tlb {
@@ -70,6 +71,11 @@ struct PointRow {
   // Half-width of the speedup interval in speedup units (same sources).
   double halfwidth() const;
 };
+
+// The math column of fp16 and bf16 rows: their products accumulate in fp32.
+inline constexpr const char* kHalfMath = "fp32-acc";
+// The math column of a row: an fp32 run's fused-path mode (tf32 | ieee), else kHalfMath.
+std::string row_math(DType dtype, Fp32Math fp32_math);
 
 // Column names in file order (shared by CSV and JSONL).
 const std::vector<std::string>& point_columns();
