@@ -33,6 +33,11 @@ struct MatrixRow {
   int config = -1;    // config index (MSB = technique 1); -1 for auto
 };
 
+// A baseline of all zeros, or none recorded: the speedup is against the reference.
+inline bool is_reference_baseline(const std::string& baseline) {
+  return baseline.empty() || baseline.find_first_not_of('0') == std::string::npos;
+}
+
 struct MatrixCol {
   int case_id = 0;
   std::string case_name;
@@ -43,7 +48,7 @@ struct Cell {
   std::optional<Point> point;  // empty: this configuration was not run for this case
   bool measured() const { return point && point->measured(); }
   // "ok", "nonviable", "fallback:attn", ..., or "missing" when not run.
-  std::string status() const { return point ? point->status : "missing"; }
+  std::string status() const { return point ? point->status.str() : "missing"; }
 };
 
 struct BestEntry {

@@ -18,6 +18,7 @@
 #include "plan_report.hpp"
 #include "safetensors.hpp"
 #include "stack/layer_stack.hpp"
+#include "text.hpp"
 #include "tlbench_version.hpp"
 
 namespace tlb {
@@ -94,7 +95,7 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1ull << 30)); }
+std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / kBytesPerGiB); }
 
 struct Stream {
   cudaStream_t s = nullptr;

@@ -11,6 +11,8 @@
 #include <tuple>
 
 #include "config.hpp"
+#include "config_bits.hpp"
+#include "json_fields.hpp"
 
 namespace tlb::gate {
 
@@ -20,9 +22,8 @@ using nlohmann::json;
 using results::Point;
 using results::Results;
 
-[[noreturn]] void bad(const std::string& source, const std::string& path, const std::string& what) {
-  throw ConfigError(fmt::format("{}: {}: {}", source, path, what));
-}
+using json_fields::fail;
+using json_fields::index_path;
 
 bool is_comment_key(const std::string& key) { return !key.empty() && key[0] == '$'; }
 
@@ -33,17 +34,17 @@ void read_limit(const json& v, Limit& out, bool allow_zero, const std::string& s
     out.value.reset();
     return;
   }
-  if (!v.is_number()) bad(source, path, "expected a number or null, got " + v.dump());
+  if (!v.is_number()) fail(source, path, "expected a number or null, got " + v.dump());
   double x = v.get<double>();
   if (!std::isfinite(x) || x < 0 || (!allow_zero && x == 0))
-    bad(source, path, fmt::format("{} is out of range (must be {} 0)", v.dump(),
+    fail(source, path, fmt::format("{} is out of range (must be {} 0)", v.dump(),
                                   allow_zero ? ">=" : ">"));
   out.value = x;
 }
 
 void read_flag(const json& v, std::optional<bool>& out, const std::string& source,
                const std::string& path) {
-  if (!v.is_boolean()) bad(source, path, "expected true or false, got " + v.dump());
+  if (!v.is_boolean()) fail(source, path, "expected true or false, got " + v.dump());
   out = v.get<bool>();
 }
 
@@ -90,7 +91,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 int parse_case_id(const std::string& text, const std::string& source, const std::string& path) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
       text.size() > 9)
-    bad(source, path, "\"" + text + "\" is not a case id");
+    fail(source, path, "\"" + text + "\" is not a case id");
   return std::stoi(text);
 }
 
@@ -99,7 +100,7 @@ std::vector<int> read_cases(const json& v, const std::string& source, const std:
   if (v.is_array()) {
     for (size_t i = 0; i < v.size(); ++i) {
       if (!v[i].is_number_integer() || v[i].get<int64_t>() < 0)
-        bad(source, fmt::format("{}[{}]", path, i), "expected a case id, got " + v[i].dump());
+        fail(source, index_path(path, i), "expected a case id, got " + v[i].dump());
       ids.push_back(v[i].get<int>());
     }
   } else if (v.is_string()) {
@@ -111,13 +112,13 @@ std::vector<int> read_cases(const json& v, const std::string& source, const std:
       }
       int lo = parse_case_id(part.substr(0, dash), source, path);
       int hi = parse_case_id(part.substr(dash + 1), source, path);
-      if (hi < lo) bad(source, path, "range \"" + part + "\" runs backwards");
+      if (hi < lo) fail(source, path, "range \"" + part + "\" runs backwards");
       for (int id = lo; id <= hi; ++id) ids.push_back(id);
     }
   } else {
-    bad(source, path, "expected a list of case ids or a string like \"1-5,9\", got " + v.dump());
+    fail(source, path, "expected a list of case ids or a string like \"1-5,9\", got " + v.dump());
   }
-  if (ids.empty()) bad(source, path, "selects no case");
+  if (ids.empty()) fail(source, path, "selects no case");
   return ids;
 }
 
@@ -129,19 +130,19 @@ std::vector<std::string> read_string_list(const json& v, const std::string& sour
   } else if (v.is_array()) {
     for (size_t i = 0; i < v.size(); ++i) {
       if (!v[i].is_string())
-        bad(source, fmt::format("{}[{}]", path, i), std::string("expected ") + what);
+        fail(source, index_path(path, i), std::string("expected ") + what);
       out.push_back(v[i].get<std::string>());
     }
   } else {
-    bad(source, path, std::string("expected ") + what + " or a list of them, got " + v.dump());
+    fail(source, path, std::string("expected ") + what + " or a list of them, got " + v.dump());
   }
-  if (out.empty()) bad(source, path, "selects nothing");
+  if (out.empty()) fail(source, path, "selects nothing");
   return out;
 }
 
 RuleLayer read_layer(const json& o, const std::string& source, const std::string& path,
                      Selector* selector) {
-  if (!o.is_object()) bad(source, path, "expected an object");
+  if (!o.is_object()) fail(source, path, "expected an object");
   RuleLayer layer;
   for (const auto& [key, v] : o.items()) {
     if (is_comment_key(key)) continue;
@@ -153,14 +154,14 @@ RuleLayer read_layer(const json& o, const std::string& source, const std::string
       selector->dtypes = read_string_list(v, source, p, "a dtype");
       for (const auto& d : selector->dtypes)
         if (d != "fp16" && d != "bf16" && d != "fp32")
-          bad(source, p, "unknown dtype \"" + d + "\" (fp16, bf16 or fp32)");
+          fail(source, p, "unknown dtype \"" + d + "\" (fp16, bf16 or fp32)");
     } else if (selector && key == "configs") {
       selector->config_patterns = read_string_list(v, source, p, "a configuration pattern");
       for (const auto& pat : selector->config_patterns)
         if (pat != "auto" && (pat.empty() || pat.find_first_not_of("01xX") != std::string::npos))
-          bad(source, p, "\"" + pat + "\" is not a pattern of 0, 1 and x (or \"auto\")");
+          fail(source, p, "\"" + pat + "\" is not a pattern of 0, 1 and x (or \"auto\")");
     } else {
-      bad(source, p,
+      fail(source, p,
           fmt::format("unknown key (rules: {}{})", kRuleKeys,
                       selector ? "; selectors: cases, dtypes, configs" : ""));
     }
@@ -204,7 +205,7 @@ bool selects(const Selector& s, int case_id, const std::string& dtype, const std
   if (s.config_patterns.empty()) return true;
   if (config.empty()) return false;  // per-case lookups skip config-specific overrides
   for (const auto& pat : s.config_patterns) {
-    if (pat == "auto" ? config == "auto" : results::bits_match(pat, config)) return true;
+    if (pat == "auto" ? config == "auto" : bits_match(pat, config)) return true;
   }
   return false;
 }
@@ -239,13 +240,13 @@ Thresholds parse_thresholds(std::string_view text, const std::string& source) {
   }
   Thresholds t;
   t.source = source;
-  if (!doc.is_object()) bad(source, "$", "expected an object with \"defaults\" and \"overrides\"");
+  if (!doc.is_object()) fail(source, "$", "expected an object with \"defaults\" and \"overrides\"");
   for (const auto& [key, v] : doc.items()) {
     if (is_comment_key(key)) continue;
     if (key == "defaults") {
       t.defaults = read_layer(v, source, "$.defaults", nullptr);
     } else if (key == "overrides") {
-      if (!v.is_array()) bad(source, "$.overrides", "expected a list of objects");
+      if (!v.is_array()) fail(source, "$.overrides", "expected a list of objects");
       for (size_t i = 0; i < v.size(); ++i) {
         Override o;
         o.path = fmt::format("$.overrides[{}]", i);
@@ -257,13 +258,13 @@ Thresholds parse_thresholds(std::string_view text, const std::string& source) {
                                  : l.require_all_configs        ? "require_all_configs"
                                                                 : nullptr;
           if (per_case)
-            bad(source, o.path + "." + per_case,
+            fail(source, o.path + "." + per_case,
                 "applies per case and dtype, so it cannot sit in an override with \"configs\"");
         }
         t.overrides.push_back(std::move(o));
       }
     } else {
-      bad(source, "$." + key, "unknown key (expected defaults, overrides or a \"$comment\")");
+      fail(source, "$." + key, "unknown key (expected defaults, overrides or a \"$comment\")");
     }
   }
   return t;
@@ -299,7 +300,7 @@ void check_patterns(const Thresholds& t, const Results& results) {
       if (pat == "auto" || static_cast<int>(pat.size()) == n) continue;
       std::string names;
       for (const auto& name : results.techniques) names += (names.empty() ? "" : ", ") + name;
-      bad(t.source, o.path + ".configs",
+      fail(t.source, o.path + ".configs",
           fmt::format("pattern \"{}\" has {} positions but {} has {} techniques ({})", pat, pat.size(),
                       results.dir, n, names));
     }
@@ -316,18 +317,19 @@ void check_point(const Point& p, const EffectiveRules& r, BaselineIndex* base, G
   auto violate = [&](const std::string& rule, const std::string& measured, const std::string& limit) {
     rep.violations.push_back({p.case_id, p.case_name, p.group, p.row_label(), rule, measured, limit});
   };
-  if (p.status == "nonviable" || p.status == "oom") {
-    const bool allowed = p.status == "nonviable" ? r.allow_nonviable : r.allow_oom;
+  const std::string& status = p.status.str();
+  if (p.status == StatusKind::nonviable || p.status == StatusKind::oom) {
+    const bool allowed = p.status == StatusKind::nonviable ? r.allow_nonviable : r.allow_oom;
     if (allowed)
       ++rep.allowed_unmeasured;
     else
-      violate("allow_" + p.status, p.status, "not allowed here");
+      violate("allow_" + status, status, "not allowed here");
     return;
   }
-  if (p.status == "error") return violate("error", "error", "never allowed");
-  if (p.status != "ok" && !p.is_fallback())
-    return violate("status", "\"" + p.status + "\"", "ok, fallback:<stage>, nonviable or oom");
-  if (p.is_fallback() && !r.allow_fallback) violate("allow_fallback", p.status, "not allowed here");
+  if (p.status == StatusKind::error) return violate("error", "error", "never allowed");
+  if (!p.status.ran())
+    return violate("status", "\"" + status + "\"", "ok, fallback:<stage>, nonviable or oom");
+  if (p.is_fallback() && !r.allow_fallback) violate("allow_fallback", status, "not allowed here");
   if (!p.measured())
     return violate("speedup_missing", p.speedup ? fmt::format("{}", *p.speedup) : "none", "a positive speedup");
   ++rep.measured;
@@ -368,9 +370,7 @@ void check_all_configs(const CaseGroup& cg, int n, GateReport& rep) {
   std::vector<bool> present(static_cast<size_t>(configs), false);
   for (const Point* p : cg.points) {
     if (p->is_auto()) continue;
-    int k = 0;
-    for (char c : p->config) k = (k << 1) | (c == '1');
-    present[static_cast<size_t>(k)] = true;
+    present[config_index(p->config)] = true;
   }
   for (int k = 0; k < configs; ++k) {
     if (present[static_cast<size_t>(k)]) continue;

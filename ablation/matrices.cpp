@@ -5,32 +5,20 @@
 #include <map>
 #include <set>
 
+#include "text.hpp"
+
 namespace tlb {
 
-namespace {
-
-std::string csv_cell(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"') q += '"';
-    q += c;
-  }
-  return q + "\"";
-}
-
-}  // namespace
-
-std::string matrix_cell(const std::string& status, const std::optional<double>& speedup) {
-  if (speedup && (status == "ok" || status.rfind("fallback", 0) == 0)) return fmt::format("{:.4f}", *speedup);
-  return status;
+std::string matrix_cell(const PointStatus& status, const std::optional<double>& speedup) {
+  if (speedup && status.ran()) return fmt::format("{:.4f}", *speedup);
+  return status.str();
 }
 
 std::vector<SpeedupMatrix> build_matrices(const std::vector<PointRow>& rows) {
   // fp32 splits by math mode only when one folder holds both.
   std::set<std::string> fp32_math;
   for (const PointRow& r : rows)
-    if (r.dtype == "fp32" && r.status != "aa") fp32_math.insert(r.math);
+    if (r.dtype == "fp32" && !r.is_aa()) fp32_math.insert(r.math);
   auto group_of = [&](const PointRow& r) {
     if (r.dtype == "fp32" && fp32_math.size() > 1) return "fp32-" + r.math;
     return r.dtype;
@@ -44,7 +32,7 @@ std::vector<SpeedupMatrix> build_matrices(const std::vector<PointRow>& rows) {
   };
   std::map<std::string, Acc> groups;
   for (const PointRow& r : rows) {
-    if (r.status == "aa") continue;
+    if (r.is_aa()) continue;
     Acc& a = groups[group_of(r)];
     // The auto row's choice differs per case ("auto=attn+norm"): the row is named "auto".
     a.names[r.config] = r.config == "auto" ? std::string("auto") : r.config_names;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "point_status.hpp"
 #include "writers.hpp"
 
 namespace tlb {
@@ -30,7 +31,7 @@ struct SpeedupMatrix {
 // after the bit strings. A point written twice (resumed runs) counts once: the later row wins.
 std::vector<SpeedupMatrix> build_matrices(const std::vector<PointRow>& rows);
 // A cell: the speedup (4 decimals) of a measured point (ok or fallback), else its status.
-std::string matrix_cell(const std::string& status, const std::optional<double>& speedup);
+std::string matrix_cell(const PointStatus& status, const std::optional<double>& speedup);
 std::string matrix_csv(const SpeedupMatrix& m);
 // Writes DIR/matrix_<group>.csv per group; returns the file names written.
 std::vector<std::string> write_matrices(const std::vector<PointRow>& rows, const std::string& dir);

@@ -206,28 +206,18 @@ Usable usable_pairs(const std::vector<PairSample>& pairs, const ClockTracker& tr
   return u;
 }
 
-}  // namespace
-
-PairedMeasurement measure_paired(RunClock& clock, const std::function<void()>& ref,
-                                 const std::function<void()>& cand, const TimerOptions& opt,
-                                 ClockTracker& tracker, const std::function<bool()>& abandon) {
-  PairedMeasurement r;
-  const double t0 = clock.now_ms();
-  auto abandoned = [&] { return abandon && abandon(); };
-
-  // Warm-up. The baseline has just been timed against the previous configuration (or run by
-  // the group's setup), so warmup_ref_runs runs bring it back; the candidate was just built:
-  // >= warmup_min_runs runs and >= warmup_min_ms of device time, in batches sized by the
-  // first one. The first batch also tells how long a forward takes, which sizes the rest.
-  std::vector<double> warm_ref, warm_cand;
+// Warm-up. The baseline has just been timed against the previous configuration (or run by the
+// group's setup), so warmup_ref_runs runs bring it back; the candidate was just built:
+// >= warmup_min_runs runs and >= warmup_min_ms of device time, in batches sized by the first
+// one. The first batch also tells how long a forward takes, which sizes the rest. False when
+// abandoned.
+bool warm_up(RunClock& clock, const std::function<void()>& ref, const std::function<void()>& cand,
+             const TimerOptions& opt, ClockTracker& tracker, const std::function<bool()>& abandoned,
+             std::vector<double>& warm_ref, std::vector<double>& warm_cand) {
   double cand_sum = 0;
   bool first = true;
   while (first || warm_cand.size() < opt.warmup_min_runs || cand_sum < opt.warmup_min_ms) {
-    if (abandoned()) {
-      r.stop = stats::StopReason::interrupted;
-      r.elapsed_ms = clock.now_ms() - t0;
-      return r;
-    }
+    if (abandoned()) return false;
     const size_t refs = first ? opt.warmup_ref_runs : 0;
     size_t cands = 2;
     if (!first) {
@@ -252,52 +242,32 @@ PairedMeasurement measure_paired(RunClock& clock, const std::function<void()>& r
     }
     first = false;
   }
-  r.warmup_runs = warm_cand.size();
-  r.warmup_ref_runs = warm_ref.size();
+  return true;
+}
 
-  // Pairs per batch: about batch_target_ms of device work, an even count so each batch is
-  // whole ABBA blocks. Without a baseline warm-up run its time is taken as the candidate's.
-  const double cand_ms = stats::median(warm_cand);
-  const double ref_ms = warm_ref.empty() ? cand_ms : stats::median(warm_ref);
-  const double pair_ms = std::max(ref_ms + cand_ms, 1e-4);
-  size_t batch_pairs = static_cast<size_t>(std::llround(opt.batch_target_ms / pair_ms));
-  batch_pairs = std::clamp<size_t>(batch_pairs + (batch_pairs % 2), 2, 256);
-
-  std::vector<PairSample> pairs;
-  Usable u;
-  size_t next_pair = 0;
-  for (;;) {
-    if (abandoned()) {
-      r.stop = stats::StopReason::interrupted;
-      break;
-    }
-    size_t count = batch_pairs;
-    const double elapsed = clock.now_ms() - t0;
-    const stats::StoppingRule& rule = opt.stop;
-    if (pairs.size() + count > rule.max_pairs) count = rule.max_pairs - pairs.size();
-    if (elapsed >= rule.budget_ms) {
-      // Past the budget only to reach the floor: no more than needed.
-      const size_t floor = std::min(rule.floor_pairs, rule.min_pairs);
-      const size_t have = u.ratios.size();
-      count = std::min(count, std::max<size_t>(floor > have ? floor - have : 1, 1));
-    } else {
-      // Do not overshoot the budget by more than a pair's worth.
-      const double left = rule.budget_ms - elapsed;
-      const size_t fit = static_cast<size_t>(std::max(1.0, std::ceil(left / pair_ms)));
-      count = std::min(count, fit);
-    }
-    count = std::max<size_t>(count, 1);
-    run_batch(clock, ref, cand, next_pair, count, pairs, tracker);
-    next_pair += count;
-    u = usable_pairs(pairs, tracker);
-    r.speedup = stats::median_interval(u.ratios, opt.confidence);
-    r.stop = stats::should_stop(rule, r.speedup, u.ratios.size(), pairs.size(),
-                                clock.now_ms() - t0);
-    if (r.stop != stats::StopReason::running) break;
+// How many pairs the next batch times: a batch, cut to the pair limit and to the time budget
+// (past the budget only what the floor still needs).
+size_t next_batch(const stats::StoppingRule& rule, size_t batch_pairs, size_t attempted,
+                  size_t usable, double elapsed_ms, double pair_ms) {
+  size_t count = batch_pairs;
+  if (attempted + count > rule.max_pairs) count = rule.max_pairs - attempted;
+  if (elapsed_ms >= rule.budget_ms) {
+    const size_t floor = std::min(rule.floor_pairs, rule.min_pairs);
+    count = std::min(count, std::max<size_t>(floor > usable ? floor - usable : 1, 1));
+  } else {
+    // Do not overshoot the budget by more than a pair's worth.
+    const double left = rule.budget_ms - elapsed_ms;
+    const size_t fit = static_cast<size_t>(std::max(1.0, std::ceil(left / pair_ms)));
+    count = std::min(count, fit);
   }
+  return std::max<size_t>(count, 1);
+}
 
-  u = usable_pairs(pairs, tracker);
-  r.speedup = stats::median_interval(u.ratios, opt.confidence);
+// The usable pairs' statistics and the SM clock range over every pair attempted.
+void summarize_pairs(const std::vector<PairSample>& pairs, const ClockTracker& tracker,
+                     double confidence, PairedMeasurement& r) {
+  const Usable u = usable_pairs(pairs, tracker);
+  r.speedup = stats::median_interval(u.ratios, confidence);
   r.ref = stats::summarize(u.ref_ms);
   r.cand = stats::summarize(u.cand_ms);
   r.pairs = u.ratios.size();
@@ -313,6 +283,52 @@ PairedMeasurement measure_paired(RunClock& clock, const std::function<void()>& r
       }
   r.min_mhz = std::isfinite(mn) ? mn : kNaN;
   r.max_mhz = std::isfinite(mx) ? mx : kNaN;
+}
+
+}  // namespace
+
+PairedMeasurement measure_paired(RunClock& clock, const std::function<void()>& ref,
+                                 const std::function<void()>& cand, const TimerOptions& opt,
+                                 ClockTracker& tracker, const std::function<bool()>& abandon) {
+  PairedMeasurement r;
+  const double t0 = clock.now_ms();
+  const std::function<bool()> abandoned = [&] { return abandon && abandon(); };
+
+  std::vector<double> warm_ref, warm_cand;
+  if (!warm_up(clock, ref, cand, opt, tracker, abandoned, warm_ref, warm_cand)) {
+    r.stop = stats::StopReason::interrupted;
+    r.elapsed_ms = clock.now_ms() - t0;
+    return r;
+  }
+  r.warmup_runs = warm_cand.size();
+  r.warmup_ref_runs = warm_ref.size();
+
+  // Pairs per batch: about batch_target_ms of device work, an even count so each batch is
+  // whole ABBA blocks. Without a baseline warm-up run its time is taken as the candidate's.
+  const double cand_ms = stats::median(warm_cand);
+  const double ref_ms = warm_ref.empty() ? cand_ms : stats::median(warm_ref);
+  const double pair_ms = std::max(ref_ms + cand_ms, 1e-4);
+  size_t batch_pairs = static_cast<size_t>(std::llround(opt.batch_target_ms / pair_ms));
+  batch_pairs = std::clamp<size_t>(batch_pairs + (batch_pairs % 2), 2, 256);
+
+  std::vector<PairSample> pairs;
+  size_t usable = 0;
+  for (;;) {
+    if (abandoned()) {
+      r.stop = stats::StopReason::interrupted;
+      break;
+    }
+    const size_t count =
+        next_batch(opt.stop, batch_pairs, pairs.size(), usable, clock.now_ms() - t0, pair_ms);
+    run_batch(clock, ref, cand, pairs.size(), count, pairs, tracker);
+    const Usable u = usable_pairs(pairs, tracker);
+    usable = u.ratios.size();
+    r.speedup = stats::median_interval(u.ratios, opt.confidence);
+    r.stop = stats::should_stop(opt.stop, r.speedup, usable, pairs.size(), clock.now_ms() - t0);
+    if (r.stop != stats::StopReason::running) break;
+  }
+
+  summarize_pairs(pairs, tracker, opt.confidence, r);
   r.elapsed_ms = clock.now_ms() - t0;
   return r;
 }

@@ -10,12 +10,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "config_bits.hpp"
 #include "text.hpp"
 
 namespace tlb {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string human_seconds(double s) {
   if (s >= 3600) return fmt::format("{:.1f} h", s / 3600);
@@ -39,15 +39,6 @@ StageSwitch attn_only() {
 // "auto" is the dispatcher's choice at run time; memory is planned for its widest form, all F.
 std::string memory_policy(const std::string& policy) { return policy == "auto" ? "" : policy; }
 
-std::string switch_name(const StageSwitch& sw) {
-  std::string s;
-  for (int i = 0; i < kNumStages; ++i)
-    if (sw.on[i]) {
-      if (!s.empty()) s += '+';
-      s += to_string(static_cast<Stage>(i));
-    }
-  return s.empty() ? "reference" : s;
-}
 
 }  // namespace
 
@@ -55,7 +46,7 @@ MemoryBudget fixed_memory_budget(double mem_gib, const std::string& source) {
   if (!(mem_gib > 0) || !std::isfinite(mem_gib) || mem_gib > 1e9)
     throw ConfigError(fmt::format("--mem-gib: expected a positive number of GiB, got {}", mem_gib));
   MemoryBudget b;
-  b.bytes = static_cast<uint64_t>(mem_gib * kGiB);
+  b.bytes = static_cast<uint64_t>(mem_gib * kBytesPerGiB);
   b.source = source;
   return b;
 }
@@ -73,7 +64,7 @@ MemoryBudget resolve_memory_budget(std::optional<double> mem_gib) {
       b.bytes = free_bytes;
       b.from_device = true;
       b.source = fmt::format("free memory of CUDA device 0 ({}, {:.1f} GiB total)", prop.name,
-                             static_cast<double>(total_bytes) / kGiB);
+                             static_cast<double>(total_bytes) / kBytesPerGiB);
       return b;
     }
   }
@@ -127,7 +118,7 @@ PointViability assess_point(const CaseSpec& c, DType dtype, const StageSwitch& c
   v.viable = v.peak_bytes <= budget_bytes;
   if (!v.viable) {
     v.reason = fmt::format("needs {} (data, {} baseline and candidate workspaces, cuBLAS) > budget {}",
-                           human_bytes(v.peak_bytes), switch_name(v.baseline.stages),
+                           human_bytes(v.peak_bytes), stage_names(v.baseline.stages),
                            human_bytes(budget_bytes));
     if (!candidate[Stage::attn] && case_memory(c.shape, dtype).scores > budget_bytes)
       v.reason += fmt::format("; the dense scores buffer alone is {}",
@@ -168,6 +159,81 @@ double estimated_forward_seconds(const LayerShape& s, DType dtype, const StageSw
   return static_cast<double>(s.layers) * layer;
 }
 
+namespace {
+
+// What every point of a plan is judged and timed with.
+struct PlanInputs {
+  const TechniqueSet& techniques;
+  const MemoryBudget& budget;
+  const PathMemoryOptions& paths;
+  const TimeModel& model;
+  const DispatchTable* dispatch;  // for auto points
+};
+
+// A (case, dtype)'s memory: its data, the reference, fused and golden peaks against the budget,
+// and the baseline its points are timed against; its setup and golden time.
+DTypePlan dtype_plan(const CaseSpec& cs, DType dtype, const PlanInputs& in) {
+  const LayerShape& s = cs.shape;
+  const PathMemoryOptions& paths = in.paths;
+  const uint64_t budget = in.budget.bytes;
+  DTypePlan dp;
+  dp.dtype = dtype;
+  const std::vector<BufferSpec> data = data_layout(s, dp.dtype);
+  const std::vector<BufferSpec> ref_ws =
+      workspace_layout(s, dp.dtype, StageSwitch{}, "", false, false, paths.fp32_math);
+  dp.weights_bytes = buffer_bytes(data, "weights");
+  dp.input_bytes = buffer_bytes(data, "input");
+  dp.memory = case_memory(s, dp.dtype);
+  dp.activation_bytes =
+      total_bytes(ref_ws) - buffer_bytes(ref_ws, "scores") - buffer_bytes(ref_ws, "probs");
+  dp.reference_peak = path_peak_bytes(s, dp.dtype, StageSwitch{}, "", {paths.fp32_math, false});
+  const StageSwitch all_on = in.techniques.stages(in.techniques.num_configs() - 1);
+  dp.fused_peak = path_peak_bytes(s, dp.dtype, all_on, cs.policy, paths);
+  dp.golden_peak = dp.memory.golden_peak;
+  dp.reference_viable = dp.reference_peak <= budget;
+  dp.fused_viable = dp.fused_peak <= budget;
+  dp.golden_viable = dp.golden_peak <= budget;
+  dp.baseline = choose_baseline(cs, dp.dtype, budget, paths);
+  dp.estimated_seconds = in.model.case_setup_s;
+  if (dp.golden_viable) dp.estimated_seconds += forward_flops(s) / (in.model.golden_tflops * 1e12);
+  return dp;
+}
+
+// One grid point into its (case, dtype)'s plan: the auto point's choice, the point's viability
+// and, where it can run, its time: warmup, then as many timed pairs as the point's budget allows.
+void plan_point(const GridPoint& gp, const CaseSpec& cs, double t_base, const PlanInputs& in,
+                DTypePlan& dp) {
+  const TimeModel& model = in.model;
+  uint32_t config = gp.config;
+  if (gp.automatic) {
+    dp.has_auto = true;
+    dp.auto_position = dp.order.size();
+    dp.auto_choice = auto_config(*in.dispatch, cs, dp.dtype, in.paths.fp32_math, in.techniques);
+    config = dp.auto_choice.config;
+  } else {
+    dp.order.push_back(config);
+  }
+  const StageSwitch cand = in.techniques.stages(config);
+  ++dp.selected_points;
+  const PointViability v = assess_point(cs, dp.dtype, cand, in.budget.bytes, in.paths);
+  if (!v.viable) {
+    ++dp.nonviable_points;
+    if (!gp.automatic) dp.nonviable_configs.push_back(config);
+    if (cand[Stage::attn]) ++dp.nonviable_with_attn;
+    return;
+  }
+  ++dp.viable_points;
+  dp.auto_viable = dp.auto_viable || gp.automatic;
+  const double t_cand = estimated_forward_seconds(cs.shape, dp.dtype, cand, model, in.paths.fp32_math);
+  const double warmup = t_base + std::max(model.warmup_s, model.warmup_min_runs * t_cand);
+  const double pairs = std::clamp((model.point_time_budget_s - warmup) / (t_base + t_cand),
+                                  static_cast<double>(model.floor_pairs),
+                                  static_cast<double>(model.max_pairs));
+  dp.estimated_seconds += model.point_setup_s + warmup + std::ceil(pairs) * (t_base + t_cand);
+}
+
+}  // namespace
+
 Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selection& sel,
                uint64_t seed, const MemoryBudget& budget, const PathMemoryOptions& paths,
                const TimeModel& model, const DispatchTable* dispatch) {
@@ -187,71 +253,25 @@ Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selec
   for (const GridPoint& p : grid) plan.auto_points += p.automatic;
   if (plan.auto_points > 0 && !dispatch) dispatch = &builtin_dispatch_table();
   if (plan.auto_points > 0) plan.dispatch_origin = dispatch_provenance(*dispatch);
-  const StageSwitch all_on = techniques.stages(techniques.num_configs() - 1);
+  const PlanInputs in{techniques, budget, paths, model, dispatch};
 
+  // The grid holds each (case, dtype)'s points together.
   for (size_t i = 0; i < grid.size();) {
     const GridPoint& first = grid[i];
     const CaseSpec& cs = cases.cases[first.case_index];
-    const LayerShape& s = cs.shape;
     if (plan.cases.empty() || plan.cases.back().spec != &cs) {
       CasePlan cp;
       cp.spec = &cs;
-      cp.forward_flops = forward_flops(s);
+      cp.forward_flops = forward_flops(cs.shape);
       plan.cases.push_back(cp);
     }
-    DTypePlan dp;
-    dp.dtype = first.dtype;
-    const std::vector<BufferSpec> data = data_layout(s, dp.dtype);
-    const std::vector<BufferSpec> ref_ws =
-        workspace_layout(s, dp.dtype, StageSwitch{}, "", false, false, paths.fp32_math);
-    dp.weights_bytes = buffer_bytes(data, "weights");
-    dp.input_bytes = buffer_bytes(data, "input");
-    dp.memory = case_memory(s, dp.dtype);
-    dp.activation_bytes =
-        total_bytes(ref_ws) - buffer_bytes(ref_ws, "scores") - buffer_bytes(ref_ws, "probs");
-    dp.reference_peak = path_peak_bytes(s, dp.dtype, StageSwitch{}, "", {paths.fp32_math, false});
-    dp.fused_peak = path_peak_bytes(s, dp.dtype, all_on, cs.policy, paths);
-    dp.golden_peak = dp.memory.golden_peak;
-    dp.reference_viable = dp.reference_peak <= budget.bytes;
-    dp.fused_viable = dp.fused_peak <= budget.bytes;
-    dp.golden_viable = dp.golden_peak <= budget.bytes;
-    dp.baseline = choose_baseline(cs, dp.dtype, budget.bytes, paths);
-
+    DTypePlan dp = dtype_plan(cs, first.dtype, in);
     const double t_base =
-        estimated_forward_seconds(s, dp.dtype, dp.baseline.stages, model, paths.fp32_math);
-    dp.estimated_seconds = model.case_setup_s;
-    if (dp.golden_viable) dp.estimated_seconds += forward_flops(s) / (model.golden_tflops * 1e12);
-
-    const int di = static_cast<int>(dp.dtype);
-    for (; i < grid.size() && grid[i].case_index == first.case_index && grid[i].dtype == first.dtype; ++i) {
-      uint32_t config = grid[i].config;
-      if (grid[i].automatic) {
-        dp.has_auto = true;
-        dp.auto_position = dp.order.size();
-        dp.auto_choice = auto_config(*dispatch, cs, dp.dtype, paths.fp32_math, techniques);
-        config = dp.auto_choice.config;
-      } else {
-        dp.order.push_back(config);
-      }
-      const StageSwitch cand = techniques.stages(config);
-      ++dp.selected_points;
-      const PointViability v = assess_point(cs, dp.dtype, cand, budget.bytes, paths);
-      if (!v.viable) {
-        ++dp.nonviable_points;
-        if (!grid[i].automatic) dp.nonviable_configs.push_back(config);
-        if (cand[Stage::attn]) ++dp.nonviable_with_attn;
-        continue;
-      }
-      ++dp.viable_points;
-      dp.auto_viable = dp.auto_viable || grid[i].automatic;
-      const double t_cand = estimated_forward_seconds(s, dp.dtype, cand, model, paths.fp32_math);
-      const double warmup = t_base + std::max(model.warmup_s, model.warmup_min_runs * t_cand);
-      const double pairs = std::clamp((model.point_time_budget_s - warmup) / (t_base + t_cand),
-                                      static_cast<double>(model.floor_pairs),
-                                      static_cast<double>(model.max_pairs));
-      dp.estimated_seconds += model.point_setup_s + warmup + std::ceil(pairs) * (t_base + t_cand);
-    }
+        estimated_forward_seconds(cs.shape, dp.dtype, dp.baseline.stages, model, paths.fp32_math);
+    for (; i < grid.size() && grid[i].case_index == first.case_index && grid[i].dtype == first.dtype; ++i)
+      plan_point(grid[i], cs, t_base, in, dp);
     std::sort(dp.nonviable_configs.begin(), dp.nonviable_configs.end());
+    const int di = static_cast<int>(dp.dtype);
     plan.points_per_dtype[di] += dp.selected_points;
     plan.viable_per_dtype[di] += dp.viable_points;
     plan.nonviable_per_dtype[di] += dp.nonviable_points;
@@ -266,20 +286,10 @@ namespace {
 std::string baseline_label(const BaselineChoice& b) { return b.is_reference ? "reference" : "attn-only"; }
 
 std::string bits_of(const Plan& plan, uint32_t config) {
-  const int n = static_cast<int>(plan.technique_names.size());
-  std::string s(static_cast<size_t>(n), '0');
-  for (int i = 0; i < n; ++i)
-    if (config & (1u << (n - 1 - i))) s[static_cast<size_t>(i)] = '1';
-  return s;
+  return config_bits(config, static_cast<int>(plan.technique_names.size()));
 }
 
-std::string names_of(const Plan& plan, uint32_t config) {
-  const int n = static_cast<int>(plan.technique_names.size());
-  std::string s;
-  for (int i = 0; i < n; ++i)
-    if (config & (1u << (n - 1 - i))) s += (s.empty() ? "" : "+") + plan.technique_names[static_cast<size_t>(i)];
-  return s.empty() ? "reference" : s;
-}
+std::string names_of(const Plan& plan, uint32_t config) { return config_names(config, plan.technique_names); }
 
 int dtypes_in_grid(const Plan& plan) {
   int n = 0;
@@ -451,7 +461,7 @@ ordered dtype_plan_json(const Plan& plan, const DTypePlan& dp) {
   }
   for (uint32_t k : dp.nonviable_configs) nonviable.push_back(bits_of(plan, k));
   json baseline = {{"kind", baseline_label(dp.baseline)},
-                   {"stages", switch_name(dp.baseline.stages)}};
+                   {"stages", stage_names(dp.baseline.stages)}};
   if (!dp.baseline.reason.empty()) baseline["reason"] = dp.baseline.reason;
   return {{"dtype", to_string(dp.dtype)},
           {"weights_bytes", dp.weights_bytes},

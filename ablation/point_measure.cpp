@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/cuda_check.hpp"
+#include "config_bits.hpp"
 #include "run_report.hpp"
 #include "stack/memory_plan.hpp"
 #include "text.hpp"
@@ -32,13 +33,7 @@ struct PeakMemory {
 std::string bits_of(const TechniqueSet& t, const StageSwitch& s) {
   for (uint32_t c = 0; c < t.num_configs(); ++c)
     if (t.stages(c) == s) return t.bits(c);
-  std::string names;
-  for (int i = 0; i < kNumStages; ++i)
-    if (s.on[i]) {
-      if (!names.empty()) names += '+';
-      names += to_string(static_cast<Stage>(i));
-    }
-  return names.empty() ? "reference" : names;
+  return stage_names(s);
 }
 
 // The group's data and baseline path, once; a failure there is every point's row.
@@ -64,17 +59,17 @@ void set_up_group(const MeasureContext& ctx, Group& g) {
       g.baseline_golden = compare_to_golden(g.baseline_out.get(), g.dtype,
                                             g.golden_out.as<float>(), g.elements, ctx.stream);
   } catch (const DeviceOutOfMemory& e) {
-    g.failed_status = "oom";
+    g.failed_status = StatusKind::oom;
     g.failed_note = fmt::format("baseline {} could not be allocated: {}", g.baseline_bits, e.what());
   } catch (const DeviceError& e) {
     if (e.sticky()) throw;
-    g.failed_status = "error";
+    g.failed_status = StatusKind::error;
     g.failed_note = fmt::format("baseline {} failed: {}", g.baseline_bits, e.what());
   } catch (const std::exception& e) {
-    g.failed_status = "error";
+    g.failed_status = StatusKind::error;
     g.failed_note = fmt::format("baseline {} failed: {}", g.baseline_bits, e.what());
   }
-  if (!g.failed_status.empty()) {
+  if (g.failed_status) {
     g.baseline.reset();
     g.data.reset();
     g.baseline_out = DeviceBuffer();
@@ -95,7 +90,7 @@ PointRow base_row(const MeasureContext& ctx, const Group& g, const SchedPoint& p
   r.layers = c.shape.layers;
   r.mask = std::string(to_string(c.shape.mask));
   r.dtype = std::string(to_string(g.dtype));
-  r.math = g.dtype == DType::fp32 ? std::string(to_string(ctx.opt.fp32_math)) : "fp32-acc";
+  r.math = row_math(g.dtype, ctx.opt.fp32_math);
   r.config = ctx.techniques.bits(p.config);
   r.config_names = ctx.techniques.names(p.config);
   if (p.automatic) {
@@ -114,7 +109,7 @@ bool settle_without_running(const MeasureContext& ctx, Group& g, const PointViab
   if (ctx.opt.aa && !v.baseline.is_reference) {
     // An A/A row is the reference against itself, whatever other points would be timed against.
     r.baseline = ctx.techniques.bits(0);
-    r.status = "nonviable";
+    r.status = StatusKind::nonviable;
     r.note = v.baseline.reason;
     if (!v.viable) r.note += "; " + v.reason;
     // The golden still runs: it streams attention and exists for every case.
@@ -123,14 +118,14 @@ bool settle_without_running(const MeasureContext& ctx, Group& g, const PointViab
     return true;
   }
   if (!v.viable) {
-    r.status = "nonviable";
+    r.status = StatusKind::nonviable;
     r.note = v.reason;
     if (!v.baseline.is_reference) r.note += "; " + v.baseline.reason;
     return true;
   }
   set_up_group(ctx, g);
-  if (!g.failed_status.empty()) {
-    r.status = g.failed_status;
+  if (g.failed_status) {
+    r.status = *g.failed_status;
     r.note = g.failed_note;
     return true;
   }
@@ -146,14 +141,14 @@ std::unique_ptr<StackPath> build_candidate(const MeasureContext& ctx, Group& g, 
     peak.sample();
     return cand;
   } catch (const DeviceOutOfMemory& e) {
-    r.status = "oom";
+    r.status = StatusKind::oom;
     add_note(r, fmt::format("candidate could not be allocated: {}", e.what()));
   } catch (const DeviceError& e) {
     if (e.sticky()) throw;
-    r.status = "error";
+    r.status = StatusKind::error;
     add_note(r, fmt::format("candidate could not be built: {}", e.what()));
   } catch (const std::exception& e) {
-    r.status = "error";
+    r.status = StatusKind::error;
     add_note(r, fmt::format("candidate could not be built: {}", e.what()));
   }
   return nullptr;
@@ -176,13 +171,12 @@ bool record_dispatch(const MeasureContext& ctx, const StackPath& cand, DType dty
   }
   for (size_t i = 0; i < fb_reasons.size(); ++i) r.fallback_reasons += (i ? "; " : "") + fb_reasons[i];
   if (ctx.opt.aa) {
-    r.status = "aa";
+    r.status = StatusKind::aa;
     if (dtype == DType::fp32) r.math = std::string(to_string(Fp32Math::ieee));
   } else if (!fb_stages.empty()) {
-    r.status = "fallback:";
-    for (size_t i = 0; i < fb_stages.size(); ++i) r.status += (i ? "," : "") + fb_stages[i];
+    r.status = PointStatus::fallback(fb_stages);
   } else {
-    r.status = "ok";
+    r.status = StatusKind::ok;
   }
   return tensor_core_stage;
 }
@@ -253,7 +247,7 @@ bool time_point(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& 
   r.cand_spread_ms = finite_or_none(1.4826 * m.cand.mad);
   r.speedup = finite_or_none(m.speedup.median);
   if (!r.speedup) {
-    r.status = "error";
+    r.status = StatusKind::error;
     add_note(r, fmt::format("no usable timed pair: {} attempted, {} left out because their SM clock "
                             "ratio strayed from the point's typical one",
                             m.pairs_attempted, m.throttled_pairs));
@@ -313,14 +307,14 @@ std::optional<PointRow> measure_config(const MeasureContext& ctx, Group& g, cons
     if (ctx.opt.layer_trace && g.golden_ok && !g.golden_layers.empty()) trace_layers(ctx, g, po, cand, r, peak);
     if (!time_point(ctx, g, *cand, r, peak)) return std::nullopt;
   } catch (const DeviceOutOfMemory& e) {
-    r.status = "oom";
+    r.status = StatusKind::oom;
     add_note(r, fmt::format("out of memory while running: {}", e.what()));
   } catch (const DeviceError& e) {
     if (e.sticky()) throw;
-    r.status = "error";
+    r.status = StatusKind::error;
     add_note(r, e.what());
   } catch (const std::exception& e) {
-    r.status = "error";
+    r.status = StatusKind::error;
     add_note(r, e.what());
   }
   r.peak_bytes = static_cast<int64_t>(peak.used > ctx.used_at_start ? peak.used - ctx.used_at_start : 0);

@@ -47,7 +47,7 @@ struct Group {
   DeviceBuffer baseline_out;  // a copy: the candidate check never races the timing runs
   std::optional<GoldenError> baseline_golden;
   // A failure that makes every point of the group the same row.
-  std::string failed_status;  // "oom" | "error" | empty
+  std::optional<StatusKind> failed_status;  // oom | error; none while the group is usable
   std::string failed_note;
 };
 

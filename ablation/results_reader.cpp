@@ -2,7 +2,6 @@
 
 #include <fmt/core.h>
 
-#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -10,6 +9,7 @@
 #include <tuple>
 
 #include "config.hpp"
+#include "json_fields.hpp"
 
 namespace tlb::results {
 
@@ -23,106 +23,14 @@ using nlohmann::json;
   throw ConfigError(fmt::format("{}:{}: \"{}\": {}", file, line, key, what));
 }
 
-std::string get_string(const json& o, const char* key, bool required, const std::string& file,
-                       int line) {
-  auto it = o.find(key);
-  if (it == o.end() || it->is_null()) {
-    if (required) fail_at(file, line, key, "missing");
-    return {};
-  }
-  if (!it->is_string()) fail_at(file, line, key, "expected a string, got " + it->dump());
-  return it->get<std::string>();
-}
-
-// Writers that cannot put NaN/Inf into JSON may write them as strings; both are accepted.
-std::optional<double> get_number(const json& o, const char* key, const std::string& file,
-                                 int line) {
-  auto it = o.find(key);
-  if (it == o.end() || it->is_null()) return std::nullopt;
-  if (it->is_number()) return it->get<double>();
-  if (it->is_string()) {
-    const auto& s = it->get_ref<const std::string&>();
-    if (s == "nan" || s == "NaN") return std::nan("");
-    if (s == "inf" || s == "Infinity") return INFINITY;
-    if (s == "-inf" || s == "-Infinity") return -INFINITY;
-  }
-  fail_at(file, line, key, "expected a number, got " + it->dump());
-}
-
-std::optional<int64_t> get_int(const json& o, const char* key, const std::string& file,
-                               int line) {
-  auto it = o.find(key);
-  if (it == o.end() || it->is_null()) return std::nullopt;
-  if (it->is_number_integer()) return it->get<int64_t>();
-  if (it->is_number_float()) {
-    double v = it->get<double>();
-    if (std::floor(v) == v && std::isfinite(v)) return static_cast<int64_t>(v);
-  }
-  fail_at(file, line, key, "expected an integer, got " + it->dump());
-}
-
-std::optional<bool> get_bool(const json& o, const char* key, const std::string& file, int line) {
-  auto it = o.find(key);
-  if (it == o.end() || it->is_null()) return std::nullopt;
-  if (!it->is_boolean()) fail_at(file, line, key, "expected true or false, got " + it->dump());
-  return it->get<bool>();
-}
-
-bool is_bit_string(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (c != '0' && c != '1') return false;
-  return true;
-}
-
 Point parse_point(const json& o, const std::string& file, int line) {
-  if (!o.is_object()) fail_at(file, line, "", "expected a JSON object");
   Point p;
+  try {
+    static_cast<PointRow&>(p) = point_from_json(o);
+  } catch (const ConfigError& e) {
+    fail_at(file, line, "", e.what());
+  }
   p.line = line;
-  auto id = get_int(o, "case_id", file, line);
-  if (!id) fail_at(file, line, "case_id", "missing");
-  p.case_id = static_cast<int>(*id);
-  p.case_name = get_string(o, "case_name", false, file, line);
-  p.dtype = get_string(o, "dtype", true, file, line);
-  if (p.dtype != "fp16" && p.dtype != "bf16" && p.dtype != "fp32")
-    fail_at(file, line, "dtype", "\"" + p.dtype + "\" is not fp16, bf16 or fp32");
-  p.math = get_string(o, "math", false, file, line);
-  p.config = get_string(o, "config", true, file, line);
-  p.config_names = get_string(o, "config_names", false, file, line);
-  p.policy = get_string(o, "policy", false, file, line);
-  p.status = get_string(o, "status", true, file, line);
-  p.baseline = get_string(o, "baseline", false, file, line);
-  p.ref_ms = get_number(o, "ref_ms", file, line);
-  p.cand_ms = get_number(o, "cand_ms", file, line);
-  p.ref_spread_ms = get_number(o, "ref_spread_ms", file, line);
-  p.cand_spread_ms = get_number(o, "cand_spread_ms", file, line);
-  p.speedup = get_number(o, "speedup", file, line);
-  p.speedup_ci_low = get_number(o, "speedup_ci_low", file, line);
-  p.speedup_ci_high = get_number(o, "speedup_ci_high", file, line);
-  p.speedup_ci_level = get_number(o, "speedup_ci_level", file, line);
-  p.reps = get_int(o, "reps", file, line);
-  p.tflops = get_number(o, "tflops", file, line);
-  p.peak_bytes = get_int(o, "peak_bytes", file, line);
-  p.strict_pass = get_bool(o, "strict_pass", file, line);
-  p.golden_pass = get_bool(o, "golden_pass", file, line);
-  p.golden_rel_l2 = get_number(o, "golden_rel_l2", file, line);
-  p.golden_rel_l2_ref = get_number(o, "golden_rel_l2_ref", file, line);
-  p.golden_threshold = get_number(o, "golden_threshold", file, line);
-  p.max_abs_err = get_number(o, "max_abs_err", file, line);
-  p.max_rel_err = get_number(o, "max_rel_err", file, line);
-  p.nan_count = get_int(o, "nan_count", file, line);
-  p.inf_count = get_int(o, "inf_count", file, line);
-  p.batch = get_int(o, "batch", file, line);
-  p.seq = get_int(o, "seq", file, line);
-  p.d_model = get_int(o, "d_model", file, line);
-  p.heads = get_int(o, "heads", file, line);
-  p.d_ff = get_int(o, "d_ff", file, line);
-  p.layers = get_int(o, "layers", file, line);
-  p.mask = get_string(o, "mask", false, file, line);
-  p.dispatch = get_string(o, "dispatch", false, file, line);
-  p.auto_choice = get_string(o, "auto_choice", false, file, line);
-  if (!p.is_auto() && !is_bit_string(p.config))
-    fail_at(file, line, "config", "\"" + p.config + "\" is neither a bit string nor \"auto\"");
   return p;
 }
 
@@ -130,7 +38,7 @@ std::vector<std::string> techniques_from_run(const json& run, const std::string&
   std::vector<std::string> names;
   auto it = run.find("techniques");
   if (it == run.end()) return names;
-  if (!it->is_array()) throw ConfigError(file + ": $.techniques: expected an array");
+  if (!it->is_array()) json_fields::fail(file, "$.techniques", "expected an array");
   for (size_t i = 0; i < it->size(); ++i) {
     const json& t = (*it)[i];
     if (t.is_string()) {
@@ -138,8 +46,8 @@ std::vector<std::string> techniques_from_run(const json& run, const std::string&
     } else if (t.is_object() && t.contains("name") && t["name"].is_string()) {
       names.push_back(t["name"].get<std::string>());
     } else {
-      throw ConfigError(fmt::format("{}: $.techniques[{}]: expected a name or an object with "
-                                    "a \"name\"", file, i));
+      json_fields::fail(file, json_fields::index_path("$.techniques", i),
+                        "expected a name or an object with a \"name\"");
     }
   }
   return names;
@@ -156,35 +64,6 @@ std::string read_file(const std::string& path, bool& exists) {
 
 }  // namespace
 
-const std::string& Point::row_label() const {
-  static const std::string kAuto = "auto";
-  return is_auto() ? kAuto : config;
-}
-
-bool Point::measured() const {
-  if (status != "ok" && !is_fallback()) return false;
-  return speedup && std::isfinite(*speedup) && *speedup > 0;
-}
-
-double Point::log_halfwidth() const {
-  if (speedup_ci_low && speedup_ci_high && *speedup_ci_low > 0 && *speedup_ci_high > 0 &&
-      std::isfinite(*speedup_ci_low) && std::isfinite(*speedup_ci_high))
-    return 0.5 * std::abs(std::log(*speedup_ci_high) - std::log(*speedup_ci_low));
-  // Relative spreads of a ratio add in quadrature (to first order).
-  if (ref_ms && cand_ms && ref_spread_ms && cand_spread_ms && *ref_ms > 0 && *cand_ms > 0) {
-    double a = *ref_spread_ms / *ref_ms, b = *cand_spread_ms / *cand_ms;
-    if (std::isfinite(a) && std::isfinite(b)) return std::sqrt(a * a + b * b);
-  }
-  return 0.0;
-}
-
-double Point::halfwidth() const {
-  if (speedup_ci_low && speedup_ci_high && std::isfinite(*speedup_ci_low) &&
-      std::isfinite(*speedup_ci_high))
-    return 0.5 * std::abs(*speedup_ci_high - *speedup_ci_low);
-  return speedup ? *speedup * log_halfwidth() : 0.0;
-}
-
 std::string Results::device_name() const {
   for (const char* key : {"gpu", "device"}) {
     auto it = run.find(key);
@@ -196,35 +75,22 @@ std::string Results::device_name() const {
   return {};
 }
 
-bool bits_match(std::string_view pattern, std::string_view bits) {
-  if (pattern.size() != bits.size()) return false;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    char p = pattern[i];
-    if (p == 'x' || p == 'X') continue;
-    if (p != bits[i]) return false;
+namespace {
+
+void read_run_json(std::string_view run_json, const std::string& run_file, Results& r) {
+  try {
+    r.run = json::parse(run_json);
+  } catch (const json::parse_error& e) {
+    throw ConfigError(fmt::format("{}: not valid JSON: {}", run_file, e.what()));
   }
-  return true;
+  if (!r.run.is_object()) throw ConfigError(run_file + ": expected a JSON object");
+  r.techniques = techniques_from_run(r.run, run_file);
+  if (!r.techniques.empty()) r.techniques_source = "run.json";
 }
 
-Results parse_results(std::string_view points_jsonl, std::string_view run_json,
-                      const std::string& dir) {
-  Results r;
-  r.dir = dir;
-  const std::string points_file = dir + "/points.jsonl";
-  const std::string run_file = dir + "/run.json";
-
-  if (!run_json.empty()) {
-    try {
-      r.run = json::parse(run_json);
-    } catch (const json::parse_error& e) {
-      throw ConfigError(fmt::format("{}: not valid JSON: {}", run_file, e.what()));
-    }
-    if (!r.run.is_object()) throw ConfigError(run_file + ": expected a JSON object");
-    r.techniques = techniques_from_run(r.run, run_file);
-    if (!r.techniques.empty()) r.techniques_source = "run.json";
-  }
-
-  // Later lines replace earlier ones for the same point (a resumed run re-measures).
+// Every point of points.jsonl in file order; a later line replaces an earlier one for the same
+// point (a resumed run re-measures).
+void read_points(std::string_view points_jsonl, const std::string& points_file, Results& r) {
   using Key = std::tuple<int, std::string, std::string, std::string, bool>;
   std::map<Key, size_t> seen;
   int line_no = 0;
@@ -261,36 +127,33 @@ Results parse_results(std::string_view points_jsonl, std::string_view run_json,
       r.points[it->second] = std::move(p);
     }
   }
+}
 
-  // The technique order: run.json, else each single-technique row names its technique.
+// Without run.json's technique order, each single-technique row names its technique.
+void recover_techniques(Results& r) {
   size_t bits = 0;
   for (const auto& p : r.points)
     if (!p.is_auto()) {
       bits = p.config.size();
       break;
     }
-  if (r.techniques.empty() && bits > 0) {
-    r.techniques.assign(bits, std::string());
-    for (const auto& p : r.points) {
-      if (p.is_auto() || p.config.size() != bits || p.config_names.empty()) continue;
-      size_t ones = 0, where = 0;
-      for (size_t i = 0; i < bits; ++i)
-        if (p.config[i] == '1') ++ones, where = i;
-      if (ones == 1) r.techniques[where] = p.config_names;
-    }
-    for (size_t i = 0; i < bits; ++i)
-      if (r.techniques[i].empty()) r.techniques[i] = fmt::format("bit{}", i + 1);
-    r.techniques_source = "config_names of single-technique rows (no run.json techniques)";
-  }
+  if (bits == 0) return;
+  r.techniques.assign(bits, std::string());
   for (const auto& p : r.points) {
-    if (!p.is_auto() && p.config.size() != r.techniques.size())
-      fail_at(points_file, p.line, "config",
-              fmt::format("\"{}\" has {} bits but the run has {} techniques", p.config,
-                          p.config.size(), r.techniques.size()));
+    if (p.is_auto() || p.config.size() != bits || p.config_names.empty()) continue;
+    size_t ones = 0, where = 0;
+    for (size_t i = 0; i < bits; ++i)
+      if (p.config[i] == '1') ++ones, where = i;
+    if (ones == 1) r.techniques[where] = p.config_names;
   }
+  for (size_t i = 0; i < bits; ++i)
+    if (r.techniques[i].empty()) r.techniques[i] = fmt::format("bit{}", i + 1);
+  r.techniques_source = "config_names of single-technique rows (no run.json techniques)";
+}
 
-  // fp32 is split by math mode only when both modes are present; otherwise the group is
-  // simply the dtype (and the math mode is reported beside it).
+// fp32 is split by math mode only when both modes are present; otherwise the group is simply
+// the dtype (and the math mode is reported beside it).
+void assign_groups(Results& r) {
   std::set<std::string> fp32_math;
   for (const auto& p : r.points)
     if (p.dtype == "fp32") fp32_math.insert(p.math);
@@ -299,6 +162,25 @@ Results parse_results(std::string_view points_jsonl, std::string_view run_json,
     p.group = (split_fp32 && p.dtype == "fp32")
                   ? "fp32-" + (p.math.empty() ? std::string("unknown") : p.math)
                   : p.dtype;
+}
+
+}  // namespace
+
+Results parse_results(std::string_view points_jsonl, std::string_view run_json,
+                      const std::string& dir) {
+  Results r;
+  r.dir = dir;
+  const std::string points_file = dir + "/points.jsonl";
+  if (!run_json.empty()) read_run_json(run_json, dir + "/run.json", r);
+  read_points(points_jsonl, points_file, r);
+  if (r.techniques.empty()) recover_techniques(r);
+  for (const auto& p : r.points) {
+    if (!p.is_auto() && p.config.size() != r.techniques.size())
+      fail_at(points_file, p.line, "config",
+              fmt::format("\"{}\" has {} bits but the run has {} techniques", p.config,
+                          p.config.size(), r.techniques.size()));
+  }
+  assign_groups(r);
   return r;
 }
 
@@ -317,12 +199,6 @@ AutoVsBest compare_auto(const Point& automatic, const Point& b, const Point* cho
   r.same_config = !automatic.auto_choice.empty() && automatic.auto_choice == b.config;
   if (r.same_config) r.within_noise = true;
   return r;
-}
-
-Point point_from_json(const json& row, const std::string& origin) {
-  Point p = parse_point(row, origin, 1);
-  p.group = p.dtype;
-  return p;
 }
 
 Results read_results(const std::string& dir) {

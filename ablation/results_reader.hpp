@@ -2,8 +2,9 @@
 // as the runner goes) and `run.json` (provenance and the technique order). Analysis, reports
 // and the gate work from this alone, so any old run can be re-analysed without a GPU.
 //
-// The contract: every line of points.jsonl is an object with these keys (extra keys are
-// ignored; numeric fields may be absent or null where nothing was measured, e.g. nonviable):
+// The contract: every line of points.jsonl is an object with these keys among the columns of
+// point_row.hpp (extra keys are ignored; numeric fields may be absent or null where nothing
+// was measured, e.g. nonviable):
 //   "case_id"            int      case id from cases.json
 //   "case_name"          string
 //   "dtype"              string   "fp16" | "bf16" | "fp32"
@@ -38,57 +39,26 @@
 // A point measured twice (a resumed run) counts once: the later line wins.
 #pragma once
 
-#include <cstdint>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "point_row.hpp"
 
 namespace tlb::results {
 
-struct Point {
-  int line = 0;  // 1-based line in points.jsonl
-  int case_id = 0;
-  std::string case_name;
-  std::string dtype;
-  std::string math;
-  std::string config;
-  std::string config_names;
-  std::string policy;
-  std::string status;
-  std::string baseline;
-  std::optional<double> ref_ms, cand_ms, ref_spread_ms, cand_spread_ms;
-  std::optional<double> speedup, speedup_ci_low, speedup_ci_high, speedup_ci_level;
-  std::optional<int64_t> reps;
-  std::optional<double> tflops;
-  std::optional<int64_t> peak_bytes;
-  std::optional<bool> strict_pass, golden_pass;
-  std::optional<double> golden_rel_l2, golden_rel_l2_ref, golden_threshold, max_abs_err,
-      max_rel_err;
-  std::optional<int64_t> nan_count, inf_count;
-  std::optional<int64_t> batch, seq, d_model, heads, d_ff, layers;
-  std::string mask;
-  std::string dispatch;
-  std::string auto_choice;
+// A row as the reader hands it on: the one row type, and where it stands.
+struct Point : PointRow {
+  Point() = default;
+  // A row not read from a file (the runner's own): line 0, its dtype as its group.
+  explicit Point(PointRow row) : PointRow(std::move(row)), group(dtype) {}
 
+  int line = 0;  // 1-based line in points.jsonl
   // Set by the reader: the dtype group the point is analysed in. "fp16", "bf16", "fp32";
   // "fp32-tf32"/"fp32-ieee" only when one folder holds fp32 points of both math modes.
   std::string group;
-
-  bool is_aa() const { return status == "aa"; }
-  bool is_fallback() const { return status.rfind("fallback", 0) == 0; }
-  // A dispatcher-chosen row: its own row in the matrices, outside the factorial design.
-  bool is_auto() const { return policy == "auto" || config == "auto"; }
-  // The row a point belongs to in a matrix: the bit string, or "auto".
-  const std::string& row_label() const;
-  // Timed, with a usable speedup (ok or fallback; a fallback ran and was measured).
-  bool measured() const;
-  // Half-width of the speedup interval in log space; from the interval when present, else
-  // from the two relative spreads; 0 when neither is known.
-  double log_halfwidth() const;
-  // Half-width of the speedup interval in speedup units (same sources).
-  double halfwidth() const;
 };
 
 // The auto row against the best fixed configuration of its (case, dtype). What is judged is
@@ -125,15 +95,8 @@ struct Results {
 // does not parse is a write torn by a crash: it is dropped with a warning.
 Results read_results(const std::string& dir);
 
-// One points.jsonl row as a Point (the runner reads its own rows back this way); throws
-// ConfigError naming `origin` on a malformed row.
-Point point_from_json(const nlohmann::json& row, const std::string& origin);
-
 // The same from text (tests). `run_json` empty = no run.json.
 Results parse_results(std::string_view points_jsonl, std::string_view run_json,
                       const std::string& dir);
-
-// True when a bit string like "11000" matches a pattern like "x1xxx" ('x' matches either).
-bool bits_match(std::string_view pattern, std::string_view bits);
 
 }  // namespace tlb::results

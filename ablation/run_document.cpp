@@ -116,7 +116,7 @@ void record_group(json& doc, const Group& g) {
             {"baseline_golden_rel_l2", g.baseline_golden && std::isfinite(g.baseline_golden->rel_l2)
                                            ? json(g.baseline_golden->rel_l2)
                                            : json(nullptr)},
-            {"failed", g.failed_status.empty() ? json(nullptr) : json(g.failed_note)}};
+            {"failed", !g.failed_status ? json(nullptr) : json(g.failed_note)}};
   json& groups = doc["groups"];
   if (!groups.is_array()) groups = json::array();
   for (json& old : groups)
@@ -129,7 +129,7 @@ void record_group(json& doc, const Group& g) {
 
 std::map<std::string, int> status_counts(const std::vector<PointRow>& rows) {
   std::map<std::string, int> by_status;
-  for (const PointRow& r : rows) ++by_status[r.status.rfind("fallback", 0) == 0 ? "fallback" : r.status];
+  for (const PointRow& r : rows) ++by_status[r.status.counted_as()];
   return by_status;
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "json_fields.hpp"
 #include "text.hpp"
 
 namespace tlb {
@@ -76,28 +77,28 @@ json options_to_json(const RunOptions& o) {
 }
 
 RunOptions options_from_json(const json& j, const std::string& source) {
-  if (!j.is_object()) throw ConfigError(source + ": $.options: expected an object");
+  if (!j.is_object()) json_fields::fail(source, "$.options", "expected an object");
+  auto fail = [&](const char* key, const char* problem) {
+    json_fields::fail(source, json_fields::key_path("$.options", key), problem);
+  };
   auto need = [&](const char* key) -> const json& {
     auto it = j.find(key);
-    if (it == j.end()) throw ConfigError(fmt::format("{}: $.options.{}: missing", source, key));
+    if (it == j.end()) fail(key, "missing");
     return *it;
   };
   auto str = [&](const char* key) {
     const json& v = need(key);
-    if (!v.is_string())
-      throw ConfigError(fmt::format("{}: $.options.{}: expected a string", source, key));
+    if (!v.is_string()) fail(key, "expected a string");
     return v.get<std::string>();
   };
   auto boolean = [&](const char* key) {
     const json& v = need(key);
-    if (!v.is_boolean())
-      throw ConfigError(fmt::format("{}: $.options.{}: expected true or false", source, key));
+    if (!v.is_boolean()) fail(key, "expected true or false");
     return v.get<bool>();
   };
   auto number = [&](const char* key) {
     const json& v = need(key);
-    if (!v.is_number())
-      throw ConfigError(fmt::format("{}: $.options.{}: expected a number", source, key));
+    if (!v.is_number()) fail(key, "expected a number");
     return v.get<double>();
   };
   RunOptions o;
@@ -110,12 +111,10 @@ RunOptions options_from_json(const json& j, const std::string& source) {
   o.quick = boolean("quick");
   {
     const json& v = need("seed");
-    if (!v.is_number_unsigned() && !v.is_number_integer())
-      throw ConfigError(fmt::format("{}: $.options.seed: expected an integer", source));
+    if (!v.is_number_unsigned() && !v.is_number_integer()) fail("seed", "expected an integer");
     o.seed = v.get<uint64_t>();
   }
-  if (!parse_fp32_math(str("fp32_math"), o.fp32_math))
-    throw ConfigError(fmt::format("{}: $.options.fp32_math: expected tf32 or ieee", source));
+  if (!parse_fp32_math(str("fp32_math"), o.fp32_math)) fail("fp32_math", "expected tf32 or ieee");
   o.l2_flush = boolean("l2_flush");
   o.aa = boolean("aa");
   o.layer_trace = boolean("layer_trace");
@@ -145,7 +144,7 @@ RunOptions options_for_resume(const std::string& dir, json& doc, const ResumeFil
     throw ConfigError(fmt::format("{}: {}", run_json, e.what()));
   }
   if (!doc.is_object() || !doc.contains("options"))
-    throw ConfigError(fmt::format("{}: $.options: missing", run_json));
+    json_fields::fail(run_json, "$.options", "missing");
   RunOptions opt = options_from_json(doc["options"], run_json);
   opt.out_dir = dir;
   opt.resume = true;

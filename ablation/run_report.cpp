@@ -44,8 +44,8 @@ void ProgressLine::show(const PointRow& r, size_t written) {
   if (!tty_) return;
   const double elapsed = wall_seconds() - start_s_;
   const double eta = elapsed / static_cast<double>(written) * static_cast<double>(to_measure_ - written);
-  std::string what = r.status;
-  if (r.speedup && (r.status == "ok" || r.status == "aa" || r.status.rfind("fallback", 0) == 0))
+  std::string what = r.status.str();
+  if (r.speedup && (r.status.ran() || r.is_aa()))
     what = fmt::format("{:.3f}x [{:.3f}, {:.3f}]", *r.speedup, r.speedup_ci_low.value_or(NAN),
                        r.speedup_ci_high.value_or(NAN));
   fmt::print(stderr, "\r\033[K[{:>5}/{}] case {} {} {} {}: {}  elapsed {}  ETA {}", written, to_measure_,
@@ -66,9 +66,10 @@ void print_aa_table(std::FILE* out, const std::vector<PointRow>& rows) {
   double worst = 0, widest = 0;
   std::string worst_where;
   for (const PointRow& r : rows) {
-    if (r.status != "aa" || !r.speedup) {
-      if (r.status == "nonviable" || r.status == "oom" || r.status == "error")
-        fmt::print(out, "{:>4}  {:<20} {:<5} {:>8}  {}\n", r.case_id, r.case_name, r.dtype, r.status,
+    if (!r.is_aa() || !r.speedup) {
+      const StatusKind k = r.status.kind();
+      if (k == StatusKind::nonviable || k == StatusKind::oom || k == StatusKind::error)
+        fmt::print(out, "{:>4}  {:<20} {:<5} {:>8}  {}\n", r.case_id, r.case_name, r.dtype, r.status.str(),
                    r.note.substr(0, 100));
       continue;
     }
@@ -93,7 +94,7 @@ int run_exit_code(const std::string& state, const std::vector<PointRow>& rows) {
   // poison the context) is a device failure for CI, ahead of an accuracy failure.
   int rc = 0;
   for (const PointRow& r : rows) {
-    if (r.status == "error") rc = 3;
+    if (r.status == StatusKind::error) rc = 3;
     else if (r.golden_pass && !*r.golden_pass && rc == 0) rc = 1;
   }
   return rc;
@@ -110,7 +111,7 @@ void print_outcome(const RunOutcome& o, const std::vector<PointRow>& rows, const
   int failed = 0, errors = 0;
   for (const PointRow& r : rows) {
     failed += r.golden_pass && !*r.golden_pass;
-    errors += r.status == "error";
+    errors += r.status == StatusKind::error;
   }
   if (failed > 0)
     fmt::print(stderr, "{} point(s) failed the golden accuracy criterion (see note in points.csv)\n", failed);
@@ -122,7 +123,7 @@ void print_outcome(const RunOutcome& o, const std::vector<PointRow>& rows, const
 json aa_noise_floor(const std::vector<PointRow>& rows) {
   json aa = json::array();
   for (const PointRow& r : rows)
-    if (r.status == "aa" && r.speedup)
+    if (r.is_aa() && r.speedup)
       aa.push_back({{"case_id", r.case_id},
                     {"dtype", r.dtype},
                     {"ratio", *r.speedup},

@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "config_bits.hpp"
 #include "resume.hpp"
 #include "results_reader.hpp"
 
@@ -48,7 +49,7 @@ void choose_from_rows(const std::vector<PointRow>& rows, const std::string& out_
   const std::string dt(to_string(dtype));
   for (const PointRow& row : rows) {
     if (row.case_id != case_id || row.dtype != dt || row.config == "auto") continue;
-    own.points.push_back(results::point_from_json(to_json(row), out_dir + "/points.jsonl"));
+    own.points.emplace_back(row);
   }
   if (own.points.empty()) return;
   DispatchTable t;
@@ -59,10 +60,7 @@ void choose_from_rows(const std::vector<PointRow>& rows, const std::string& out_
   }
   if (t.entries.empty()) return;
   const DispatchEntry& e = t.entries.front();
-  uint32_t config = 0;
-  const int n = techniques.size();
-  for (int i = 0; i < n && i < static_cast<int>(e.config.size()); ++i)
-    if (e.config[static_cast<size_t>(i)] == '1') config |= 1u << (n - 1 - i);
+  const uint32_t config = config_index(e.config);
   p.config = config;
   p.auto_note = fmt::format(
       "auto chose {} ({}) from this run's {} rows of case {} {}: the fastest passing golden "

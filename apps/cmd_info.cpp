@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "provenance.hpp"
+#include "text.hpp"
 
 namespace {
 
@@ -35,13 +36,12 @@ const bool kRegistered = tlb::cli::register_command(40, [](CLI::App& root, int& 
       rc = tlb::cli::kOk;
       return;
     }
-    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     fmt::print("tlbench            {} (git {})\n", tool["version"].get<std::string>(),
                tool["git_commit"].get<std::string>());
     fmt::print("device 0           {} ({})\n", d.name, d.uuid);
     fmt::print("compute capability {}.{}, {} SMs\n", d.cc_major, d.cc_minor, d.sm_count);
     fmt::print("memory             {:.1f} GiB total, {:.1f} GiB free, ECC {}\n",
-               d.memory_total / kGiB, d.memory_free / kGiB, d.ecc ? "on" : "off");
+               d.memory_total / tlb::kBytesPerGiB, d.memory_free / tlb::kBytesPerGiB, d.ecc ? "on" : "off");
     fmt::print("L2 cache           {:.1f} MiB\n", d.l2_bytes / (1024.0 * 1024.0));
     fmt::print("clocks (peak)      SM {:.0f} MHz, memory {:.0f} MHz x {}-bit ({:.0f} GB/s)\n",
                d.sm_clock_khz / 1000.0, d.memory_clock_khz / 1000.0, d.memory_bus_bits,

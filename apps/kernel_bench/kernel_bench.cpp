@@ -36,6 +36,7 @@
 #include <filesystem>
 #include <functional>
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -52,6 +53,7 @@
 #include "plan_report.hpp"
 #include "stack/layer_stack.hpp"
 #include "stack/memory_plan.hpp"
+#include "text.hpp"
 #include "tlbench_version.hpp"
 
 namespace {
@@ -447,9 +449,8 @@ void bench_stack_memory(cudaStream_t st, const std::string& cases_path) {
   tlb::CaseData data(c, dt, dt, st);
   TLB_CUDA_CHECK(cudaStreamSynchronize(st));
   const uint64_t data_bytes = tlb::device_used_bytes() - before;
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   fmt::print("stack case 14 {} fp16: data {:.2f} GiB on the device (planned {:.2f})\n", c.name,
-             data_bytes / kGiB, tlb::aligned_total_bytes(tlb::data_layout(c.shape, dt)) / kGiB);
+             data_bytes / tlb::kBytesPerGiB, tlb::aligned_total_bytes(tlb::data_layout(c.shape, dt)) / tlb::kBytesPerGiB);
   for (const char* bits : {"01000", "01010", "11110", "11111"}) {
     tlb::PathOptions opt;
     for (int i = 0; i < tlb::kNumStages; ++i) opt.stages.on[i] = bits[i] == '1';
@@ -470,116 +471,139 @@ void bench_stack_memory(cudaStream_t st, const std::string& cases_path) {
     const uint64_t planned = tlb::path_peak_bytes(c.shape, dt, opt.stages, c.policy);  // what `plan` says
     fmt::print("stack case 14 fp16 {}: {:8.2f} ms per forward, peak device memory {:.2f} GiB "
                "(data + path; planned {:.2f} GiB) | {}\n",
-               bits, ms, (peak - before) / kGiB, planned / kGiB, variants);
+               bits, ms, (peak - before) / tlb::kBytesPerGiB, planned / tlb::kBytesPerGiB, variants);
   }
+}
+
+// What to run, from the command line: the benchmark, its GEMMs (after --match) and its one
+// positional argument (a FILE for attn and gemm, a cases file for the others).
+struct BenchArgs {
+  std::string only = "all";
+  const char* arg = nullptr;
+  std::vector<GemmCase> gemms;
+  const char* jsonl_path = nullptr;  // attn FILE, gemm FILE
+};
+
+// Bad input is one line and nothing: the caller exits 2, before any device work.
+std::optional<BenchArgs> parse_args(int argc, char** argv) {
+  BenchArgs a;
+  if (argc > 1) a.only = argv[1];
+  const char* kModes[] = {"all", "gemm", "small", "attn", "attncases", "norm", "outproj", "stack14"};
+  if (std::find(std::begin(kModes), std::end(kModes), a.only) == std::end(kModes)) {
+    fmt::print(stderr,
+               "kernel_bench: unknown benchmark '{}' (expected all, gemm [FILE] [--match TEXT], small, "
+               "attn [FILE], attncases [CASES], norm, outproj [CASES], stack14 [CASES])\n",
+               a.only);
+    return std::nullopt;
+  }
+  // The mode's arguments: `--match TEXT` (gemm only) and at most one positional.
+  std::string match;
+  std::vector<const char*> positional;
+  for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--match") == 0) {
+      if (a.only != "gemm") {
+        fmt::print(stderr, "kernel_bench: --match: only the gemm benchmark takes it\n");
+        return std::nullopt;
+      }
+      if (i + 1 == argc) {
+        fmt::print(stderr, "kernel_bench: --match: expected the text to match\n");
+        return std::nullopt;
+      }
+      match = argv[++i];
+    } else {
+      positional.push_back(argv[i]);
+    }
+  }
+  if (positional.size() > 1) {
+    fmt::print(stderr, "kernel_bench: {}: unexpected argument '{}'\n", a.only, positional[1]);
+    return std::nullopt;
+  }
+  a.arg = positional.empty() ? nullptr : positional[0];
+  if (a.only == "all" || a.only == "gemm") {
+    const std::vector<GemmCase> table = gemm_table();
+    std::copy_if(table.begin(), table.end(), std::back_inserter(a.gemms),
+                 [&](const GemmCase& c) { return c.name().find(match) != std::string::npos; });
+    if (a.gemms.empty()) {
+      fmt::print(stderr, "kernel_bench: --match '{}': no GEMM of the table matches (names are \"label dtype\", "
+                         "e.g. \"{}\")\n", match, table.front().name());
+      return std::nullopt;
+    }
+  }
+  a.jsonl_path = a.only == "attn" || a.only == "gemm" ? a.arg : nullptr;
+  // FILE: a regular file or nothing yet, in a folder that exists.
+  if (const std::string why = a.jsonl_path ? tlb::output_target_problem(a.jsonl_path) : ""; !why.empty()) {
+    fmt::print(stderr, "kernel_bench: {}: {}\n", a.jsonl_path, why);
+    return std::nullopt;
+  }
+  return a;
+}
+
+// The small grids of case 1, 2 and 4: how many clusters fit at once, then the GEMMs.
+void bench_small_gemms(cublasHandle_t h, cudaStream_t st) {
+  using tlb::GemmEpilogue;
+  using tlb::gemm_detail::WgmmaTile;
+  for (WgmmaTile t : {WgmmaTile::m64n128, WgmmaTile::m64n64}) {
+    for (int split = 1; split <= tlb::gemm_detail::kMaxWgmmaSplit; split *= 2) {
+      fmt::print("clusters of {} x {} at once: {}\n", split, tlb::gemm_detail::wgmma_tile_name(t, DType::fp16, 1),
+                 tlb::gemm_detail::wgmma_max_active_clusters(t, DType::fp16, split));
+    }
+  }
+  bench_gemm_small(h, st, "case1 up bias only", 128, 2048, 512, DType::fp16, GemmEpilogue::bias);
+  for (DType dt : {DType::fp16, DType::fp32}) {
+    bench_gemm_small(h, st, "case1 qkv", 128, 1536, 512, dt, GemmEpilogue::bias);
+    bench_gemm_small(h, st, "case1 up bias+gelu", 128, 2048, 512, dt, GemmEpilogue::bias_activation);
+    bench_gemm_small(h, st, "case1 down bias+residual", 128, 512, 2048, dt, GemmEpilogue::bias_residual);
+  }
+  bench_gemm_small(h, st, "case2 down bias+residual", 1024, 768, 3072, DType::fp16, GemmEpilogue::bias_residual);
+  bench_gemm_small(h, st, "case2 qkv", 1024, 2304, 768, DType::fp16, GemmEpilogue::bias);
+  bench_gemm_small(h, st, "case4 down bias+residual", 4096, 1024, 4096, DType::fp16, GemmEpilogue::bias_residual);
+}
+
+void run_benchmarks(const BenchArgs& a) {
+  const std::string& only = a.only;
+  cudaStream_t st;
+  TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cublasHandle_t h;
+  TLB_CUBLAS_CHECK(cublasCreate(&h));
+  TLB_CUBLAS_CHECK(cublasSetStream(h, st));
+  cudaDeviceProp p{};
+  TLB_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+  fmt::print("device {} ({} SMs)\n", p.name, p.multiProcessorCount);
+  // The JSON lines go to FILE as well (opened once the device is up, so a run that cannot
+  // start leaves nothing behind).
+  std::FILE* jsonl = nullptr;
+  if (a.jsonl_path && !(jsonl = std::fopen(a.jsonl_path, "w")))
+    throw std::runtime_error(std::string(a.jsonl_path) + ": cannot write: " + std::strerror(errno));
+  if (only == "all" || only == "gemm") {
+    int cublas_version = 0;
+    TLB_CUBLAS_CHECK(cublasGetVersion(h, &cublas_version));
+    const GemmRecordContext ctx{jsonl, p.name,
+                                fmt::format("{}.{}.{}", cublas_version / 10000, cublas_version / 100 % 100,
+                                            cublas_version % 100)};
+    for (const GemmCase& c : a.gemms) bench_gemm(h, st, ctx, c);
+  }
+  if (only == "small") bench_small_gemms(h, st);
+  if (only == "all" || only == "attn") bench_attention_table(st, jsonl);
+  if (jsonl) std::fclose(jsonl);
+  if (only == "all" || only == "norm") {
+    bench_layernorm(st, 32768, 2048, DType::fp16);
+    bench_layernorm(st, 32768, 2048, DType::bf16);
+  }
+  const char* cases = a.arg ? a.arg : "configs/cases.json";
+  if (only == "outproj") bench_out_projections(h, st, cases);
+  if (only == "attncases") bench_attention_cases(st, cases);
+  if (only == "all" || only == "stack14") bench_stack_memory(st, cases);
+  TLB_CUBLAS_CHECK(cublasDestroy(h));
+  TLB_CUDA_CHECK(cudaStreamDestroy(st));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    const std::string only = argc > 1 ? argv[1] : "all";
-    // Bad input is one line and exit 2, before any device work.
-    const char* kModes[] = {"all", "gemm", "small", "attn", "attncases", "norm", "outproj", "stack14"};
-    if (std::find(std::begin(kModes), std::end(kModes), only) == std::end(kModes)) {
-      fmt::print(stderr,
-                 "kernel_bench: unknown benchmark '{}' (expected all, gemm [FILE] [--match TEXT], small, "
-                 "attn [FILE], attncases [CASES], norm, outproj [CASES], stack14 [CASES])\n",
-                 only);
-      return 2;
-    }
-    // The mode's arguments: `--match TEXT` (gemm only) and at most one positional.
-    std::string match;
-    std::vector<const char*> positional;
-    for (int i = 2; i < argc; ++i) {
-      if (std::strcmp(argv[i], "--match") == 0) {
-        if (only != "gemm") {
-          fmt::print(stderr, "kernel_bench: --match: only the gemm benchmark takes it\n");
-          return 2;
-        }
-        if (i + 1 == argc) {
-          fmt::print(stderr, "kernel_bench: --match: expected the text to match\n");
-          return 2;
-        }
-        match = argv[++i];
-      } else {
-        positional.push_back(argv[i]);
-      }
-    }
-    if (positional.size() > 1) {
-      fmt::print(stderr, "kernel_bench: {}: unexpected argument '{}'\n", only, positional[1]);
-      return 2;
-    }
-    const char* arg = positional.empty() ? nullptr : positional[0];
-    std::vector<GemmCase> gemms;
-    if (only == "all" || only == "gemm") {
-      const std::vector<GemmCase> table = gemm_table();
-      std::copy_if(table.begin(), table.end(), std::back_inserter(gemms),
-                   [&](const GemmCase& c) { return c.name().find(match) != std::string::npos; });
-      if (gemms.empty()) {
-        fmt::print(stderr, "kernel_bench: --match '{}': no GEMM of the table matches (names are \"label dtype\", "
-                           "e.g. \"{}\")\n", match, table.front().name());
-        return 2;
-      }
-    }
-    // attn FILE, gemm FILE
-    const char* jsonl_path = only == "attn" || only == "gemm" ? arg : nullptr;
-    // FILE: a regular file or nothing yet, in a folder that exists.
-    if (const std::string why = jsonl_path ? tlb::output_target_problem(jsonl_path) : ""; !why.empty()) {
-      fmt::print(stderr, "kernel_bench: {}: {}\n", jsonl_path, why);
-      return 2;
-    }
-    cudaStream_t st;
-    TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    cublasHandle_t h;
-    TLB_CUBLAS_CHECK(cublasCreate(&h));
-    TLB_CUBLAS_CHECK(cublasSetStream(h, st));
-    cudaDeviceProp p{};
-    TLB_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
-    fmt::print("device {} ({} SMs)\n", p.name, p.multiProcessorCount);
-    // The JSON lines go to FILE as well (opened once the device is up, so a run that cannot
-    // start leaves nothing behind).
-    std::FILE* jsonl = nullptr;
-    if (jsonl_path && !(jsonl = std::fopen(jsonl_path, "w")))
-      throw std::runtime_error(std::string(jsonl_path) + ": cannot write: " + std::strerror(errno));
-    if (only == "all" || only == "gemm") {
-      int cublas_version = 0;
-      TLB_CUBLAS_CHECK(cublasGetVersion(h, &cublas_version));
-      const GemmRecordContext ctx{jsonl, p.name,
-                                  fmt::format("{}.{}.{}", cublas_version / 10000, cublas_version / 100 % 100,
-                                              cublas_version % 100)};
-      for (const GemmCase& c : gemms) bench_gemm(h, st, ctx, c);
-    }
-    if (only == "small") {
-      using tlb::GemmEpilogue;
-      using tlb::gemm_detail::WgmmaTile;
-      for (WgmmaTile t : {WgmmaTile::m64n128, WgmmaTile::m64n64}) {
-        for (int split = 1; split <= tlb::gemm_detail::kMaxWgmmaSplit; split *= 2) {
-          fmt::print("clusters of {} x {} at once: {}\n", split, tlb::gemm_detail::wgmma_tile_name(t, DType::fp16, 1),
-                     tlb::gemm_detail::wgmma_max_active_clusters(t, DType::fp16, split));
-        }
-      }
-      bench_gemm_small(h, st, "case1 up bias only", 128, 2048, 512, DType::fp16, GemmEpilogue::bias);
-      for (DType dt : {DType::fp16, DType::fp32}) {
-        bench_gemm_small(h, st, "case1 qkv", 128, 1536, 512, dt, GemmEpilogue::bias);
-        bench_gemm_small(h, st, "case1 up bias+gelu", 128, 2048, 512, dt, GemmEpilogue::bias_activation);
-        bench_gemm_small(h, st, "case1 down bias+residual", 128, 512, 2048, dt, GemmEpilogue::bias_residual);
-      }
-      bench_gemm_small(h, st, "case2 down bias+residual", 1024, 768, 3072, DType::fp16, GemmEpilogue::bias_residual);
-      bench_gemm_small(h, st, "case2 qkv", 1024, 2304, 768, DType::fp16, GemmEpilogue::bias);
-      bench_gemm_small(h, st, "case4 down bias+residual", 4096, 1024, 4096, DType::fp16, GemmEpilogue::bias_residual);
-    }
-    if (only == "all" || only == "attn") bench_attention_table(st, jsonl);
-    if (jsonl) std::fclose(jsonl);
-    if (only == "all" || only == "norm") {
-      bench_layernorm(st, 32768, 2048, DType::fp16);
-      bench_layernorm(st, 32768, 2048, DType::bf16);
-    }
-    if (only == "outproj") bench_out_projections(h, st, arg ? arg : "configs/cases.json");
-    if (only == "attncases") bench_attention_cases(st, arg ? arg : "configs/cases.json");
-    if (only == "all" || only == "stack14") bench_stack_memory(st, arg ? arg : "configs/cases.json");
-    TLB_CUBLAS_CHECK(cublasDestroy(h));
-    TLB_CUDA_CHECK(cudaStreamDestroy(st));
+    const std::optional<BenchArgs> args = parse_args(argc, argv);
+    if (!args) return 2;
+    run_benchmarks(*args);
   } catch (const std::exception& e) {
     fmt::print(stderr, "kernel_bench: {}\n", e.what());
     return 3;

@@ -26,6 +26,7 @@ using tlb::analysis::Analysis;
 using tlb::analysis::DTypeAnalysis;
 using tlb::results::Point;
 using tlb::results::Results;
+using tlb::StatusKind;
 
 namespace {
 
@@ -49,7 +50,7 @@ Point make_point(int case_id, const std::string& bits, double speedup, double lo
   p.group = dtype;
   p.math = "fp32-acc";
   p.config = bits;
-  p.status = "ok";
+  p.status = StatusKind::ok;
   p.baseline = std::string(bits.size(), '0');
   p.speedup = speedup;
   p.speedup_ci_low = speedup * std::exp(-log_hw);
@@ -159,7 +160,7 @@ TEST_CASE("a case missing configurations is excluded from the effects, with the 
   // Case 3: one configuration nonviable, one never run.
   for (auto& p : r.points)
     if (p.case_id == 3 && p.config == "110") {
-      p.status = "nonviable";
+      p.status = StatusKind::nonviable;
       p.speedup.reset();
     }
   std::erase_if(r.points, [](const Point& p) { return p.case_id == 3 && p.config == "001"; });
@@ -229,7 +230,7 @@ TEST_CASE("reader: the fixture folder as the runner writes it", "[analysis][read
   CHECK(r.points.size() == 258);
   int nonviable = 0, aa = 0;
   for (const auto& p : r.points) {
-    if (p.status == "nonviable") {
+    if (p.status == StatusKind::nonviable) {
       ++nonviable;
       CHECK(p.case_id == 14);
       CHECK(p.config[1] == '0');
@@ -260,7 +261,7 @@ TEST_CASE("reader: extra keys, nulls, NaN strings, a torn last line, resumed dup
   CHECK(r.techniques == std::vector<std::string>{"qkv", "attn"});
   CHECK(r.points[0].config == "10");
   CHECK(*r.points[0].speedup == 1.6);  // the later line of a re-measured point wins
-  CHECK(r.points[1].status == "nonviable");
+  CHECK(r.points[1].status == StatusKind::nonviable);
   CHECK_FALSE(r.points[1].ref_ms);
   CHECK(std::isnan(*r.points[2].max_abs_err));
   REQUIRE(r.warnings.size() == 2);

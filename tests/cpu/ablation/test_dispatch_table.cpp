@@ -20,6 +20,7 @@
 #include "plan_report.hpp"
 #include "results_reader.hpp"
 #include "resume.hpp"
+#include "text.hpp"
 #include "writers.hpp"
 
 using namespace tlb;
@@ -459,7 +460,7 @@ TEST_CASE("an auto row round-trips through the writers, the reader and resume", 
   r.config_names = "auto=attn+norm+graph";
   r.auto_choice = "01011";
   r.policy = "FFFF";
-  r.status = "ok";
+  r.status = StatusKind::ok;
   r.baseline = "00000";
   r.speedup = 4.5;
   r.speedup_ci_low = 4.4;

@@ -20,7 +20,7 @@ PointRow row(int id, const std::string& dtype, const std::string& cfg, const std
   r.dtype = dtype;
   r.config = cfg;
   r.policy = policy;
-  r.status = "ok";
+  r.status = StatusKind::ok;
   return r;
 }
 }  // namespace

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "matrices.hpp"
+#include "text.hpp"
 #include "writers.hpp"
 
 using namespace tlb;
@@ -51,7 +52,7 @@ PointRow sample_row(int case_id, const std::string& config, const std::string& s
   r.config = config;
   r.config_names = "qkv+attn";
   r.policy = "FFFF";
-  r.status = status;
+  r.status = PointStatus::from_string(status);
   r.baseline = "00000";
   r.ref_ms = 0.34375;
   r.ref_spread_ms = 0.001;
@@ -142,12 +143,13 @@ TEST_CASE("point files are appended, repaired and kept in step", "[writers]") {
   {
     PointWriter w(dir.string());
     REQUIRE(w.existing().size() == 2);
-    CHECK(w.existing()[1].status == "nonviable");
+    CHECK(w.existing()[1].status == StatusKind::nonviable);
     w.append(sample_row(2, "11111", "fallback:attn"));
   }
   rows = read_points_jsonl((dir / "points.jsonl").string());
   REQUIRE(rows.size() == 3);
-  CHECK(rows[2].status == "fallback:attn");
+  CHECK(rows[2].status.str() == "fallback:attn");
+  CHECK(rows[2].status.fallback_stages() == std::vector<std::string>{"attn"});
   // points.csv: the header and the same three rows (a quoted field spans two lines here).
   const std::string csv = slurp(dir / "points.csv");
   CHECK(csv.rfind(csv_header() + "\n", 0) == 0);
@@ -201,7 +203,7 @@ TEST_CASE("speedup matrices: configurations by cases, per dtype", "[writers]") {
     r.math = dtype == "fp32" ? "tf32" : "fp32-acc";
     r.config = cfg;
     r.config_names = cfg == "00" ? "reference" : "x";
-    r.status = status;
+    r.status = PointStatus::from_string(status);
     r.speedup = s;
     r.baseline = baseline;
     rows.push_back(r);
