@@ -298,7 +298,9 @@ __global__ void __launch_bounds__(S::kThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<S::kConsumerRegs>();
-    const int wg = static_cast<int>(threadIdx.x) / 128 - 1;
+    // Broadcast from lane 0, the warpgroup is warp-uniform to the compiler too: what derives
+    // from it (shared-memory addresses, wgmma descriptors) then lives in uniform registers.
+    const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0) - 1;
     // The scheduler's ring starts with the first consumer (barrier 1 counts its arrival).
     if constexpr (S::kPingpong) {
       if (wg == 0) ptx::named_barrier_arrive(1, 256);
