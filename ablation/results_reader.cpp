@@ -110,6 +110,7 @@ void read_points(std::string_view points_jsonl, const std::string& points_file, 
       if (!has_newline) {
         r.warnings.push_back(fmt::format(
             "{}:{}: last line is incomplete (a write cut short); ignored", points_file, line_no));
+        r.torn_line = line_no;
         break;
       }
       fail_at(points_file, line_no, "", std::string("not valid JSON: ") + e.what());
@@ -124,6 +125,7 @@ void read_points(std::string_view points_jsonl, const std::string& points_file, 
       r.warnings.push_back(fmt::format("{}:{}: case {} {} {} measured again; line {} replaced",
                                        points_file, line_no, p.case_id, p.dtype, p.row_label(),
                                        r.points[it->second].line));
+      r.duplicates.push_back({line_no, r.points[it->second].line});
       r.points[it->second] = std::move(p);
     }
   }

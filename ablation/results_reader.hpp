@@ -85,6 +85,13 @@ struct Results {
   nlohmann::json run = nlohmann::json::object();  // run.json as read; {} when absent
   std::vector<Point> points;            // file order, duplicates resolved
   std::vector<std::string> warnings;    // e.g. a torn last line, replaced duplicates
+  // What the warnings say, as data for the gate: the line of a torn last write (0: none),
+  // and each point written twice (the later line replaced the earlier one).
+  int torn_line = 0;
+  struct Duplicate {
+    int line = 0, replaced_line = 0;
+  };
+  std::vector<Duplicate> duplicates;
   int num_techniques() const { return static_cast<int>(techniques.size()); }
   // The device the run measured on, when run.json says (best effort; "" otherwise).
   std::string device_name() const;
