@@ -1,4 +1,5 @@
 #include "gate.hpp"
+#include "gate_integrity.hpp"
 
 #include <fmt/core.h>
 
@@ -335,10 +336,20 @@ void check_point(const Point& p, const EffectiveRules& r, BaselineIndex* base, G
   ++rep.measured;
   const double s = *p.speedup;
   if (r.min_speedup && s < *r.min_speedup) violate("min_speedup", f3(s), ">= " + f3(*r.min_speedup));
-  if (r.require_golden && p.golden_pass != true)
-    violate("require_golden", accuracy_text(p, true),
-            p.golden_threshold ? fmt::format("pass (rel L2 <= {:.2e})", *p.golden_threshold) : "pass");
-  if (r.require_strict && p.strict_pass != true) violate("require_strict", accuracy_text(p, false), "pass");
+  // The recorded verdicts are recomputed from the row's own numbers: a flag alone is not trusted.
+  if (r.require_golden) {
+    if (p.golden_pass != true)
+      violate("require_golden", accuracy_text(p, true),
+              p.golden_threshold ? fmt::format("pass (rel L2 <= {:.2e})", *p.golden_threshold) : "pass");
+    else if (const auto why = golden_contradiction(p))
+      violate("require_golden", *why, "a pass the row's numbers support");
+  }
+  if (r.require_strict) {
+    if (p.strict_pass != true)
+      violate("require_strict", accuracy_text(p, false), "pass");
+    else if (const auto why = strict_contradiction(p))
+      violate("require_strict", *why, "a pass the row's numbers support");
+  }
   if (!base) return;
   auto it = base->points.find(key_of(p));
   if (it == base->points.end()) return;
@@ -413,7 +424,7 @@ void check_case_group(const Thresholds& t, const CaseGroup& cg, int n, GateRepor
       automatic = p;
       continue;
     }
-    if (r.require_golden && p->golden_pass != true) continue;
+    if (r.require_golden && (p->golden_pass != true || golden_contradiction(*p))) continue;
     if (!best || *p->speedup > *best->speedup) best = p;
   }
   if (r.min_best_speedup) {
@@ -434,6 +445,8 @@ void check_case_group(const Thresholds& t, const CaseGroup& cg, int n, GateRepor
 GateReport run_gate(const Thresholds& t, const Results& results, const Results* baseline) {
   check_patterns(t, results);
   GateReport rep;
+  check_results_integrity(results, rep);
+  if (baseline) check_baseline_fit(results, *baseline, rep);
   BaselineIndex base;
   if (baseline)
     for (const auto& p : baseline->points)

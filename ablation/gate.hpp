@@ -30,6 +30,9 @@
 //                                      by forward time (results::compare_auto)
 //     "require_all_configs"    [true]  every one of the 2^N configurations has a row
 // Status "error" and any unknown status are always violations; A/A rows are not gated.
+// Before these rules the folder itself is checked (gate_integrity.hpp: run_state, incomplete,
+// torn_line, duplicate_point, and the baseline_* rules), and recorded accuracy passes are
+// recomputed from each row's numbers.
 // Each violation names its rule by the key above (or "error", "status", "speedup_missing",
 // "no_points"), so the line says which knob a deliberate change would have to move.
 #pragma once

@@ -2,6 +2,7 @@
 // planted, regression against a baseline is caught, and a bad thresholds file is a one-line
 // usage error (exit 2).
 #include <catch2/catch.hpp>
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -63,6 +64,17 @@ fs::path doctored_copy(const std::string& name, const std::function<bool(json&)>
   }
   write(dir / "points.jsonl", out);
   return dir;
+}
+
+// Sets the copy's planned grid to the rows it holds, for tests that add or drop rows on
+// purpose and check other rules than the grid's.
+void replan(const fs::path& dir) {
+  std::istringstream in(slurp(dir / "points.jsonl"));
+  int rows = 0;
+  for (std::string line; std::getline(in, line);) rows += !line.empty();
+  json run = json::parse(slurp(dir / "run.json"));
+  run["grid"]["points"] = rows;
+  write(dir / "run.json", run.dump(1) + "\n");
 }
 
 bool is(const json& row, int case_id, const char* dtype, const char* config) {
@@ -162,6 +174,7 @@ TEST_CASE("gate: per-case rules: best configuration, missing configurations, aut
       row["speedup"] = std::min(row["speedup"].get<double>(), 1.2);
     return true;
   });
+  replan(dir);
   const GateReport r = gate(kFixtureThresholds, dir);
   CHECK(found(r) == Found{{2, "fp16", "10010", "require_all_configs"},
                           {7, "fp16", "", "min_best_speedup"}});
@@ -174,6 +187,7 @@ TEST_CASE("gate: per-case rules: best configuration, missing configurations, aut
            R"( "policy": "auto", "status": "ok", "baseline": "00000", "speedup": 4.0,)"
            R"( "golden_pass": true})" "\n";
   }
+  replan(with_auto);
   const std::string auto_rule = R"({"defaults": {"max_auto_shortfall_pct": 3},
       "overrides": [{"cases": [14], "configs": "x0xxx", "allow_nonviable": true}]})";
   const GateReport a = gate(auto_rule, with_auto);
@@ -190,6 +204,7 @@ TEST_CASE("gate: per-case rules: best configuration, missing configurations, aut
              R"( "policy": "auto", "status": "ok", "baseline": "00000", "speedup": 4.0,)"
              R"( "golden_pass": true, "auto_choice": ")" << choice << "\"}\n";
     }
+    replan(chose);
     INFO("auto chose " << choice);
     const GateReport c = gate(auto_rule, chose);
     if (std::string(choice) == "11111") {
@@ -366,4 +381,198 @@ TEST_CASE("gate: the official H200 results pass configs/gates.json and doctored 
   CHECK_THAT(text, Catch::Contains("max_regression_pct") && Catch::Contains("01111"));
   fs::remove_all(slow);
   fs::remove_all(regressed);
+}
+
+namespace {
+
+// A copy of the fixture whose run.json `edit` rewrites (return false to leave none).
+fs::path run_json_copy(const std::string& name, const std::function<bool(json&)>& edit) {
+  const fs::path dir = doctored_copy(name, [](json&) { return true; });
+  json run = json::parse(slurp(dir / "run.json"));
+  if (edit(run))
+    write(dir / "run.json", run.dump(1) + "\n");
+  else
+    fs::remove(dir / "run.json");
+  return dir;
+}
+
+// The rules of a report's violations, without their points.
+std::multiset<std::string> rules(const GateReport& r) {
+  std::multiset<std::string> out;
+  for (const auto& v : r.violations) out.insert(v.rule);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gate: a run that did not finish, or whose run.json is gone, fails", "[gate][integrity]") {
+  for (const char* state : {"running", "interrupted", "device-fault"}) {
+    const GateReport r = gate(kFixtureThresholds, run_json_copy(std::string("state-") + state, [&](json& run) {
+                                run["state"] = state;
+                                return true;
+                              }));
+    INFO(state);
+    REQUIRE(rules(r) == std::multiset<std::string>{"run_state"});
+    CHECK(r.violations[0].measured == fmt::format("run.json says \"{}\"", state));
+  }
+  const GateReport no_state = gate(kFixtureThresholds, run_json_copy("no-state", [](json& run) {
+                                     run.erase("state");
+                                     return true;
+                                   }));
+  CHECK(rules(no_state) == std::multiset<std::string>{"run_state"});
+  const GateReport no_run = gate(kFixtureThresholds, run_json_copy("no-run", [](json&) { return false; }));
+  CHECK(rules(no_run) == std::multiset<std::string>{"run_state"});
+}
+
+TEST_CASE("gate: rows missing from the planned grid fail, a whole (case, dtype) by name", "[gate][integrity]") {
+  // Case 7's fp32 rows gone (a run stopped early, or a group lost in a copy).
+  const GateReport group = gate(kFixtureThresholds, doctored_copy("no-group", [](json& row) {
+                                  return !(row["case_id"] == 7 && row["dtype"] == "fp32");
+                                }));
+  CHECK(found(group) == Found{{0, "", "", "incomplete"}, {7, "fp32", "", "incomplete"}});
+  for (const auto& v : group.violations)
+    if (v.case_id == 0) CHECK(v.measured == "226 rows on disk");
+  // One row gone: require_all_configs names it, the grid count says the folder is short.
+  const GateReport row = gate(kFixtureThresholds, doctored_copy("no-row", [](json& r) { return !is(r, 14, "fp16", "11111"); }));
+  CHECK(found(row) == Found{{0, "", "", "incomplete"}, {14, "fp16", "11111", "require_all_configs"}});
+  // A planned grid larger than the folder (a run.json whose rows never arrived).
+  const GateReport larger = gate(kFixtureThresholds, run_json_copy("grid-larger", [](json& run) {
+                                   run["grid"]["points"] = 300;
+                                   return true;
+                                 }));
+  REQUIRE(rules(larger) == std::multiset<std::string>{"incomplete"});
+  CHECK(larger.violations[0].limit == "300 planned in run.json");
+  const GateReport no_grid = gate(kFixtureThresholds, run_json_copy("no-grid", [](json& run) {
+                                    run.erase("grid");
+                                    return true;
+                                  }));
+  CHECK(rules(no_grid) == std::multiset<std::string>{"incomplete"});
+}
+
+TEST_CASE("gate: a torn last line and a point written twice fail, whichever copy comes first",
+          "[gate][integrity]") {
+  const fs::path torn = doctored_copy("torn", [](json&) { return true; });
+  {
+    std::ofstream out(torn / "points.jsonl", std::ios::app | std::ios::binary);
+    out << R"({"case_id": 2, "dtype": "fp16", "config": "11)";
+  }
+  const GateReport t = gate(kFixtureThresholds, torn);
+  REQUIRE(rules(t) == std::multiset<std::string>{"torn_line"});
+  CHECK(t.violations[0].measured == "points.jsonl line 259 is cut short");
+
+  // The same point twice, the planted copy (faster, as an edit would be) last and then first.
+  std::string original, lines = slurp(fs::path(kFixture) / "points.jsonl");
+  {
+    std::istringstream in(lines);
+    for (std::string line; std::getline(in, line);)
+      if (is(json::parse(line), 2, "fp16", "11000")) original = line;
+  }
+  REQUIRE(!original.empty());
+  json planted = json::parse(original);
+  planted["speedup"] = 9.0;
+  for (bool planted_first : {false, true}) {
+    const fs::path dir = fresh_dir(planted_first ? "dup-first" : "dup-last");
+    fs::copy_file(fs::path(kFixture) / "run.json", dir / "run.json");
+    write(dir / "points.jsonl", planted_first ? planted.dump() + "\n" + lines : lines + planted.dump() + "\n");
+    const GateReport d = gate(kFixtureThresholds, dir);
+    INFO("planted first: " << planted_first);
+    CHECK(found(d) == Found{{2, "fp16", "11000", "duplicate_point"}});
+  }
+}
+
+TEST_CASE("gate: accuracy verdicts are recomputed from the row's numbers, not trusted", "[gate][integrity]") {
+  const GateReport r = gate(kFixtureThresholds, doctored_copy("verdicts", [](json& row) {
+                              if (is(row, 1, "fp16", "11000")) row["golden_rel_l2"] = 1e10;  // pass kept
+                              if (is(row, 2, "fp16", "10000")) row["nan_count"] = 1000;
+                              if (is(row, 7, "fp16", "01000")) row["golden_threshold"] = 1e10;
+                              return true;
+                            }));
+  CHECK(found(r) == Found{{1, "fp16", "11000", "require_golden"},
+                          {2, "fp16", "10000", "require_golden"},
+                          {7, "fp16", "01000", "require_golden"}});
+  for (const auto& v : r.violations) {
+    if (v.case_id == 1) CHECK_THAT(v.measured, Catch::Contains("rel L2 1.00e+10 > threshold"));
+    if (v.case_id == 2) CHECK(v.measured == "golden_pass true with 1000 NaN, 0 Inf");
+    if (v.case_id == 7) CHECK_THAT(v.measured, Catch::Contains("looser than the tolerance table's"));
+  }
+  // Strict: a pass with violations counted, under require_strict.
+  const fs::path strict = doctored_copy("strict-verdict", [](json& row) {
+    if (is(row, 14, "fp32", "01100")) {
+      row["strict_pass"] = true;
+      row["strict_violations"] = 12;
+    }
+    return true;
+  });
+  const char* strict_rules = R"({"defaults": {"require_strict": true}})";
+  const GateReport s = gate(strict_rules, strict);
+  std::set<std::string> planted;
+  for (const auto& v : s.violations)
+    if (v.case_id == 14 && v.config == "01100" && v.dtype == "fp32") planted.insert(v.measured);
+  CHECK(planted == std::set<std::string>{"strict_pass true with 12 violations, 0 NaN, 0 Inf"});
+}
+
+TEST_CASE("gate: a baseline that does not measure the same thing is refused, and says why",
+          "[gate][integrity]") {
+  const fs::path base(kFixture);
+  // Empty: nothing to compare with is no evidence of no regression.
+  const fs::path empty = fresh_dir("base-empty");
+  fs::copy_file(base / "run.json", empty / "run.json");
+  write(empty / "points.jsonl", "");
+  const GateReport e = gate(kFixtureThresholds, base, &empty);
+  CHECK(rules(e) == std::multiset<std::string>{"baseline_empty"});
+
+  // Case 2 measured at another sequence length in the baseline.
+  const fs::path other_shape = doctored_copy("base-shape", [](json& row) {
+    if (row["case_id"] == 2) row["seq"] = 256;
+    return true;
+  });
+  const GateReport s = gate(kFixtureThresholds, base, &other_shape);
+  REQUIRE(found(s) == Found{{2, "", "", "baseline_shape"}});
+  CHECK(s.violations[0].measured == "b8 s128 d768 h12 ff3072 L4 padding vs baseline b8 s256 d768 h12 ff3072 L4 padding");
+
+  // Results of two of the baseline's four cases: the rest is not "no regression".
+  const fs::path part = doctored_copy("part", [](json& row) { return row["case_id"] == 1 || row["case_id"] == 2; });
+  const GateReport c = gate(kFixtureThresholds, part, &base);
+  CHECK(rules(c).count("baseline_coverage") == 1);
+  for (const auto& v : c.violations)
+    if (v.rule == "baseline_coverage") CHECK(v.measured == "128 baseline points missing here (cases 7, 14)");
+
+  // Another technique order.
+  const fs::path reordered = run_json_copy("base-techniques", [](json& run) {
+    std::swap(run["techniques"][0], run["techniques"][1]);
+    return true;
+  });
+  CHECK(rules(gate(kFixtureThresholds, base, &reordered)).count("baseline_techniques") == 1);
+}
+
+TEST_CASE("tlbench gate: a verdict that cannot be written is exit 2, not a pass", "[gate][cli][integrity]") {
+  const fs::path dir = fresh_dir("cli-full");
+  write(dir / "gates.json", kFixtureThresholds);
+  if (!fs::exists("/dev/full")) {
+    WARN("no /dev/full here: the full-stdout case is not run");
+    return;
+  }
+  const std::string cmd = std::string(TLBENCH_BINARY) + " gate --results " + kFixture + " --thresholds " +
+                          (dir / "gates.json").string() + " > /dev/full 2> " + (dir / "err.txt").string();
+  const int status = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("cannot write the verdict to standard output"));
+}
+
+TEST_CASE("gate: a 12 % slowdown of one configuration of one official case fails against the official run",
+          "[gate][cli][integrity]") {
+  const fs::path official = fs::path(TLBENCH_SOURCE_DIR) / "results" / "h200";
+  const std::string thresholds = std::string(TLBENCH_SOURCE_DIR) + "/configs/gates.json";
+  const fs::path slowed = doctored_copy("official-12pct", [](json& row) {
+    if (row["case_id"] == 3 && row["dtype"] == "fp16" && row["config"] == "11110")
+      row["speedup"] = row["speedup"].get<double>() * 0.88;
+    return true;
+  }, official);
+  std::string text;
+  CHECK(run_cli("gate --results " + slowed.string() + " --thresholds " + thresholds + " --baseline " +
+                    official.string(), text) == 1);
+  CHECK_THAT(text, Catch::Contains("max_regression_pct") && Catch::Contains("11110") && Catch::Contains("(-12.0%)"));
+  CHECK_THAT(text, Catch::Contains("gate: FAILED: 1 violation"));
+  fs::remove_all(slowed);
 }
