@@ -1,14 +1,19 @@
 // `tlbench gate`: checks a results folder against a thresholds file (speedup floors, best
 // configuration per case, regression against a baseline run, accuracy, allowed nonviable
-// points). Exit 0 when every rule holds, 1 with a table of violations otherwise, 2 when the
-// thresholds or results cannot be read.
+// points), after checking that the folder holds its whole run once (gate_integrity.hpp). Exit 0
+// when every rule holds, 1 with a table of violations otherwise, 2 when the thresholds or
+// results cannot be read or the verdict cannot be written.
 #include <fmt/core.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "commands.hpp"
+#include "config.hpp"
 #include "gate.hpp"
 #include "results_reader.hpp"
 
@@ -43,6 +48,10 @@ const bool kRegistered = tlb::cli::register_command(50, [](CLI::App& root, int& 
       fmt::print("{}\n", tlb::gate::report_json(report));
     else
       tlb::gate::print_report(report, stdout);
+    // A verdict nobody could read is no pass: a CI step must not go green on a full disk.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+      throw tlb::ConfigError(std::string("gate: cannot write the verdict to standard output: ") +
+                             std::strerror(errno));
     rc = report.passed() ? tlb::cli::kOk : tlb::cli::kGateOrAccuracyFailure;
   });
 });
