@@ -575,4 +575,11 @@ TEST_CASE("gate: a 12 % slowdown of one configuration of one official case fails
   CHECK_THAT(text, Catch::Contains("max_regression_pct") && Catch::Contains("11110") && Catch::Contains("(-12.0%)"));
   CHECK_THAT(text, Catch::Contains("gate: FAILED: 1 violation"));
   fs::remove_all(slowed);
+
+  // Every auto row gone: the per-case rules have nothing to judge, the planned grid notices.
+  const fs::path no_auto = doctored_copy("official-no-auto", [](json& row) { return row["config"] != "auto"; }, official);
+  CHECK(run_cli("gate --results " + no_auto.string() + " --thresholds " + thresholds, text) == 1);
+  CHECK_THAT(text, Catch::Contains("incomplete") && Catch::Contains("1344 rows on disk") &&
+                       Catch::Contains("1386 planned in run.json"));
+  fs::remove_all(no_auto);
 }
