@@ -355,12 +355,20 @@ void check_point(const Point& p, const EffectiveRules& r, BaselineIndex* base, G
   if (it == base->points.end()) return;
   base->matched.insert(it->first);
   ++rep.compared;
-  const double b = *it->second->speedup;
+  const Point& before = *it->second;
+  const double b = *before.speedup;
   const double change = (s / b - 1.0) * 100.0;
   rep.worst_change_pct = std::min(rep.worst_change_pct, change);
-  if (r.max_regression_pct && -change > *r.max_regression_pct)
-    violate("max_regression_pct", fmt::format("{} vs {} ({:+.1f}%)", f3(s), f3(b), change),
-            fmt::format("<= {:.1f}% slower", *r.max_regression_pct));
+  if (!r.max_regression_pct || -change <= *r.max_regression_pct) return;
+  // A drop past the threshold is a regression only where the two runs' intervals exclude each
+  // other: inside them it is the noise each run reported. Points without intervals are judged
+  // by the threshold alone.
+  if (p.speedup_ci_high && before.speedup_ci_low && *p.speedup_ci_high >= *before.speedup_ci_low) {
+    ++rep.regressions_within_noise;
+    return;
+  }
+  violate("max_regression_pct", fmt::format("{} vs {} ({:+.1f}%)", f3(s), f3(b), change),
+          fmt::format("<= {:.1f}% slower", *r.max_regression_pct));
 }
 
 // The points of one (case, dtype group), for the per-case rules.
@@ -487,8 +495,12 @@ GateReport run_gate(const Thresholds& t, const Results& results, const Results* 
 void print_report(const GateReport& r, std::FILE* out) {
   std::string baseline_text;
   if (r.compared > 0 || r.baseline_unmatched > 0)
-    baseline_text = fmt::format("; vs baseline: {} points compared, worst change {:+.1f}%{}",
+    baseline_text = fmt::format("; vs baseline: {} points compared, worst change {:+.1f}%{}{}",
                                 r.compared, r.worst_change_pct,
+                                r.regressions_within_noise
+                                    ? fmt::format(", {} past the threshold but within both runs' intervals",
+                                                  r.regressions_within_noise)
+                                    : "",
                                 r.baseline_unmatched
                                     ? fmt::format(", {} baseline points without a match",
                                                   r.baseline_unmatched)
@@ -541,6 +553,7 @@ std::string report_json(const GateReport& r) {
     j["baseline_compared"] = r.compared;
     j["baseline_unmatched"] = r.baseline_unmatched;
     j["worst_change_pct"] = r.worst_change_pct;
+    j["regressions_within_noise"] = r.regressions_within_noise;
   }
   return j.dump(1);
 }

@@ -77,6 +77,13 @@ void replan(const fs::path& dir) {
   write(dir / "run.json", run.dump(1) + "\n");
 }
 
+// A row made `factor` times slower: its speedup and the interval around it move together, as
+// in a real slowdown.
+void slow_down(json& row, double factor) {
+  for (const char* k : {"speedup", "speedup_ci_low", "speedup_ci_high"})
+    if (row.contains(k) && row[k].is_number()) row[k] = row[k].get<double>() * factor;
+}
+
 bool is(const json& row, int case_id, const char* dtype, const char* config) {
   return row["case_id"] == case_id && row["dtype"] == dtype && row["config"] == config &&
          row["status"] != "aa";
@@ -150,8 +157,8 @@ TEST_CASE("gate: a doctored copy fails with exactly the planted violations", "[g
 
 TEST_CASE("gate: a regression against the baseline run is caught, noise is not", "[gate]") {
   const fs::path dir = doctored_copy("regression", [](json& row) {
-    if (is(row, 1, "fp32", "11111")) row["speedup"] = row["speedup"].get<double>() * 0.85;
-    if (is(row, 2, "fp16", "11000")) row["speedup"] = row["speedup"].get<double>() * 0.95;
+    if (is(row, 1, "fp32", "11111")) slow_down(row, 0.85);
+    if (is(row, 2, "fp16", "11000")) slow_down(row, 0.95);
     return true;
   });
   const fs::path base(kFixture);
@@ -165,6 +172,20 @@ TEST_CASE("gate: a regression against the baseline run is caught, noise is not",
 
   // Without --baseline the same folder passes: each point is still above its floor.
   CHECK(gate(kFixtureThresholds, dir).passed());
+
+  // The same 15 % drop whose interval still reaches the baseline's: noise either run reported.
+  const fs::path noisy = doctored_copy("regression-noisy", [](json& row) {
+    if (is(row, 1, "fp32", "11111")) {
+      const double low = row["speedup_ci_low"].get<double>();
+      slow_down(row, 0.85);
+      row["speedup_ci_high"] = low;
+    }
+    return true;
+  });
+  const GateReport n = gate(kFixtureThresholds, noisy, &base);
+  CHECK(n.passed());
+  CHECK(n.regressions_within_noise == 1);
+  CHECK(n.worst_change_pct == Approx(-15.0).margin(0.01));
 }
 
 TEST_CASE("gate: per-case rules: best configuration, missing configurations, auto", "[gate]") {
@@ -320,7 +341,11 @@ TEST_CASE("tlbench gate: exit codes 0, 1 and 2 with a table or a single line", "
   CHECK(std::count(out.begin(), out.end(), '\n') == 1);
 
   const fs::path bad = doctored_copy("cli-bad", [](json& row) {
-    if (is(row, 2, "fp16", "01100")) row["speedup"] = 0.8;
+    if (is(row, 2, "fp16", "01100")) {
+      row["speedup"] = 0.8;
+      row["speedup_ci_low"] = 0.79;
+      row["speedup_ci_high"] = 0.81;
+    }
     return true;
   });
   REQUIRE(run_cli("gate --results " + bad.string() + " --thresholds " + thresholds +
@@ -373,7 +398,7 @@ TEST_CASE("gate: the official H200 results pass configs/gates.json and doctored 
   // A 10 % regression of one configuration against the official run as the baseline.
   const fs::path regressed = doctored_copy("official-regressed", [](json& row) {
     if (row["case_id"] == 8 && row["dtype"] == "bf16" && row["config"] == "01111")
-      row["speedup"] = row["speedup"].get<double>() * 0.85;
+      slow_down(row, 0.85);
     return true;
   }, official);
   CHECK(run_cli("gate --results " + regressed.string() + " --thresholds " + thresholds +
@@ -566,10 +591,13 @@ TEST_CASE("gate: a 12 % slowdown of one configuration of one official case fails
   const std::string thresholds = std::string(TLBENCH_SOURCE_DIR) + "/configs/gates.json";
   const fs::path slowed = doctored_copy("official-12pct", [](json& row) {
     if (row["case_id"] == 3 && row["dtype"] == "fp16" && row["config"] == "11110")
-      row["speedup"] = row["speedup"].get<double>() * 0.88;
+      slow_down(row, 0.88);
     return true;
   }, official);
   std::string text;
+  CHECK(run_cli("gate --results " + official.string() + " --thresholds " + thresholds + " --baseline " +
+                    official.string(), text) == 0);
+  CHECK_THAT(text, Catch::Contains("vs baseline: 1338 points compared, worst change +0.0%"));
   CHECK(run_cli("gate --results " + slowed.string() + " --thresholds " + thresholds + " --baseline " +
                     official.string(), text) == 1);
   CHECK_THAT(text, Catch::Contains("max_regression_pct") && Catch::Contains("11110") && Catch::Contains("(-12.0%)"));
