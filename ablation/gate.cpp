@@ -225,10 +225,8 @@ std::string accuracy_text(const Point& p, bool golden) {
   return s;
 }
 
-using PointKey = std::tuple<int, std::string, std::string, std::string>;
-PointKey key_of(const Point& p) {
-  return {p.case_id, p.dtype, p.dtype == "fp32" ? p.math : std::string(), p.row_label()};
-}
+using results::PointKey;
+using results::point_key;
 
 }  // namespace
 
@@ -351,7 +349,7 @@ void check_point(const Point& p, const EffectiveRules& r, BaselineIndex* base, G
       violate("require_strict", *why, "a pass the row's numbers support");
   }
   if (!base) return;
-  auto it = base->points.find(key_of(p));
+  auto it = base->points.find(point_key(p));
   if (it == base->points.end()) return;
   base->matched.insert(it->first);
   ++rep.compared;
@@ -458,7 +456,7 @@ GateReport run_gate(const Thresholds& t, const Results& results, const Results* 
   BaselineIndex base;
   if (baseline)
     for (const auto& p : baseline->points)
-      if (!p.is_aa() && p.measured()) base.points[key_of(p)] = &p;
+      if (!p.is_aa() && p.measured()) base.points[point_key(p)] = &p;
 
   // Points grouped per (case, dtype group) for the per-case rules, in a stable order.
   std::map<std::pair<std::string, int>, CaseGroup> per_case;

@@ -54,37 +54,58 @@ void check_grid(const Results& r, GateReport& rep) {
   if (static_cast<int64_t>(r.points.size()) != planned)
     violate(rep, "incomplete", fmt::format("{} rows on disk", r.points.size()),
             fmt::format("{} planned in run.json", planned));
-  const auto cases = run.find("cases");
-  if (cases == run.end() || !cases->is_array()) return;
-  std::set<std::pair<int, std::string>> present;
-  for (const Point& p : r.points) present.insert({p.case_id, p.dtype});
-  for (const json& c : *cases) {
-    if (!c.is_object() || !c.contains("id") || !c["id"].is_number_integer() || !c.contains("dtypes") ||
-        !c["dtypes"].is_array())
-      continue;
-    const int id = c["id"].get<int>();
-    const std::string name = c.value("name", std::string());
-    for (const json& d : c["dtypes"])
-      if (d.is_string() && !present.count({id, d.get<std::string>()}))
-        violate(rep, "incomplete", "no rows", "every planned (case, dtype)", id, name, d.get<std::string>());
+  // Per planned group (run.json of runs before grid.groups was recorded: the count alone).
+  const auto groups = grid->find("groups");
+  if (groups == grid->end() || !groups->is_array()) return;
+  std::map<std::pair<int, std::string>, int64_t> on_disk;
+  std::map<std::pair<int, std::string>, const Point*> first;
+  for (const Point& p : r.points) {
+    ++on_disk[{p.case_id, p.dtype}];
+    first.emplace(std::make_pair(p.case_id, p.dtype), &p);
   }
+  std::set<std::pair<int, std::string>> planned_groups;
+  for (const json& g : *groups) {
+    if (!g.is_object() || !g.contains("case_id") || !g["case_id"].is_number_integer() || !g.contains("dtype") ||
+        !g["dtype"].is_string() || !g.contains("points") || !g["points"].is_number_integer())
+      return violate(rep, "incomplete", "run.json's grid.groups is malformed", "{case_id, dtype, points} entries");
+    const std::pair<int, std::string> key{g["case_id"].get<int>(), g["dtype"].get<std::string>()};
+    planned_groups.insert(key);
+    const int64_t want = g["points"].get<int64_t>(), have = on_disk.count(key) ? on_disk[key] : 0;
+    if (have != want)
+      violate(rep, "incomplete", fmt::format("{} rows", have), fmt::format("{} planned", want), key.first,
+              first.count(key) ? first[key]->case_name : "", key.second);
+  }
+  for (const auto& [key, n] : on_disk)
+    if (!planned_groups.count(key))
+      violate(rep, "incomplete", fmt::format("{} rows of an unplanned group", n), "only planned groups", key.first,
+              first[key]->case_name, key.second);
 }
 
-// A point's identity across runs: case, dtype, fp32 math mode, row label.
-using Key = std::tuple<int, std::string, std::string, std::string>;
-Key key_of(const Point& p) { return {p.case_id, p.dtype, p.dtype == "fp32" ? p.math : std::string(), p.row_label()}; }
+using Key = results::PointKey;
 
-std::string shape_text(const Point& p) {
-  auto v = [](const std::optional<int64_t>& x) { return x ? std::to_string(*x) : std::string("?"); };
-  return fmt::format("b{} s{} d{} h{} ff{} L{} {}", v(p.batch), v(p.seq), v(p.d_model), v(p.heads), v(p.d_ff),
-                     v(p.layers), p.mask.empty() ? "?" : p.mask);
+// The shape fields two rows of one case disagree on ("seq 128 vs 256"), comparing only what
+// both record (older rows have no shape columns).
+std::string shape_difference(const Point& a, const Point& b) {
+  std::string out;
+  auto field = [&](const char* name, const std::optional<int64_t>& x, const std::optional<int64_t>& y) {
+    if (x && y && *x != *y) out += fmt::format("{}{} {} vs {}", out.empty() ? "" : ", ", name, *x, *y);
+  };
+  field("batch", a.batch, b.batch);
+  field("seq", a.seq, b.seq);
+  field("d_model", a.d_model, b.d_model);
+  field("heads", a.heads, b.heads);
+  field("d_ff", a.d_ff, b.d_ff);
+  field("layers", a.layers, b.layers);
+  if (!a.mask.empty() && !b.mask.empty() && a.mask != b.mask)
+    out += fmt::format("{}mask {} vs {}", out.empty() ? "" : ", ", a.mask, b.mask);
+  return out;
 }
 
-// Keys of the non-A/A rows, and the case ids they cover.
+// The non-A/A rows by key.
 std::map<Key, const Point*> index_rows(const Results& r, bool measured_only) {
   std::map<Key, const Point*> out;
   for (const Point& p : r.points)
-    if (!p.is_aa() && (!measured_only || p.measured())) out.emplace(key_of(p), &p);
+    if (!p.is_aa() && (!measured_only || p.measured())) out.emplace(results::point_key(p), &p);
   return out;
 }
 
@@ -111,10 +132,9 @@ void check_results_integrity(const Results& r, GateReport& rep) {
   if (r.torn_line > 0)
     violate(rep, "torn_line", fmt::format("points.jsonl line {} is cut short", r.torn_line), "whole lines");
   for (const auto& d : r.duplicates) {
-    const auto it = std::find_if(r.points.begin(), r.points.end(), [&](const Point& p) { return p.line == d.line; });
-    if (it == r.points.end()) continue;
+    const Point& p = r.points[d.point];
     violate(rep, "duplicate_point", fmt::format("lines {} and {}", d.replaced_line, d.line), "each point once",
-            it->case_id, it->case_name, it->group, it->row_label());
+            p.case_id, p.case_name, p.group, p.row_label());
   }
 }
 
@@ -138,8 +158,9 @@ void check_baseline_fit(const Results& r, const Results& baseline, GateReport& r
     const auto it = base_shapes.find(p.case_id);
     if (it == base_shapes.end() || reported.count(p.case_id)) continue;
     reported.insert(p.case_id);
-    const std::string mine = shape_text(p), theirs = shape_text(*it->second);
-    if (mine != theirs) violate(rep, "baseline_shape", mine + " vs baseline " + theirs, "the same shape", p.case_id, p.case_name);
+    const std::string differs = shape_difference(p, *it->second);
+    if (!differs.empty())
+      violate(rep, "baseline_shape", differs + " (here vs baseline)", "the same shape", p.case_id, p.case_name);
   }
   const auto rows = index_rows(r, false), base_rows = index_rows(baseline, false);
   check_covered(base_rows, rows, "baseline points missing here", rep);
@@ -151,7 +172,8 @@ std::optional<std::string> golden_contradiction(const Point& p) {
   const int64_t nonfinite = p.nan_count.value_or(0) + p.inf_count.value_or(0);
   if (nonfinite > 0)
     return fmt::format("golden_pass true with {} NaN, {} Inf", p.nan_count.value_or(0), p.inf_count.value_or(0));
-  if (!p.golden_rel_l2 || !p.golden_threshold) return std::nullopt;  // no golden: the flag is the NaN check
+  // The runner records a pass only with the error and the threshold it was judged by.
+  if (!p.golden_rel_l2 || !p.golden_threshold) return std::string("golden_pass true without its rel L2 and threshold");
   const double err = *p.golden_rel_l2, limit = *p.golden_threshold;
   if (!std::isfinite(err) || err > limit)
     return fmt::format("golden_pass true with rel L2 {:.2e} > threshold {:.2e}", err, limit);

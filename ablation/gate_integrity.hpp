@@ -6,8 +6,9 @@
 // Folder rules (always on; each violation names its rule):
 //   run_state        run.json is missing, or says the run did not finish ("running",
 //                    "interrupted", "device-fault")
-//   incomplete       fewer (or more) rows on disk than run.json's planned grid, or a planned
-//                    (case, dtype) group without a row
+//   incomplete       fewer (or more) rows on disk than run.json's planned grid; per planned
+//                    (case, dtype) of grid.groups, another number of rows; rows of a group
+//                    the run did not plan
 //   torn_line        the last line of points.jsonl is a write cut short
 //   duplicate_point  a point written twice (a finished or resumed run writes each once)
 // Baseline rules (with --baseline):

@@ -13,6 +13,10 @@
 
 namespace tlb::results {
 
+PointKey point_key(const Point& p) {
+  return {p.case_id, p.dtype, p.dtype == "fp32" ? p.math : std::string(), p.row_label(), p.is_aa()};
+}
+
 namespace {
 
 using nlohmann::json;
@@ -89,10 +93,9 @@ void read_run_json(std::string_view run_json, const std::string& run_file, Resul
 }
 
 // Every point of points.jsonl in file order; a later line replaces an earlier one for the same
-// point (a resumed run re-measures).
+// point, and the pair is recorded (no run writes a point twice).
 void read_points(std::string_view points_jsonl, const std::string& points_file, Results& r) {
-  using Key = std::tuple<int, std::string, std::string, std::string, bool>;
-  std::map<Key, size_t> seen;
+  std::map<PointKey, size_t> seen;
   int line_no = 0;
   size_t pos = 0;
   while (pos < points_jsonl.size()) {
@@ -116,16 +119,14 @@ void read_points(std::string_view points_jsonl, const std::string& points_file, 
       fail_at(points_file, line_no, "", std::string("not valid JSON: ") + e.what());
     }
     Point p = parse_point(o, points_file, line_no);
-    Key key{p.case_id, p.dtype, p.dtype == "fp32" ? p.math : std::string(), p.row_label(),
-            p.is_aa()};
-    auto [it, inserted] = seen.emplace(key, r.points.size());
+    auto [it, inserted] = seen.emplace(point_key(p), r.points.size());
     if (inserted) {
       r.points.push_back(std::move(p));
     } else {
       r.warnings.push_back(fmt::format("{}:{}: case {} {} {} measured again; line {} replaced",
                                        points_file, line_no, p.case_id, p.dtype, p.row_label(),
                                        r.points[it->second].line));
-      r.duplicates.push_back({line_no, r.points[it->second].line});
+      r.duplicates.push_back({line_no, r.points[it->second].line, it->second});
       r.points[it->second] = std::move(p);
     }
   }

@@ -36,12 +36,15 @@
 //   "auto_choice"        string   optional, auto rows: the configuration the dispatcher chose
 // run.json must hold "techniques": the technique names in bit order (strings, or objects with
 // a "name"). Without run.json they are recovered from single-technique rows' config_names.
-// A point measured twice (a resumed run) counts once: the later line wins.
+// A point written twice counts once (the later line wins) and is recorded in `duplicates`: a
+// finished or resumed run writes each point once, so the gate fails on it. Every column the
+// row codec knows is type-checked, not only the ones above.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -90,12 +93,17 @@ struct Results {
   int torn_line = 0;
   struct Duplicate {
     int line = 0, replaced_line = 0;
+    size_t point = 0;  // index in `points`
   };
   std::vector<Duplicate> duplicates;
   int num_techniques() const { return static_cast<int>(techniques.size()); }
   // The device the run measured on, when run.json says (best effort; "" otherwise).
   std::string device_name() const;
 };
+
+// A point's identity in a folder and across runs: case, dtype, fp32 math mode, row label, A/A.
+using PointKey = std::tuple<int, std::string, std::string, std::string, bool>;
+PointKey point_key(const Point& p);
 
 // Reads DIR/points.jsonl and DIR/run.json (optional). Throws tlb::ConfigError with one line
 // naming the file, line and field on anything malformed. A last line without its newline that

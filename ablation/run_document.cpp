@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "provenance.hpp"
 #include "text.hpp"
@@ -87,6 +88,19 @@ json new_run_document(const RunOptions& opt, const CaseSet& cases, const Techniq
                                         {"allowance", t.allowance},
                                         {"ratio", kGoldenRatio}});
   return doc;
+}
+
+void record_planned_groups(json& doc, const Schedule& sched, const CaseSet& cases) {
+  std::vector<std::pair<int, DType>> order;
+  std::map<std::pair<int, DType>, int64_t> points;
+  for (const SchedPoint& p : sched.points) {
+    const std::pair<int, DType> g{cases.cases[p.case_index].id, p.dtype};
+    if (points[g]++ == 0) order.push_back(g);
+  }
+  json groups = json::array();
+  for (const auto& g : order)
+    groups.push_back({{"case_id", g.first}, {"dtype", std::string(to_string(g.second))}, {"points", points[g]}});
+  doc["grid"]["groups"] = groups;
 }
 
 void record_dispatch_table(json& doc, const DispatchTable& table) {

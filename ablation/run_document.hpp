@@ -23,6 +23,11 @@ namespace tlb {
 nlohmann::json new_run_document(const RunOptions& opt, const CaseSet& cases, const TechniqueSet& techniques,
                                 const ScheduleInfo& info, size_t points);
 
+// $.grid.groups: each planned (case, dtype) and its number of points, in schedule order, so
+// the gate can tell a finished run from one that lost a group (or gained one) whatever
+// --cases, --dtypes, --configs or --quick narrowed.
+void record_planned_groups(nlohmann::json& doc, const Schedule& sched, const CaseSet& cases);
+
 // The table auto points are chosen from. A resumed run keeps its points but may meet another
 // table (a rebuilt binary): the rows say which they used, run.json keeps both (with a warning).
 void record_dispatch_table(nlohmann::json& doc, const DispatchTable& table);

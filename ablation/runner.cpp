@@ -312,6 +312,7 @@ int run_command(RunOptions opt) {
     // Paths are recorded as given (relative ones from the folder the run began in), each file
     // with its fingerprint: run.json names no folder of the machine it ran on.
     doc = new_run_document(opt, cases, techniques, sched.info, sched.points.size());
+    record_planned_groups(doc, sched, cases);
   }
   doc["resume_command"] = fmt::format("tlbench run --resume {}", opt.out_dir);
   if (sched.info.auto_points > 0) record_dispatch_table(doc, *table);

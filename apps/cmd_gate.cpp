@@ -7,8 +7,8 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <memory>
+#include <system_error>
 #include <optional>
 #include <string>
 
@@ -44,14 +44,17 @@ const bool kRegistered = tlb::cli::register_command(50, [](CLI::App& root, int& 
     if (!args->baseline.empty()) baseline = tlb::results::read_results(args->baseline);
     const tlb::gate::GateReport report =
         tlb::gate::run_gate(thresholds, results, baseline ? &*baseline : nullptr);
-    if (args->json)
-      fmt::print("{}\n", tlb::gate::report_json(report));
-    else
-      tlb::gate::print_report(report, stdout);
-    // A verdict nobody could read is no pass: a CI step must not go green on a full disk.
-    if (std::fflush(stdout) != 0 || std::ferror(stdout))
-      throw tlb::ConfigError(std::string("gate: cannot write the verdict to standard output: ") +
-                             std::strerror(errno));
+    // A verdict nobody could read is no pass: a CI step must not go green on a full disk. A
+    // long table fails inside the printing, a short one only when flushed.
+    try {
+      if (args->json)
+        fmt::print("{}\n", tlb::gate::report_json(report));
+      else
+        tlb::gate::print_report(report, stdout);
+      if (std::fflush(stdout) != 0 || std::ferror(stdout)) throw std::system_error(errno, std::generic_category());
+    } catch (const std::system_error& e) {
+      throw tlb::ConfigError("gate: cannot write the verdict to standard output: " + e.code().message());
+    }
     rc = report.passed() ? tlb::cli::kOk : tlb::cli::kGateOrAccuracyFailure;
   });
 });

@@ -66,14 +66,27 @@ fs::path doctored_copy(const std::string& name, const std::function<bool(json&)>
   return dir;
 }
 
-// Sets the copy's planned grid to the rows it holds, for tests that add or drop rows on
-// purpose and check other rules than the grid's.
+// Sets the copy's planned grid to the rows it holds, as the runner records a run narrowed to
+// them: for tests that add or drop rows on purpose and check other rules than the grid's.
 void replan(const fs::path& dir) {
   std::istringstream in(slurp(dir / "points.jsonl"));
   int rows = 0;
-  for (std::string line; std::getline(in, line);) rows += !line.empty();
+  json groups = json::array();
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    ++rows;
+    const json row = json::parse(line);
+    json* group = nullptr;
+    for (json& g : groups)
+      if (g["case_id"] == row["case_id"] && g["dtype"] == row["dtype"]) group = &g;
+    if (!group) {
+      groups.push_back({{"case_id", row["case_id"]}, {"dtype", row["dtype"]}, {"points", 0}});
+      group = &groups.back();
+    }
+    (*group)["points"] = (*group)["points"].get<int>() + 1;
+  }
   json run = json::parse(slurp(dir / "run.json"));
-  run["grid"]["points"] = rows;
+  run["grid"] = {{"points", rows}, {"groups", groups}};
   write(dir / "run.json", run.dump(1) + "\n");
 }
 
@@ -206,7 +219,7 @@ TEST_CASE("gate: per-case rules: best configuration, missing configurations, aut
     std::ofstream out(with_auto / "points.jsonl", std::ios::app);
     out << R"({"case_id": 1, "case_name": "tiny-4l", "dtype": "fp16", "config": "auto",)"
            R"( "policy": "auto", "status": "ok", "baseline": "00000", "speedup": 4.0,)"
-           R"( "golden_pass": true})" "\n";
+           R"( "golden_pass": true, "golden_rel_l2": 0.003, "golden_threshold": 0.004})" "\n";
   }
   replan(with_auto);
   const std::string auto_rule = R"({"defaults": {"max_auto_shortfall_pct": 3},
@@ -223,7 +236,8 @@ TEST_CASE("gate: per-case rules: best configuration, missing configurations, aut
       std::ofstream out(chose / "points.jsonl", std::ios::app);
       out << R"({"case_id": 1, "case_name": "tiny-4l", "dtype": "fp16", "config": "auto",)"
              R"( "policy": "auto", "status": "ok", "baseline": "00000", "speedup": 4.0,)"
-             R"( "golden_pass": true, "auto_choice": ")" << choice << "\"}\n";
+             R"( "golden_pass": true, "golden_rel_l2": 0.003, "golden_threshold": 0.004,)"
+             R"( "auto_choice": ")" << choice << "\"}\n";
     }
     replan(chose);
     INFO("auto chose " << choice);
@@ -455,11 +469,26 @@ TEST_CASE("gate: rows missing from the planned grid fail, a whole (case, dtype) 
                                   return !(row["case_id"] == 7 && row["dtype"] == "fp32");
                                 }));
   CHECK(found(group) == Found{{0, "", "", "incomplete"}, {7, "fp32", "", "incomplete"}});
-  for (const auto& v : group.violations)
+  for (const auto& v : group.violations) {
     if (v.case_id == 0) CHECK(v.measured == "226 rows on disk");
+    if (v.case_id == 7) CHECK(v.measured + " / " + v.limit == "0 rows / 32 planned");
+  }
   // One row gone: require_all_configs names it, the grid count says the folder is short.
   const GateReport row = gate(kFixtureThresholds, doctored_copy("no-row", [](json& r) { return !is(r, 14, "fp16", "11111"); }));
-  CHECK(found(row) == Found{{0, "", "", "incomplete"}, {14, "fp16", "11111", "require_all_configs"}});
+  CHECK(found(row) == Found{{0, "", "", "incomplete"},
+                            {14, "fp16", "", "incomplete"},
+                            {14, "fp16", "11111", "require_all_configs"}});
+  // A run narrowed to cases 1 and 2 (run.json planning just those) is whole.
+  const fs::path narrowed = doctored_copy("narrowed", [](json& r) { return r["case_id"] == 1 || r["case_id"] == 2; });
+  replan(narrowed);
+  CHECK(gate(kFixtureThresholds, narrowed).passed());
+  // Rows of a group the run never planned cannot stand in for a planned one.
+  const fs::path foreign = doctored_copy("foreign", [](json& r) {
+    if (r["case_id"] == 7 && r["dtype"] == "fp32") r["dtype"] = "bf16";
+    return true;
+  });
+  CHECK(found(gate(kFixtureThresholds, foreign)) ==
+        Found{{7, "fp32", "", "incomplete"}, {7, "bf16", "", "incomplete"}});
   // A planned grid larger than the folder (a run.json whose rows never arrived).
   const GateReport larger = gate(kFixtureThresholds, run_json_copy("grid-larger", [](json& run) {
                                    run["grid"]["points"] = 300;
@@ -553,7 +582,13 @@ TEST_CASE("gate: a baseline that does not measure the same thing is refused, and
   });
   const GateReport s = gate(kFixtureThresholds, base, &other_shape);
   REQUIRE(found(s) == Found{{2, "", "", "baseline_shape"}});
-  CHECK(s.violations[0].measured == "b8 s128 d768 h12 ff3072 L4 padding vs baseline b8 s256 d768 h12 ff3072 L4 padding");
+  CHECK(s.violations[0].measured == "seq 128 vs 256 (here vs baseline)");
+  // Rows without shape columns (older runs) are compared on what they record.
+  const fs::path no_shapes = doctored_copy("base-no-shapes", [](json& row) {
+    for (const char* k : {"batch", "seq", "d_model", "heads", "d_ff", "layers", "mask"}) row.erase(k);
+    return true;
+  });
+  CHECK(gate(kFixtureThresholds, base, &no_shapes).passed());
 
   // Results of two of the baseline's four cases: the rest is not "no regression".
   const fs::path part = doctored_copy("part", [](json& row) { return row["case_id"] == 1 || row["case_id"] == 2; });
@@ -577,12 +612,21 @@ TEST_CASE("tlbench gate: a verdict that cannot be written is exit 2, not a pass"
     WARN("no /dev/full here: the full-stdout case is not run");
     return;
   }
-  const std::string cmd = std::string(TLBENCH_BINARY) + " gate --results " + kFixture + " --thresholds " +
-                          (dir / "gates.json").string() + " > /dev/full 2> " + (dir / "err.txt").string();
-  const int status = std::system(cmd.c_str());
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 2);
-  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("cannot write the verdict to standard output"));
+  // A pass (one short line, failing at the flush) and a long table of violations (failing
+  // while it prints): both exit 2 with the reason.
+  const fs::path failing = doctored_copy("cli-full-failing", [](json& row) {
+    if (row["status"] == "ok") row["golden_pass"] = false;
+    return true;
+  });
+  for (const std::string& results : {kFixture, failing.string()}) {
+    const std::string cmd = std::string(TLBENCH_BINARY) + " gate --results " + results + " --thresholds " +
+                            (dir / "gates.json").string() + " > /dev/full 2> " + (dir / "err.txt").string();
+    const int status = std::system(cmd.c_str());
+    INFO(results);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 2);
+    CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("cannot write the verdict to standard output: No space left"));
+  }
 }
 
 TEST_CASE("gate: a 12 % slowdown of one configuration of one official case fails against the official run",
