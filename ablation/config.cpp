@@ -221,18 +221,6 @@ const std::vector<std::string> kTechniqueKeys = {"name", "description"};
 
 }  // namespace
 
-std::string read_config_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw ConfigError(path + ": cannot read: is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot read: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw ConfigError(path + ": cannot read: " + std::strerror(errno));
-  return ss.str();
-}
-
 CaseSet parse_cases(std::string_view text, const std::string& source) {
   const json doc = parse_document(text, source);
   if (!doc.is_object())
@@ -306,10 +294,10 @@ std::string layer_policy(const CaseSpec& c) {
   return c.policy;
 }
 
-CaseSet load_cases(const std::string& path) { return parse_cases(read_config_file(path), path); }
+CaseSet load_cases(const std::string& path) { return parse_cases(json_fields::read_input_file(path), path); }
 
 TechniqueSet load_techniques(const std::string& path) {
-  return parse_techniques(read_config_file(path), path);
+  return parse_techniques(json_fields::read_input_file(path), path);
 }
 
 TechniqueSet default_techniques() {

@@ -135,14 +135,9 @@ RunOptions options_for_resume(const std::string& dir, json& doc, const ResumeFil
   const std::string run_json = dir + "/run.json";
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw ConfigError(fmt::format("--resume {}: no such folder", dir));
-  std::ifstream in(run_json);
-  if (!in)
+  if (!fs::exists(run_json, ec))
     throw ConfigError(fmt::format("--resume {}: {} is missing; not a tlbench run folder", dir, run_json));
-  try {
-    doc = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw ConfigError(fmt::format("{}: {}", run_json, e.what()));
-  }
+  doc = json_fields::parse_document(json_fields::read_input_file(run_json), run_json);
   if (!doc.is_object() || !doc.contains("options"))
     json_fields::fail(run_json, "$.options", "missing");
   RunOptions opt = options_from_json(doc["options"], run_json);

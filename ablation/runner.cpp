@@ -295,6 +295,14 @@ int run_command(RunOptions opt) {
                                     "--resume {} or choose another folder",
                                     opt.out_dir, opt.out_dir));
   }
+  if (opt.resume) {
+    // The rows a resumed run continues from are read in full before the device is touched (a
+    // torn last line is the writer's to repair, later).
+    std::vector<std::string> torn;
+    std::error_code ec;
+    const std::string points = opt.out_dir + "/points.jsonl";
+    if (fs::exists(fs::symlink_status(points, ec))) read_points_jsonl(points, &torn);
+  }
   std::string why;
   if (!cuda_device_present(&why)) {
     fmt::print(stderr, "{}\n", why);
