@@ -52,6 +52,17 @@ void refuse_empty_values(CLI::App& app) {
       opt->check(non_empty);
 }
 
+// CLI11 answers a word that names no subcommand with "A subcommand is required".
+std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  std::string names;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_name() == argv[1]) return "";
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return fmt::format("unknown subcommand '{}' (one of: {})", argv[1], names);
+}
+
 }  // namespace
 
 }  // namespace tlb::cli
@@ -70,6 +81,10 @@ int main(int argc, char** argv) {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [order, setup] : reg) setup(app, rc);
   refuse_empty_values(app);
+  if (const std::string why = unknown_subcommand(app, argc, argv); !why.empty()) {
+    fmt::print(stderr, "tlbench: {}\n", why);
+    return kUsageOrConfig;
+  }
 
   try {
     app.parse(argc, argv);
