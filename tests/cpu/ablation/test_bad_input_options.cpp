@@ -154,6 +154,20 @@ TEST_CASE("run --resume with a broken points.jsonl is exit 2 before the device c
   check_refused(tlbench("run --resume run", s), {"run/points.jsonl: cannot read: is a directory"});
 }
 
+TEST_CASE("run --resume refuses recorded options out of range, naming their JSON path", "[bad-input][resume][cli]") {
+  Scratch s("resume-options");
+  interrupted_run(s);
+  const std::string run_json = s.path("run/run.json");
+  const std::string text = slurp(run_json);
+  for (const auto& [from, to, path] : {std::tuple{"\"min_reps\": 10", "\"min_reps\": -5", "$.options.min_reps"},
+                                       std::tuple{"\"max_reps\": 2000", "\"max_reps\": 0", "$.options.max_reps"},
+                                       std::tuple{"\"seed\": ", "\"seed\": -1, \"x\": ", "$.options.seed"}}) {
+    INFO(path);
+    std::ofstream(run_json) << replaced(text, from, to);
+    check_refused(tlbench("run --resume run", s), {run_json.substr(s.dir.string().size() + 1) + ": " + path});
+  }
+}
+
 TEST_CASE("run --resume of a copied folder names the missing file and the way out", "[bad-input][resume][cli]") {
   Scratch s("resume-copied");
   interrupted_run(s);
