@@ -27,6 +27,9 @@ namespace {
 using json = nlohmann::json;
 
 constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();  // kernels index with int
+// The plan, the policy string and the run all go layer by layer; the largest models have ~100
+// layers, and a bound keeps `tlbench plan` fast for every shape it accepts.
+constexpr int64_t kMaxLayers = 4096;
 
 bool has_control_chars(const std::string& s) {
   return std::any_of(s.begin(), s.end(),
@@ -70,7 +73,7 @@ void parse_case_shape(const json& c, const std::string& source, const std::strin
   s.d_model = dim("d_model");
   s.heads = dim("heads");
   s.d_ff = dim("d_ff");
-  s.layers = dim("layers");
+  s.layers = get_integer(c["layers"], 1, kMaxLayers, "a positive integer", source, field("layers"));
   // 16-byte vector accesses of fp16/bf16 rows need 8-element multiples.
   if (s.d_model % 8 != 0)
     fail(source, field("d_model"), std::to_string(s.d_model) + " is not a multiple of 8");
@@ -141,7 +144,8 @@ void parse_case_math(const json& c, const std::string& source, const std::string
     const json& e = c["eps"];
     if (!e.is_number()) fail(source, field("eps"), "expected a positive number, got " + describe(e));
     const double eps = e.get<double>();
-    if (!(eps > 0) || !std::isfinite(eps) || !(static_cast<float>(eps) > 0.0f))
+    // Kernels take eps as a float: a double beyond FLT_MAX would become inf there.
+    if (!(eps > 0) || !std::isfinite(static_cast<float>(eps)) || !(static_cast<float>(eps) > 0.0f))
       fail(source, field("eps"), "expected a positive number, got " + e.dump());
     s.eps = static_cast<float>(eps);
   }
@@ -221,18 +225,6 @@ const std::vector<std::string> kTechniqueKeys = {"name", "description"};
 
 }  // namespace
 
-std::string read_config_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw ConfigError(path + ": cannot read: is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot read: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw ConfigError(path + ": cannot read: " + std::strerror(errno));
-  return ss.str();
-}
-
 CaseSet parse_cases(std::string_view text, const std::string& source) {
   const json doc = parse_document(text, source);
   if (!doc.is_object())
@@ -306,10 +298,10 @@ std::string layer_policy(const CaseSpec& c) {
   return c.policy;
 }
 
-CaseSet load_cases(const std::string& path) { return parse_cases(read_config_file(path), path); }
+CaseSet load_cases(const std::string& path) { return parse_cases(json_fields::read_input_file(path), path); }
 
 TechniqueSet load_techniques(const std::string& path) {
-  return parse_techniques(read_config_file(path), path);
+  return parse_techniques(json_fields::read_input_file(path), path);
 }
 
 TechniqueSet default_techniques() {

@@ -17,9 +17,6 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A config file's whole text; ConfigError "<path>: cannot read: <why>" when it cannot be read.
-std::string read_config_file(const std::string& path);
-
 struct Technique {
   std::string name;         // one of the stage names: qkv, attn, ffn, norm, graph
   std::string description;  // one line

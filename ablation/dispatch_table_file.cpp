@@ -244,12 +244,7 @@ void parse_notes(const json& doc, const std::string& origin, DispatchTable& t) {
 }  // namespace
 
 DispatchTable parse_dispatch_table(std::string_view text, const std::string& origin) {
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw ConfigError(fmt::format("{}: malformed JSON: {}", origin, e.what()));
-  }
+  const json doc = json_fields::parse_document(text, origin);
   if (!doc.is_object()) fail(origin, "$", "expected an object, got " + shown(doc));
   check_keys(doc, {"format_version", "source", "techniques", "entries", "notes"}, origin, "$");
   const json& version = need(doc, "format_version", origin, "$");
@@ -271,7 +266,7 @@ DispatchTable parse_dispatch_table(std::string_view text, const std::string& ori
 }
 
 DispatchTable load_dispatch_table(const std::string& path) {
-  return parse_dispatch_table(read_config_file(path), path);
+  return parse_dispatch_table(json_fields::read_input_file(path), path);
 }
 
 void write_dispatch_table(const DispatchTable& t, const std::string& path) {

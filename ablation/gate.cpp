@@ -231,12 +231,7 @@ using results::point_key;
 }  // namespace
 
 Thresholds parse_thresholds(std::string_view text, const std::string& source) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw ConfigError(fmt::format("{}: not valid JSON: {}", source, e.what()));
-  }
+  const json doc = json_fields::parse_document(text, source);
   Thresholds t;
   t.source = source;
   if (!doc.is_object()) fail(source, "$", "expected an object with \"defaults\" and \"overrides\"");
@@ -270,7 +265,7 @@ Thresholds parse_thresholds(std::string_view text, const std::string& source) {
 }
 
 Thresholds load_thresholds(const std::string& path) {
-  return parse_thresholds(read_config_file(path), path);
+  return parse_thresholds(json_fields::read_input_file(path), path);
 }
 
 EffectiveRules rules_for(const Thresholds& t, int case_id, const std::string& dtype,

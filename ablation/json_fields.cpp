@@ -1,10 +1,17 @@
-// Reading JSON documents (configs, thresholds, dispatch tables, run.json) so that every problem
-// is one line naming the file, the JSON path and what is wrong.
+// Reading JSON input (configs, thresholds, dispatch tables, run.json, points.jsonl) so that every
+// problem is one line naming the file, the JSON path or place and what is wrong.
 #include "json_fields.hpp"
+
+#include <fmt/core.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "config.hpp"  // ConfigError
@@ -131,66 +138,160 @@ const std::string& get_string(const json& v, const std::string& what, const std:
   return v.get_ref<const std::string&>();
 }
 
-json parse_document(std::string_view text, const std::string& source) {
-  struct Frame {
-    bool is_array = false;
-    size_t index = 0;
-    std::string key;
-    std::set<std::string> keys;
-    std::string path;
-  };
-  std::vector<Frame> stack;
-  auto child_path = [&]() -> std::string {
-    if (stack.empty()) return "$";
-    const Frame& f = stack.back();
-    return f.is_array ? index_path(f.path, f.index) : key_path(f.path, f.key);
-  };
-  auto value_done = [&]() {
-    if (!stack.empty() && stack.back().is_array) ++stack.back().index;
-  };
-  json::parser_callback_t on_event = [&](int, json::parse_event_t ev, json& parsed) {
-    switch (ev) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start: {
-        Frame f;
-        f.is_array = ev == json::parse_event_t::array_start;
-        f.path = child_path();
-        stack.push_back(std::move(f));
-        break;
-      }
-      case json::parse_event_t::key: {
-        Frame& f = stack.back();
-        f.key = parsed.get<std::string>();
-        if (!f.keys.insert(f.key).second)
-          fail(source, key_path(f.path, f.key), "duplicate key (each key may appear once)");
-        break;
-      }
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        stack.pop_back();
-        value_done();
-        break;
-      case json::parse_event_t::value: value_done(); break;
+namespace {
+
+// Where the first bracket deeper than kMaxDepth opens, or npos. Brackets inside strings do not
+// count; anything malformed is left to the parser to report.
+size_t too_deep_at(std::string_view text) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
     }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), on_event);
-  } catch (const json::parse_error& e) {
-    // e.byte counts the characters read, so the offending one is at e.byte - 1.
-    const size_t at = std::min(e.byte == 0 ? size_t{0} : e.byte - 1, text.size());
+  }
+  return std::string_view::npos;
+}
+
+// Whose text is being parsed: a whole document, or line `line` of a JSON-lines file.
+struct Origin {
+  std::string label;  // "cases.json", or "points.jsonl:12"
+  bool one_line = false;
+  std::string_view text;
+
+  // "line L, column C" of the byte at `at` ("column C" within one line).
+  std::string place(size_t at) const {
+    at = std::min(at, text.size());
     size_t line = 1, line_start = 0;
     for (size_t i = 0; i < at; ++i)
       if (text[i] == '\n') ++line, line_start = i + 1;
-    const size_t column = at - line_start + 1;
+    const std::string column = "column " + std::to_string(at - line_start + 1);
+    return one_line ? column : "line " + std::to_string(line) + ", " + column;
+  }
+  [[noreturn]] void fail_at(size_t at, const std::string& problem) const {
+    throw ConfigError(label + ": " + place(at) + ": " + problem);
+  }
+};
+
+// nlohmann's own DOM builder, with each object's keys checked against each other on the way
+// and every parse error turned into one line with its place. Paths are only spelled out for an
+// error, so the cost stays linear in the text.
+class CheckedBuilder {
+ public:
+  CheckedBuilder(json& root, const Origin& origin) : dom_(root, true), origin_(origin) {}
+
+  bool null() { return done(dom_.null()); }
+  bool boolean(bool b) { return done(dom_.boolean(b)); }
+  bool number_integer(json::number_integer_t v) { return done(dom_.number_integer(v)); }
+  bool number_unsigned(json::number_unsigned_t v) { return done(dom_.number_unsigned(v)); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return done(dom_.number_float(v, s)); }
+  bool string(json::string_t& s) { return done(dom_.string(s)); }
+  bool binary(json::binary_t& b) { return done(dom_.binary(b)); }
+  bool start_object(size_t n) {
+    frames_.emplace_back(false);
+    return dom_.start_object(n);
+  }
+  bool start_array(size_t n) {
+    frames_.emplace_back(true);
+    return dom_.start_array(n);
+  }
+  bool key(json::string_t& k) {
+    Frame& f = frames_.back();
+    f.key = k;
+    if (!f.keys.insert(k).second) fail(origin_.label, path(), "duplicate key (each key may appear once)");
+    return dom_.key(k);
+  }
+  bool end_object() {
+    frames_.pop_back();
+    return done(dom_.end_object());
+  }
+  bool end_array() {
+    frames_.pop_back();
+    return done(dom_.end_array());
+  }
+  bool parse_error(size_t position, const std::string& token, const nlohmann::detail::exception& e) {
+    // position counts the characters read, so the offending one is at position - 1.
+    const size_t at = position == 0 ? 0 : position - 1;
+    if (e.id == 406)  // the parser's "number overflow": beyond the range of a double
+      origin_.fail_at(at, "number " + token + " is out of range (numbers must be finite)");
     std::string why = e.what();
     const size_t col_pos = why.find("column ");
     const size_t colon = col_pos == std::string::npos ? why.find("] ") : why.find(": ", col_pos);
     if (colon != std::string::npos) why = why.substr(colon + 2);
-    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) why = "the file is empty";
-    throw ConfigError(source + ": line " + std::to_string(line) + ", column " +
-                      std::to_string(column) + ": malformed JSON: " + why);
+    if (origin_.text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+      why = origin_.one_line ? "the line is empty" : "the file is empty";
+    origin_.fail_at(at, "malformed JSON: " + why);
   }
+
+ private:
+  struct Frame {
+    explicit Frame(bool array) : is_array(array) {}
+    bool is_array;
+    size_t index = 0;
+    std::string key;
+    std::set<std::string> keys;
+  };
+
+  bool done(bool ok) {
+    if (!frames_.empty() && frames_.back().is_array) ++frames_.back().index;
+    return ok;
+  }
+  std::string path() const {
+    std::string p = "$";
+    for (const Frame& f : frames_) p = f.is_array ? index_path(p, f.index) : key_path(p, f.key);
+    return p;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  const Origin& origin_;
+  std::vector<Frame> frames_;
+};
+
+json parse_checked(const Origin& origin) {
+  if (origin.text.size() > kMaxDocumentBytes)
+    throw ConfigError(fmt::format("{}: {} bytes, over the limit of {} MiB for one JSON {}",
+                                  origin.label, origin.text.size(), kMaxDocumentBytes >> 20,
+                                  origin.one_line ? "line" : "document"));
+  if (const size_t at = too_deep_at(origin.text); at != std::string_view::npos)
+    origin.fail_at(at, fmt::format("nested deeper than {} levels", kMaxDepth));
+  json root;
+  CheckedBuilder builder(root, origin);
+  json::sax_parse(origin.text.begin(), origin.text.end(), &builder);
+  return root;
+}
+
+}  // namespace
+
+std::string read_input_file(const std::string& path, size_t max_bytes) {
+  auto refuse = [&](const std::string& why) { throw ConfigError(path + ": cannot read: " + why); };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) refuse(std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) refuse("is a directory");
+  if (!S_ISREG(st.st_mode)) refuse("not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    refuse(fmt::format("{} bytes, over the limit of {} MiB", st.st_size, max_bytes >> 20));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) refuse(std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) refuse(std::strerror(errno));
+  return ss.str();
+}
+
+json parse_document(std::string_view text, const std::string& source) {
+  return parse_checked(Origin{source, false, text});
+}
+
+json parse_line(std::string_view text, const std::string& file, int line) {
+  return parse_checked(Origin{file + ":" + std::to_string(line), true, text});
 }
 
 }  // namespace tlb::json_fields

@@ -43,8 +43,10 @@ std::string memory_policy(const std::string& policy) { return policy == "auto" ?
 }  // namespace
 
 MemoryBudget fixed_memory_budget(double mem_gib, const std::string& source) {
-  if (!(mem_gib > 0) || !std::isfinite(mem_gib) || mem_gib > 1e9)
-    throw ConfigError(fmt::format("--mem-gib: expected a positive number of GiB, got {}", mem_gib));
+  // Below 1 MiB nothing fits (the budget would print as "0 B"); above 1e9 GiB no machine exists.
+  if (!(mem_gib >= kMinMemGiB && mem_gib <= kMaxMemGiB))
+    throw ConfigError(fmt::format("--mem-gib: expected a positive number of GiB in [{}, {:g}], got {}",
+                                  kMinMemGiB, kMaxMemGiB, mem_gib));
   MemoryBudget b;
   b.bytes = static_cast<uint64_t>(mem_gib * kBytesPerGiB);
   b.source = source;

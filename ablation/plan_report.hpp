@@ -18,6 +18,8 @@
 namespace tlb {
 
 constexpr double kDefaultMemGiB = 80.0;
+// What --mem-gib accepts: 1 MiB up to a budget far beyond any device.
+constexpr double kMinMemGiB = 1.0 / 1024, kMaxMemGiB = 1e9;
 
 // The device memory a run may use.
 struct MemoryBudget {

@@ -166,6 +166,11 @@ void check_row(const json& j, const PointRow& r) {
     fail("dtype", "\"" + r.dtype + "\" is not fp16, bf16 or fp32");
   if (!r.is_auto() && !is_bit_string(r.config))
     fail("config", "\"" + r.config + "\" is neither a bit string nor \"auto\"");
+  // A ratio or a time at or below zero is no measurement; left in, such a row would count as
+  // ok without counting as measured.
+  for (const auto& [key, v] : {std::pair{"speedup", r.speedup}, std::pair{"ref_ms", r.ref_ms},
+                               std::pair{"cand_ms", r.cand_ms}})
+    if (v && !std::isnan(*v) && !(*v > 0)) fail(key, fmt::format("expected a positive number, got {}", *v));
 }
 
 }  // namespace

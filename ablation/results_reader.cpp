@@ -2,10 +2,9 @@
 
 #include <fmt/core.h>
 
-#include <fstream>
+#include <filesystem>
 #include <map>
 #include <set>
-#include <sstream>
 #include <tuple>
 
 #include "config.hpp"
@@ -57,15 +56,6 @@ std::vector<std::string> techniques_from_run(const json& run, const std::string&
   return names;
 }
 
-std::string read_file(const std::string& path, bool& exists) {
-  std::ifstream in(path, std::ios::binary);
-  exists = static_cast<bool>(in);
-  if (!exists) return {};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 std::string Results::device_name() const {
@@ -82,12 +72,8 @@ std::string Results::device_name() const {
 namespace {
 
 void read_run_json(std::string_view run_json, const std::string& run_file, Results& r) {
-  try {
-    r.run = json::parse(run_json);
-  } catch (const json::parse_error& e) {
-    throw ConfigError(fmt::format("{}: not valid JSON: {}", run_file, e.what()));
-  }
-  if (!r.run.is_object()) throw ConfigError(run_file + ": expected a JSON object");
+  r.run = json_fields::parse_document(run_json, run_file);
+  if (!r.run.is_object()) json_fields::fail(run_file, "$", "expected an object, got " + json_fields::describe(r.run));
   r.techniques = techniques_from_run(r.run, run_file);
   if (!r.techniques.empty()) r.techniques_source = "run.json";
 }
@@ -108,15 +94,13 @@ void read_points(std::string_view points_jsonl, const std::string& points_file, 
     if (text.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     json o;
     try {
-      o = json::parse(text);
-    } catch (const json::parse_error& e) {
-      if (!has_newline) {
-        r.warnings.push_back(fmt::format(
-            "{}:{}: last line is incomplete (a write cut short); ignored", points_file, line_no));
-        r.torn_line = line_no;
-        break;
-      }
-      fail_at(points_file, line_no, "", std::string("not valid JSON: ") + e.what());
+      o = json_fields::parse_line(text, points_file, line_no);
+    } catch (const ConfigError&) {
+      if (has_newline) throw;
+      r.warnings.push_back(fmt::format(
+          "{}:{}: last line is incomplete (a write cut short); ignored", points_file, line_no));
+      r.torn_line = line_no;
+      break;
     }
     Point p = parse_point(o, points_file, line_no);
     auto [it, inserted] = seen.emplace(point_key(p), r.points.size());
@@ -205,12 +189,16 @@ AutoVsBest compare_auto(const Point& automatic, const Point& b, const Point* cho
 }
 
 Results read_results(const std::string& dir) {
-  bool exists = false;
-  std::string points = read_file(dir + "/points.jsonl", exists);
-  if (!exists)
-    throw ConfigError(dir + "/points.jsonl: cannot be read (is this a results folder?)");
-  bool run_exists = false;
-  std::string run = read_file(dir + "/run.json", run_exists);
+  const std::string points_file = dir + "/points.jsonl", run_file = dir + "/run.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(points_file, ec))
+    throw ConfigError(points_file + ": cannot be read (is this a results folder?)");
+  const std::string points = json_fields::read_input_file(points_file, json_fields::kMaxPointsBytes);
+  const bool run_exists = std::filesystem::exists(run_file, ec);
+  const std::string run = run_exists ? json_fields::read_input_file(run_file) : std::string();
+  // A run.json that is there but empty is a broken file, not a missing one.
+  if (run_exists && run.find_first_not_of(" \t\r\n") == std::string::npos)
+    json_fields::parse_document(run, run_file);
   Results r = parse_results(points, run, dir);
   if (!run_exists) r.warnings.push_back(dir + "/run.json: not found; technique names from " +
                                         r.techniques_source);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <utility>
 
 #include "json_fields.hpp"
 #include "text.hpp"
@@ -110,8 +112,9 @@ RunOptions options_from_json(const json& j, const std::string& source) {
   o.out_dir = str("out_dir");
   o.quick = boolean("quick");
   {
+    // Parsed JSON holds a non-negative integer as unsigned; anything else would wrap.
     const json& v = need("seed");
-    if (!v.is_number_unsigned() && !v.is_number_integer()) fail("seed", "expected an integer");
+    if (!v.is_number_unsigned()) fail("seed", "expected an integer in 0 .. 18446744073709551615");
     o.seed = v.get<uint64_t>();
   }
   if (!parse_fp32_math(str("fp32_math"), o.fp32_math)) fail("fp32_math", "expected tf32 or ieee");
@@ -120,8 +123,10 @@ RunOptions options_from_json(const json& j, const std::string& source) {
   o.layer_trace = boolean("layer_trace");
   o.tol.atol = number("atol");
   o.tol.rtol = number("rtol");
-  o.min_reps = static_cast<int64_t>(number("min_reps"));
-  o.max_reps = static_cast<int64_t>(number("max_reps"));
+  // Recorded after resolve_defaults, so 0 or less (which would mean "the default") is an edit.
+  for (auto [key, field] : {std::pair{"min_reps", &o.min_reps}, std::pair{"max_reps", &o.max_reps}})
+    *field = json_fields::get_integer(need(key), 1, std::numeric_limits<int64_t>::max(), "a positive integer",
+                                      source, json_fields::key_path("$.options", key));
   o.point_budget_ms = number("point_budget_ms");
   o.target_rel_ci = number("target_rel_ci");
   o.memory_margin_mib = number("memory_margin_mib");
@@ -135,14 +140,9 @@ RunOptions options_for_resume(const std::string& dir, json& doc, const ResumeFil
   const std::string run_json = dir + "/run.json";
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw ConfigError(fmt::format("--resume {}: no such folder", dir));
-  std::ifstream in(run_json);
-  if (!in)
+  if (!fs::exists(run_json, ec))
     throw ConfigError(fmt::format("--resume {}: {} is missing; not a tlbench run folder", dir, run_json));
-  try {
-    doc = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw ConfigError(fmt::format("{}: {}", run_json, e.what()));
-  }
+  doc = json_fields::parse_document(json_fields::read_input_file(run_json), run_json);
   if (!doc.is_object() || !doc.contains("options"))
     json_fields::fail(run_json, "$.options", "missing");
   RunOptions opt = options_from_json(doc["options"], run_json);

@@ -154,7 +154,7 @@ json summary_json(const RunOutcome& o, const std::vector<PointRow>& rows, int ex
             {"by_status", status_counts(rows)},
             {"golden_failures", failures},
             {"elapsed_s", o.elapsed_s}};
-  if (o.state != "complete") s["resume_command"] = o.resume_command;
+  if (o.state != "complete" && !o.resume_command.empty()) s["resume_command"] = o.resume_command;
   if (o.aa) s["aa_noise_floor"] = aa_noise_floor(rows);
   return s;
 }

@@ -44,9 +44,9 @@ int run_exit_code(const std::string& state, const std::vector<PointRow>& rows);
 
 // What a finished (or stopped) run says on stderr.
 struct RunOutcome {
-  std::string state;  // complete | interrupted | device-fault
+  std::string state;  // complete | interrupted | device-fault | no-device
+  std::string resume_command;  // empty where there is nothing to resume
   std::string out_dir;
-  std::string resume_command;
   size_t scheduled = 0, written_now = 0;
   double elapsed_s = 0;
   bool aa = false;

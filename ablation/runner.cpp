@@ -31,6 +31,10 @@ using json = nlohmann::json;
 // Thrown inside the group loop where Ctrl-C (or SIGTERM) asked the run to stop.
 struct Interrupted {};
 
+std::string resume_command_for(const std::string& out_dir) {
+  return fmt::format("tlbench run --resume {}", out_dir);
+}
+
 class Runner {
  public:
   Runner(RunOptions opt, CaseSet cases, TechniqueSet techniques, Schedule sched, json run_doc,
@@ -53,7 +57,7 @@ class Runner {
   void write_row(const PointRow& r);
   void save_run_json(const std::string& state);
   int finish(const std::string& state, const std::string& message);
-  std::string resume_command() const { return fmt::format("tlbench run --resume {}", opt_.out_dir); }
+  std::string resume_command() const { return resume_command_for(opt_.out_dir); }
   MeasureContext context() {
     return {opt_, techniques_, stream_, *clock_, tracker_, budget_bytes_, used_at_start_, fault_};
   }
@@ -295,9 +299,29 @@ int run_command(RunOptions opt) {
                                     "--resume {} or choose another folder",
                                     opt.out_dir, opt.out_dir));
   }
+  if (opt.resume) {
+    // The rows a resumed run continues from are read in full before the device is touched (a
+    // torn last line is the writer's to repair, later).
+    std::vector<std::string> torn;
+    std::error_code ec;
+    const std::string points = opt.out_dir + "/points.jsonl";
+    if (fs::exists(fs::symlink_status(points, ec))) read_points_jsonl(points, &torn);
+  }
   std::string why;
   if (!cuda_device_present(&why)) {
     fmt::print(stderr, "{}\n", why);
+    // --json promises a document on stdout whatever the exit code.
+    if (opt.json) {
+      RunOutcome o;
+      o.state = "no-device";
+      o.out_dir = opt.out_dir;
+      o.scheduled = grid.size();
+      o.aa = opt.aa;
+      if (opt.resume) o.resume_command = resume_command_for(opt.out_dir);
+      json s = summary_json(o, {}, 3);
+      s["error"] = why;
+      fmt::print("{}\n", s.dump(2));
+    }
     return 3;
   }
 
@@ -314,7 +338,7 @@ int run_command(RunOptions opt) {
     doc = new_run_document(opt, cases, techniques, sched.info, sched.points.size());
     record_planned_groups(doc, sched, cases);
   }
-  doc["resume_command"] = fmt::format("tlbench run --resume {}", opt.out_dir);
+  doc["resume_command"] = resume_command_for(opt.out_dir);
   if (sched.info.auto_points > 0) record_dispatch_table(doc, *table);
 
   Runner runner(opt, cases, techniques, std::move(sched), std::move(doc), std::move(fault), sigint_after);

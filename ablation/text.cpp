@@ -2,7 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include "config.hpp"
@@ -86,7 +88,7 @@ std::string fnv1a64(std::string_view bytes) {
 
 std::string file_fingerprint(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(fmt::format("{}: cannot read", path));
+  if (!in) throw ConfigError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
   uint64_t h = kFnvOffset;
   char buf[1 << 16];
   while (in) {

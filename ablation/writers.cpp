@@ -12,6 +12,9 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "config.hpp"  // ConfigError
+#include "json_fields.hpp"
+
 namespace tlb {
 
 namespace {
@@ -40,9 +43,7 @@ bool truncate_partial_line(const std::string& path) {
 
 std::vector<PointRow> read_points_jsonl(const std::string& path,
                                         std::vector<std::string>* warnings) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(fmt::format("cannot read {}", path));
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string content = json_fields::read_input_file(path, json_fields::kMaxPointsBytes);
   std::vector<PointRow> rows;
   size_t pos = 0;
   int line_no = 0;
@@ -58,10 +59,11 @@ std::vector<PointRow> read_points_jsonl(const std::string& path,
     const std::string line = content.substr(pos, end - pos);
     pos = end + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const json row = json_fields::parse_line(line, path, line_no);
     try {
-      rows.push_back(point_from_json(json::parse(line)));
-    } catch (const std::exception& e) {
-      throw std::runtime_error(fmt::format("{}:{}: {}", path, line_no, e.what()));
+      rows.push_back(point_from_json(row));
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{}:{}: {}", path, line_no, e.what()));
     }
   }
   return rows;

@@ -14,7 +14,7 @@
 namespace tlb {
 
 // Reads points.jsonl. A last line without its newline (cut off mid-write) is ignored and
-// reported in `warnings`; any other malformed line throws std::runtime_error with its number.
+// reported in `warnings`; any other malformed line throws ConfigError with its number.
 std::vector<PointRow> read_points_jsonl(const std::string& path,
                                         std::vector<std::string>* warnings = nullptr);
 

@@ -20,7 +20,7 @@ struct ExportArgs {
   std::string dtype;
   std::string out;
   std::string config = "configs/cases.json";
-  uint64_t seed = tlb::kDefaultRunSeed;
+  std::string seed = std::to_string(tlb::kDefaultRunSeed);
   bool no_outputs = false;
 };
 
@@ -48,6 +48,7 @@ const bool kRegistered = tlb::cli::register_command(30, [](CLI::App& root, int& 
   cmd->add_flag("--no-outputs", args->no_outputs,
                 "weights and input only (no GPU needed); no reference or golden output");
   cmd->callback([args, &rc]() {
+    const uint64_t seed = tlb::cli::parse_seed(args->seed);
     tlb::DType dtype;
     if (!tlb::parse_dtype(args->dtype, dtype))
       throw tlb::ConfigError("--dtype: unknown dtype '" + args->dtype + "' (fp16, bf16 or fp32)");
@@ -58,7 +59,7 @@ const bool kRegistered = tlb::cli::register_command(30, [](CLI::App& root, int& 
     const tlb::CaseSpec& c = find_case(cases, args->case_id);
     tlb::ExportOptions opt;
     opt.dtype = dtype;
-    opt.run_seed = args->seed;
+    opt.run_seed = seed;
     opt.with_outputs = !args->no_outputs;
     const tlb::ExportSummary s = tlb::export_case(c, opt, args->out);
     fmt::print("wrote {}: case {} ({}) {} seed {}, {} tensors, {:.1f} MB\n", s.path, c.id, c.name,

@@ -23,7 +23,7 @@ struct PlanArgs {
   std::string config;
   std::string techniques;
   std::string cases, configs, dtypes;
-  uint64_t seed = tlb::kDefaultRunSeed;
+  std::string seed = std::to_string(tlb::kDefaultRunSeed);
   double mem_gib = tlb::kDefaultMemGiB;
   std::string fp32_math = "tf32";
   bool layer_trace = false;
@@ -71,6 +71,7 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
                   "dispatch table for auto points (default: the built-in one)");
   cmd->add_flag("--json", args->json, "print a JSON document instead of tables");
   cmd->callback([args, mem, &rc]() {
+    const uint64_t seed = tlb::cli::parse_seed(args->seed);
     const tlb::CaseSet cases = tlb::load_cases(args->config);
     const tlb::TechniqueSet techniques = load_techniques_for(*args);
     tlb::Selection sel =
@@ -94,7 +95,7 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
     model.warmup_min_runs = static_cast<int>(timer.warmup_min_runs);
     model.floor_pairs = static_cast<int>(timer.floor_pairs);
     model.max_pairs = static_cast<int>(timer.max_reps);
-    const tlb::Plan plan = tlb::make_plan(cases, techniques, sel, args->seed, budget, paths, model,
+    const tlb::Plan plan = tlb::make_plan(cases, techniques, sel, seed, budget, paths, model,
                                           table ? &*table : nullptr);
     if (args->json)
       fmt::print("{}", tlb::plan_json(plan));

@@ -3,8 +3,6 @@
 // criterion, 2 usage/config error (nothing written), 3 device failure, 130 interrupted.
 #include <fmt/core.h>
 
-#include <cerrno>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,7 +53,7 @@ struct RunArgs {
 };
 
 // What resolve_defaults cannot see: a count or budget given as 0 or below (it reads 0 as "the
-// mode's default"), and a seed that is not a 64-bit unsigned integer (parsed here, not wrapped).
+// mode's default"), and a seed that is not a 64-bit unsigned integer (parsed, not wrapped).
 void check_numeric_options(const CLI::App& cmd, RunArgs& a) {
   tlb::RunOptions& o = a.opt;
   auto given = [&](const char* name) { return cmd.get_option(name)->count() > 0; };
@@ -66,15 +64,7 @@ void check_numeric_options(const CLI::App& cmd, RunArgs& a) {
   if (given("--max-reps") && o.max_reps < 1) refuse("--max-reps", double(o.max_reps), "a positive integer");
   if (given("--point-budget-ms") && !(o.point_budget_ms > 0))
     refuse("--point-budget-ms", o.point_budget_ms, "a number of milliseconds in (0, 3600000]");
-  if (given("--seed")) {
-    const std::string& t = a.seed;
-    errno = 0;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(t.c_str(), &end, 10);
-    if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE || *end != '\0')
-      throw tlb::ConfigError(fmt::format("--seed {}: expected an integer in 0 .. 18446744073709551615", t));
-    o.seed = v;
-  }
+  if (given("--seed")) o.seed = tlb::cli::parse_seed(a.seed);
 }
 
 const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& rc) {

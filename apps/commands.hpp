@@ -4,7 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
+#include <string>
 
 namespace tlb::cli {
 
@@ -16,5 +18,9 @@ using CommandSetup = std::function<void(CLI::App& root, int& rc)>;
 
 // `order` fixes the order of subcommands in --help.
 bool register_command(int order, CommandSetup setup);
+
+// A seed as typed: a decimal integer in 0 .. 2^64-1, else ConfigError naming `option`. (CLI11
+// would wrap -1 to 2^64-1 and clamp a 23-digit number.)
+uint64_t parse_seed(const std::string& text, const char* option = "--seed");
 
 }  // namespace tlb::cli

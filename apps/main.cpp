@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -28,6 +30,41 @@ bool register_command(int order, CommandSetup setup) {
   return true;
 }
 
+uint64_t parse_seed(const std::string& text, const char* option) {
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE ||
+      *end != '\0')
+    throw tlb::ConfigError(fmt::format("{} {}: expected an integer in 0 .. 18446744073709551615", option, text));
+  return v;
+}
+
+namespace {
+
+// An option given an empty value ("--cases ''") would otherwise quietly mean its default.
+void refuse_empty_values(CLI::App& app) {
+  const CLI::Validator non_empty(
+      [](std::string& v) { return v.empty() ? std::string("an empty value; leave the option out for its default") : std::string(); },
+      "", "non-empty");
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    for (CLI::Option* opt : sub->get_options([](const CLI::Option* o) { return o->get_type_size() != 0; }))
+      opt->check(non_empty);
+}
+
+// CLI11 answers a word that names no subcommand with "A subcommand is required".
+std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  std::string names;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_name() == argv[1]) return "";
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return fmt::format("unknown subcommand '{}' (one of: {})", argv[1], names);
+}
+
+}  // namespace
+
 }  // namespace tlb::cli
 
 int main(int argc, char** argv) {
@@ -43,6 +80,11 @@ int main(int argc, char** argv) {
   std::stable_sort(reg.begin(), reg.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [order, setup] : reg) setup(app, rc);
+  refuse_empty_values(app);
+  if (const std::string why = unknown_subcommand(app, argc, argv); !why.empty()) {
+    fmt::print(stderr, "tlbench: {}\n", why);
+    return kUsageOrConfig;
+  }
 
   try {
     app.parse(argc, argv);

@@ -64,7 +64,7 @@ struct Scratch {
     for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
       const std::string n = e.path().filename().string();
       if (n != "stdout.txt" && n != "stderr.txt")
-        names.push_back(std::filesystem::relative(e.path(), dir).string());
+        names.push_back(e.path().lexically_relative(dir).string());  // a symlink by its own name
     }
     std::sort(names.begin(), names.end());
     return names;

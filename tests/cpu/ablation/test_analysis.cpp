@@ -293,7 +293,7 @@ TEST_CASE("reader: malformed lines are one-line errors naming file, line and key
     }
     return std::string("no error");
   };
-  CHECK_THAT(error_of("{not json"), Catch::StartsWith("R/points.jsonl:2: not valid JSON"));
+  CHECK_THAT(error_of("{not json"), Catch::StartsWith("R/points.jsonl:2: column 3: malformed JSON"));
   CHECK(error_of(R"({"case_id": 1, "dtype": "fp16", "config": "10", "status": "ok", "speedup": "fast"})") ==
         "R/points.jsonl:2: \"speedup\": expected a number, got \"fast\"");
   CHECK(error_of(R"({"case_id": 1, "dtype": "fp8", "config": "10", "status": "ok"})") ==

@@ -399,7 +399,7 @@ TEST_CASE("bad dispatch tables are one-line errors naming the file and the JSON 
     return parse_error(d.dump());
   };
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {parse_error("{\"entries\": [}"), "d.json: malformed JSON: "},
+      {parse_error("{\"entries\": [}"), "d.json: line 1, column 14: malformed JSON: "},
       {parse_error("[]"), "d.json: $: expected an object"},
       {with([](json& d) { d["format_version"] = 2; }), "d.json: $.format_version: expected 1, got 2"},
       {with([](json& d) { d.erase("techniques"); }), "d.json: $: missing required field \"techniques\""},

@@ -298,7 +298,7 @@ TEST_CASE("gate: strict accuracy and fallbacks are opt-in rules", "[gate]") {
 }
 
 TEST_CASE("gate: bad thresholds are one-line errors naming the JSON path", "[gate]") {
-  CHECK_THAT(parse_error("{"), Catch::StartsWith("g.json: not valid JSON"));
+  CHECK_THAT(parse_error("{"), Catch::StartsWith("g.json: line 1, column 2: malformed JSON"));
   CHECK(parse_error("[]") == "g.json: $: expected an object with \"defaults\" and \"overrides\"");
   CHECK_THAT(parse_error(R"({"defaults": {"min_speedupp": 1}})"),
              Catch::StartsWith("g.json: $.defaults.min_speedupp: unknown key"));
