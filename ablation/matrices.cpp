@@ -91,12 +91,17 @@ std::string matrix_csv(const SpeedupMatrix& m) {
   return s;
 }
 
+std::vector<std::pair<std::string, std::string>> matrix_files(const std::vector<PointRow>& rows) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const SpeedupMatrix& m : build_matrices(rows)) files.emplace_back("matrix_" + m.group + ".csv", matrix_csv(m));
+  return files;
+}
+
 std::vector<std::string> write_matrices(const std::vector<PointRow>& rows,
                                         const std::string& dir) {
   std::vector<std::string> files;
-  for (const SpeedupMatrix& m : build_matrices(rows)) {
-    const std::string name = "matrix_" + m.group + ".csv";
-    write_file_atomic(dir + "/" + name, matrix_csv(m));
+  for (const auto& [name, text] : matrix_files(rows)) {
+    write_file_atomic(dir + "/" + name, text);
     files.push_back(name);
   }
   return files;

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "point_status.hpp"
@@ -33,6 +34,8 @@ std::vector<SpeedupMatrix> build_matrices(const std::vector<PointRow>& rows);
 // A cell: the speedup (4 decimals) of a measured point (ok or fallback), else its status.
 std::string matrix_cell(const PointStatus& status, const std::optional<double>& speedup);
 std::string matrix_csv(const SpeedupMatrix& m);
+// (matrix_<group>.csv, its content) per group, as write_matrices writes them.
+std::vector<std::pair<std::string, std::string>> matrix_files(const std::vector<PointRow>& rows);
 // Writes DIR/matrix_<group>.csv per group; returns the file names written.
 std::vector<std::string> write_matrices(const std::vector<PointRow>& rows, const std::string& dir);
 // The same from DIR/points.jsonl.

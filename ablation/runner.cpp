@@ -20,6 +20,7 @@
 #include "run_document.hpp"
 #include "run_report.hpp"
 #include "run_schedule.hpp"
+#include "shard.hpp"
 #include "writers.hpp"
 
 namespace tlb {
@@ -263,9 +264,23 @@ TechniqueSet load_techniques_for(const std::string& techniques_path, const std::
 }
 
 
+// A resumed shard keeps the groups its run.json records; a new one is cut from the plan.
+std::optional<ShardCut> shard_cut_for(const RunOptions& opt, const json& doc, const std::optional<ShardSpec>& shard,
+                                      const CaseSet& cases, const TechniqueSet& techniques, const Selection& sel,
+                                      const std::optional<DispatchTable>& table) {
+  if (opt.resume) {
+    if (!doc.contains("shard")) return std::nullopt;
+    return shard_cut_from_json(doc["shard"], opt.out_dir + "/run.json");
+  }
+  if (!shard) return std::nullopt;
+  const PathMemoryOptions paths{opt.fp32_math, opt.layer_trace};
+  return cut_shard(*shard, assignment_plan(cases, techniques, sel, opt.seed, paths, opt.quick,
+                                           table ? &*table : nullptr));
+}
+
 }  // namespace
 
-int run_command(RunOptions opt) {
+int run_command(RunOptions opt, const std::optional<ShardSpec>& shard) {
   json doc;
   const std::string command_line = opt.command_line;
   const bool json_summary = opt.json;
@@ -329,6 +344,8 @@ int run_command(RunOptions opt) {
   // measures its group's fixed configurations it is chosen again, from those rows, when its
   // turn comes (choose_from_rows).
   Schedule sched = build_schedule(opt, cases, techniques, sel, grid, table);
+  std::optional<ShardCut> cut = shard_cut_for(opt, doc, shard, cases, techniques, sel, table);
+  if (cut) keep_shard_points(sched, cases, *cut);
   if (!opt.resume) {
     std::error_code ec;
     fs::create_directories(opt.out_dir, ec);
@@ -339,6 +356,10 @@ int run_command(RunOptions opt) {
     record_planned_groups(doc, sched, cases);
   }
   doc["resume_command"] = resume_command_for(opt.out_dir);
+  if (cut) {
+    doc["shard"] = to_json(*cut);
+    fmt::print(stderr, "tlbench run: {}\n", shard_summary(*cut));
+  }
   if (sched.info.auto_points > 0) record_dispatch_table(doc, *table);
 
   Runner runner(opt, cases, techniques, std::move(sched), std::move(doc), std::move(fault), sigint_after);

@@ -18,7 +18,10 @@
 // never a point twice.
 #pragma once
 
+#include <optional>
+
 #include "run_options.hpp"
+#include "shard.hpp"
 #include "text.hpp"
 
 namespace tlb {
@@ -26,7 +29,8 @@ namespace tlb {
 // Validates everything (configs, selection, output folder) before writing anything, checks for
 // a device, then runs. Returns the exit code: 0 ok; 1 a measured point failed the golden
 // criterion; 3 device fault, no device, or a point that could not run (status error); 130
-// interrupted. Throws ConfigError (exit 2) on bad input: nothing has been written then.
-int run_command(RunOptions opt);
+// interrupted. Throws ConfigError (exit 2) on bad input: nothing has been written then. With
+// `shard`, only the groups the shard owns are measured (a resumed run keeps its own shard).
+int run_command(RunOptions opt, const std::optional<ShardSpec>& shard = std::nullopt);
 
 }  // namespace tlb

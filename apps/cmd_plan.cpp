@@ -2,6 +2,7 @@
 // memory budget, and a time estimate. Needs no GPU; everything is loaded and validated before
 // the first line is printed.
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "grid.hpp"
 #include "plan_report.hpp"
 #include "runner.hpp"
+#include "shard.hpp"
 
 namespace {
 
@@ -30,6 +32,7 @@ struct PlanArgs {
   bool quick = false;
   std::string policy = "case";
   std::string dispatch_table;
+  std::string shard;
   bool json = false;
 };
 
@@ -40,6 +43,18 @@ tlb::TechniqueSet load_techniques_for(const PlanArgs& a) {
   std::error_code ec;
   if (std::filesystem::is_regular_file(beside, ec)) return tlb::load_techniques(beside.string());
   return tlb::default_techniques();
+}
+
+// The shard's part of the plan, with the cut ($.shard in --json, a first line in the tables).
+void print_shard_plan(const tlb::Plan& part, const tlb::ShardCut& cut, bool json) {
+  if (json) {
+    nlohmann::ordered_json doc = nlohmann::ordered_json::parse(tlb::plan_json(part));
+    doc["shard"] = tlb::to_json(cut);
+    fmt::print("{}\n", doc.dump(2));
+    return;
+  }
+  fmt::print("{}\n", tlb::shard_summary(cut));
+  tlb::print_plan(part, stdout);
 }
 
 const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& rc) {
@@ -70,8 +85,12 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
   cmd->add_option("--dispatch-table", args->dispatch_table,
                   "dispatch table for auto points (default: the built-in one)");
   cmd->add_flag("--json", args->json, "print a JSON document instead of tables");
-  cmd->callback([args, mem, &rc]() {
+  CLI::Option* shard_opt = cmd->add_option(
+      "--shard", args->shard, "only the points run --shard i/n measures (1-based), and their time");
+  cmd->callback([args, mem, shard_opt, &rc]() {
     const uint64_t seed = tlb::cli::parse_seed(args->seed);
+    std::optional<tlb::ShardSpec> shard;
+    if (shard_opt->count() > 0) shard = tlb::parse_shard(args->shard);
     const tlb::CaseSet cases = tlb::load_cases(args->config);
     const tlb::TechniqueSet techniques = load_techniques_for(*args);
     tlb::Selection sel =
@@ -88,19 +107,19 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
       throw tlb::ConfigError("--fp32-math: unknown mode '" + args->fp32_math + "' (expected tf32 or ieee)");
     paths.keep_layer_outputs = args->layer_trace;
     // The time model times points the way `tlbench run` (or run --quick) would.
-    tlb::TimeModel model;
-    const tlb::ModeDefaults timer = tlb::mode_defaults(args->quick);
-    model.point_time_budget_s = timer.point_budget_ms * 1e-3;
-    model.warmup_s = timer.warmup_min_ms * 1e-3;
-    model.warmup_min_runs = static_cast<int>(timer.warmup_min_runs);
-    model.floor_pairs = static_cast<int>(timer.floor_pairs);
-    model.max_pairs = static_cast<int>(timer.max_reps);
-    const tlb::Plan plan = tlb::make_plan(cases, techniques, sel, seed, budget, paths, model,
-                                          table ? &*table : nullptr);
-    if (args->json)
-      fmt::print("{}", tlb::plan_json(plan));
-    else
-      tlb::print_plan(plan, stdout);
+    const tlb::TimeModel model = tlb::run_time_model(args->quick);
+    const tlb::DispatchTable* dispatch = table ? &*table : nullptr;
+    const tlb::Plan plan = tlb::make_plan(cases, techniques, sel, seed, budget, paths, model, dispatch);
+    if (!shard) {
+      if (args->json)
+        fmt::print("{}", tlb::plan_json(plan));
+      else
+        tlb::print_plan(plan, stdout);
+    } else {
+      const tlb::ShardCut cut = tlb::cut_shard(
+          *shard, tlb::assignment_plan(cases, techniques, sel, seed, paths, args->quick, dispatch));
+      print_shard_plan(tlb::shard_plan(plan, cut), cut, args->json);
+    }
     rc = tlb::cli::kOk;
   });
 });

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "config.hpp"
 #include "grid.hpp"
 #include "runner.hpp"
+#include "shard.hpp"
 
 namespace {
 
@@ -49,7 +51,7 @@ std::string typed_command_line(const CLI::App& cmd) {
 
 struct RunArgs {
   tlb::RunOptions opt;
-  std::string out, resume, fp32_math = "tf32", seed;
+  std::string out, resume, fp32_math = "tf32", seed, shard;
 };
 
 // What resolve_defaults cannot see: a count or budget given as 0 or below (it reads 0 as "the
@@ -112,9 +114,14 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
                   "device memory left unused under the free memory at start (shared GPUs)")
       ->capture_default_str();
   cmd->add_flag("--json", o.json, "print a summary JSON document on stdout at the end");
+  CLI::Option* shard_opt = cmd->add_option("--shard", a->shard,
+                  "measure shard i of n (1-based; whole case/dtype groups, balanced by the plan's "
+                  "time model); default: from Slurm array, Kubernetes Indexed Job "
+                  "(TLBENCH_SHARD_COUNT) or torchrun variables, else the whole grid");
 
-  cmd->callback([a, cmd, config, out, resume, &rc]() {
+  cmd->callback([a, cmd, config, out, resume, shard_opt, &rc]() {
     tlb::RunOptions& o = a->opt;
+    std::optional<tlb::ShardSpec> shard;
     o.command_line = typed_command_line(*cmd);
     if (resume->count() > 0) {
       if (out->count() > 0)
@@ -140,8 +147,11 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
       if (!tlb::parse_fp32_math(a->fp32_math, o.fp32_math))
         throw tlb::ConfigError(
             fmt::format("--fp32-math \"{}\": expected tf32 or ieee", a->fp32_math));
+      // Before any device work: a malformed --shard or scheduler variable is exit 2.
+      shard = tlb::resolve_shard(shard_opt->count() > 0 ? std::optional<std::string>(a->shard) : std::nullopt,
+                                 [](const char* name) { return std::getenv(name); });
     }
-    rc = tlb::run_command(o);
+    rc = tlb::run_command(o, shard);
   });
 });
 

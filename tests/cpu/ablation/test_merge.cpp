@@ -1,0 +1,203 @@
+// tlbench merge: the committed official results (results/h200) cut by the shard assignment into
+// shard folders merge back into the same points, byte for byte, a folder the gate passes as it
+// passes the original; a missing, doubled, incomplete or foreign shard, a point missing or
+// twice, and mixed GPUs are refused with exit 2 and nothing written.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ablation_test_util.hpp"
+#include "config.hpp"
+#include "grid.hpp"
+#include "shard.hpp"
+
+using namespace tlb;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string kSource = TLBENCH_SOURCE_DIR;
+const std::string kOfficial = kSource + "/results/h200";
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+// The official run cut into `n` shard folders shard1..shardN under `dir`, each as
+// `tlbench run --shard i/n` would have left it.
+void cut_official(const fs::path& dir, int n) {
+  const CaseSet cases = load_cases(kSource + "/configs/cases.json");
+  const TechniqueSet techniques = load_techniques(kSource + "/configs/techniques.json");
+  const json run = json::parse(test::slurp(kOfficial + "/run.json"));
+  Selection sel = parse_selection("", "", "", cases, techniques);
+  apply_policy_option(sel, run["options"]["policy"].get<std::string>());
+  const Plan plan = assignment_plan(cases, techniques, sel, run["seed"].get<uint64_t>(), {}, false, nullptr);
+  const std::vector<std::string> lines = lines_of(test::slurp(kOfficial + "/points.jsonl"));
+  for (int i = 1; i <= n; ++i) {
+    ShardCut cut = cut_shard(ShardSpec{i, n, "slurm"}, plan);
+    std::string points;
+    size_t autos = 0;
+    for (ShardGroup& g : cut.groups) g.points = 0;
+    for (const std::string& l : lines) {
+      const json row = json::parse(l);
+      DType dt{};
+      REQUIRE(parse_dtype(row["dtype"].get<std::string>(), dt));
+      for (ShardGroup& g : cut.groups)
+        if (g.case_id == row["case_id"].get<int>() && g.dtype == dt) {
+          ++g.points;
+          autos += row["config"] == "auto";
+          points += l + "\n";
+        }
+    }
+    json doc = run;
+    doc["shard"] = to_json(cut);
+    doc["grid"]["points"] = lines_of(points).size();
+    doc["grid"]["auto_points"] = autos;
+    doc["options"]["out_dir"] = "shard" + std::to_string(i);
+    json groups = json::array();
+    for (const json& g : run["groups"]) {
+      DType dt{};
+      REQUIRE(parse_dtype(g["dtype"].get<std::string>(), dt));
+      if (cut.owns(g["case_id"].get<int>(), dt)) groups.push_back(g);
+    }
+    doc["groups"] = groups;
+    const fs::path d = dir / ("shard" + std::to_string(i));
+    fs::create_directories(d);
+    std::ofstream(d / "points.jsonl") << points;
+    std::ofstream(d / "run.json") << doc.dump(2) << "\n";
+  }
+}
+
+struct Shards {
+  test::Scratch s;
+  int n;
+  Shards(const std::string& name, int count) : s("tlbench-merge", name), n(count) { cut_official(s.dir, n); }
+  test::CommandResult tlbench(const std::string& args) const {
+    return test::run_command("cd " + s.dir.string() + " && " + TLBENCH_BINARY + " " + args, s.dir);
+  }
+  std::string all() const {
+    std::string a;
+    for (int i = 1; i <= n; ++i) a += " shard" + std::to_string(i);
+    return a;
+  }
+  json run_json(int i) const { return json::parse(test::slurp(s.dir / ("shard" + std::to_string(i)) / "run.json")); }
+  void set_run_json(int i, const json& doc) const {
+    std::ofstream(s.dir / ("shard" + std::to_string(i)) / "run.json") << doc.dump(2) << "\n";
+  }
+};
+
+// Exit 2, one line saying `what`, and no merged folder.
+void check_refused(const Shards& sh, const std::string& args, const std::string& what) {
+  INFO(args);
+  const test::CommandResult r = sh.tlbench("merge" + args + " --out merged");
+  CHECK(r.exit_code == 2);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find(what) != std::string::npos);
+  CHECK_FALSE(fs::exists(sh.s.dir / "merged"));
+}
+
+}  // namespace
+
+TEST_CASE("merging the official run's shards gives back its points, byte for byte", "[merge][cli]") {
+  for (int n : {1, 3, 7}) {
+    INFO("shards: " << n);
+    Shards sh("back" + std::to_string(n), n);
+    const test::CommandResult r = sh.tlbench("merge" + sh.all() + " --out merged");
+    REQUIRE(r.exit_code == 0);
+    const fs::path m = sh.s.dir / "merged";
+    CHECK(test::slurp(m / "points.jsonl") == test::slurp(kOfficial + "/points.jsonl"));
+    CHECK(test::slurp(m / "points.csv") == test::slurp(kOfficial + "/points.csv"));
+    for (const char* dt : {"fp16", "bf16", "fp32"}) {
+      const std::string name = std::string("matrix_") + dt + ".csv";
+      CHECK(test::slurp(m / name) == test::slurp(kOfficial + "/" + name));
+    }
+    const json doc = json::parse(test::slurp(m / "run.json"));
+    const json official = json::parse(test::slurp(kOfficial + "/run.json"));
+    CHECK(doc["state"] == "complete");
+    CHECK(doc["grid"] == official["grid"]);
+    CHECK(doc["points"] == official["points"]);
+    CHECK(doc["groups"] == official["groups"]);
+    CHECK(doc["shards"].size() == static_cast<size_t>(n));
+    CHECK(doc["shards"][0]["device"]["name"] == "NVIDIA H200");
+    CHECK_FALSE(doc.contains("shard"));
+    const test::CommandResult gate =
+        sh.tlbench("gate --results merged --thresholds " + kSource + "/configs/gates.json");
+    CHECK(gate.exit_code == 0);
+    CHECK(gate.out.find("gate: passed: 1386 points") != std::string::npos);
+  }
+}
+
+TEST_CASE("merge refuses a missing, doubled or incomplete shard, naming it", "[merge][cli]") {
+  Shards sh("set", 3);
+  check_refused(sh, " shard1 shard3", "shard 2/3 missing");
+  check_refused(sh, " shard1 shard2 shard2 shard3", "shard 2/3 given twice");
+  check_refused(sh, " shard1 shard2 nowhere", "nowhere: no run.json");
+  json doc = sh.run_json(3);
+  doc["state"] = "interrupted";
+  sh.set_run_json(3, doc);
+  check_refused(sh, sh.all(), "shard 3/3 (shard3) is not complete (state interrupted)");
+  doc["state"] = "complete";
+  sh.set_run_json(3, doc);
+  fs::create_directories(sh.s.dir / "merged");
+  const test::CommandResult r = sh.tlbench("merge" + sh.all() + " --out merged");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("the folder exists") != std::string::npos);
+  fs::remove(sh.s.dir / "merged");
+  CHECK(sh.tlbench("merge" + sh.all() + " --out merged").exit_code == 0);
+}
+
+TEST_CASE("merge refuses shards of another plan: fingerprint, techniques, commit, options", "[merge][cli]") {
+  Shards sh("foreign", 2);
+  const json original = sh.run_json(2);
+  auto refused_with = [&](const char* pointer, const json& value, const std::string& what) {
+    json doc = original;
+    doc[json::json_pointer(pointer)] = value;
+    sh.set_run_json(2, doc);
+    check_refused(sh, sh.all(), what);
+  };
+  refused_with("/cases_file/fingerprint", "fnv1a64:0000000000000000", "cases file fingerprint");
+  refused_with("/techniques_file/fingerprint", "fnv1a64:0000000000000000", "techniques file fingerprint");
+  refused_with("/tool/git_commit", "0123456789ab", "commit \"0123456789ab\" vs \"30b6209378ac\"");
+  refused_with("/techniques/0/name", "fused_qkv", "techniques");
+  refused_with("/options/quick", true, "option quick");
+  refused_with("/shard/count", 3, "shard count 3 vs 2");
+  sh.set_run_json(2, original);
+  CHECK(sh.tlbench("merge" + sh.all() + " --out merged").exit_code == 0);
+}
+
+TEST_CASE("merge refuses a point missing, doubled or outside its shard, and mixed GPUs", "[merge][cli]") {
+  Shards sh("points", 2);
+  const fs::path p1 = sh.s.dir / "shard1" / "points.jsonl", p2 = sh.s.dir / "shard2" / "points.jsonl";
+  const std::string one = test::slurp(p1), two = test::slurp(p2);
+  const std::vector<std::string> lines = lines_of(one);
+  std::ofstream(p1) << one.substr(0, one.size() - lines.back().size() - 1);
+  check_refused(sh, sh.all(), "holds " + std::to_string(lines.size() - 1) + " of its " +
+                                  std::to_string(lines.size()) + " planned points");
+  std::ofstream(p1) << one << lines.front() << "\n";
+  check_refused(sh, sh.all(), "appears twice");
+  std::ofstream(p1) << one;
+  std::ofstream(p2) << two << lines.front() << "\n";
+  check_refused(sh, sh.all(), "is outside shard 2/2 (shard2)'s groups");
+  std::ofstream(p2) << two << lines.front();
+  check_refused(sh, sh.all(), "torn");
+  std::ofstream(p2) << two;
+
+  json doc = sh.run_json(2);
+  doc["device"]["name"] = "NVIDIA H100 80GB HBM3";
+  sh.set_run_json(2, doc);
+  check_refused(sh, sh.all(), "--allow-mixed-gpus");
+  REQUIRE(sh.tlbench("merge" + sh.all() + " --out merged --allow-mixed-gpus").exit_code == 0);
+  const json merged = json::parse(test::slurp(sh.s.dir / "merged" / "run.json"));
+  CHECK(merged["merge"]["mixed_gpus"] == true);
+  CHECK(merged["shards"][1]["device"]["name"] == "NVIDIA H100 80GB HBM3");
+  CHECK(test::slurp(sh.s.dir / "merged" / "points.jsonl") == test::slurp(kOfficial + "/points.jsonl"));
+}
