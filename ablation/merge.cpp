@@ -260,6 +260,26 @@ json shard_record(const ShardFolder& f) {
           {"command_line", value_at(f.run, "/command_line")}};
 }
 
+// The shards' planned groups ($.grid.groups) as one plan's, in the merged rows' order: what the
+// gate checks the merged folder against, group by group. Empty when the shards recorded none.
+json planned_groups(const std::vector<const ShardFolder*>& shards, const std::vector<PointRow>& rows) {
+  std::map<std::pair<int64_t, std::string>, json> planned;
+  for (const ShardFolder* f : shards)
+    for (const json& g : value_at(f->run, "/grid/groups").is_array() ? value_at(f->run, "/grid/groups") : json::array())
+      if (g.is_object() && g.contains("case_id") && g.contains("dtype") && g["case_id"].is_number_integer() &&
+          g["dtype"].is_string())
+        planned.emplace(std::make_pair(g["case_id"].get<int64_t>(), g["dtype"].get<std::string>()), g);
+  json out = json::array();
+  for (const PointRow& r : rows) {
+    const auto it = planned.find({r.case_id, r.dtype});
+    if (it == planned.end()) continue;
+    out.push_back(it->second);
+    planned.erase(it);
+  }
+  for (auto& [key, g] : planned) out.push_back(g);  // planned but without rows: the gate names them
+  return out;
+}
+
 json merged_document(const std::vector<const ShardFolder*>& shards, const MergedRows& m,
                      const std::vector<std::string>& matrices, const MergeOptions& opt, bool mixed) {
   json doc = shards.front()->run;
@@ -282,6 +302,7 @@ json merged_document(const std::vector<const ShardFolder*>& shards, const Merged
   }
   doc["grid"]["points"] = plan;
   doc["grid"]["auto_points"] = auto_points;
+  if (json groups = planned_groups(shards, m.rows); !groups.empty()) doc["grid"]["groups"] = groups;
   doc["groups"] = m.groups;
   doc["segments"] = segments;
   doc["shards"] = records;
