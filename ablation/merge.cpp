@@ -311,7 +311,7 @@ json merged_document(const std::vector<const ShardFolder*>& shards, const Merged
   doc["updated_time"] = utc_timestamp();
   doc["matrices"] = matrices;
   doc["options"]["out_dir"] = opt.out_dir;
-  doc["resume_command"] = "tlbench run --resume " + opt.out_dir;
+  doc["resume_command"] = resume_command_for(opt.out_dir);
   if (doc.value("mode", "") == "aa") doc["aa_noise_floor"] = aa_noise_floor(m.rows);
   doc["merge"] = {{"command_line", opt.command_line}, {"time", utc_timestamp()},
                   {"allow_mixed_gpus", opt.allow_mixed_gpus}, {"mixed_gpus", mixed}};

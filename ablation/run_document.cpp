@@ -90,6 +90,10 @@ json new_run_document(const RunOptions& opt, const CaseSet& cases, const Techniq
   return doc;
 }
 
+std::string resume_command_for(const std::string& out_dir) {
+  return fmt::format("tlbench run --resume {}", out_dir);
+}
+
 void record_planned_groups(json& doc, const Schedule& sched, const CaseSet& cases) {
   std::vector<std::pair<int, DType>> order;
   std::map<std::pair<int, DType>, int64_t> points;

@@ -28,6 +28,10 @@ nlohmann::json new_run_document(const RunOptions& opt, const CaseSet& cases, con
 // --cases, --dtypes, --configs or --quick narrowed.
 void record_planned_groups(nlohmann::json& doc, const Schedule& sched, const CaseSet& cases);
 
+// The command that continues the run in `out_dir` ($.resume_command, and the interrupted
+// run's last line); a merged folder records it too.
+std::string resume_command_for(const std::string& out_dir);
+
 // The table auto points are chosen from. A resumed run keeps its points but may meet another
 // table (a rebuilt binary): the rows say which they used, run.json keeps both (with a warning).
 void record_dispatch_table(nlohmann::json& doc, const DispatchTable& table);

@@ -32,10 +32,6 @@ using json = nlohmann::json;
 // Thrown inside the group loop where Ctrl-C (or SIGTERM) asked the run to stop.
 struct Interrupted {};
 
-std::string resume_command_for(const std::string& out_dir) {
-  return fmt::format("tlbench run --resume {}", out_dir);
-}
-
 class Runner {
  public:
   Runner(RunOptions opt, CaseSet cases, TechniqueSet techniques, Schedule sched, json run_doc,
