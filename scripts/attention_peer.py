@@ -7,15 +7,22 @@ ours beside cuDNN's: {"kernel": "attention", "dtype", "batch", "heads", "seq", "
 Run it on the same GPU right after the benchmark (both numbers then come from one machine and
 one session). Same layout ([batch, heads, seq, head_dim]), same random data scale, same FLOP
 count (4 b h s^2 d, halved under the causal mask); medians of CUDA-event-timed calls after
-warm-up.
+warm-up (the first shape's after a second of sustained calls, as the benchmark does).
 
-    python3 scripts/attention_peer.py OURS.jsonl OUT.jsonl [--append]
+With --rerun BIN the script runs `BIN attn FILE` once more after the peer is timed and sets
+the mean of ours before and after (per shape, in milliseconds) against the peer, so that a
+card's drift over the run (clocks, temperature) lands on both sides alike; the record keeps
+both of ours in "ours_runs_tflops".
+
+    python3 scripts/attention_peer.py OURS.jsonl OUT.jsonl [--append] [--rerun BIN]
 """
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
+import time
 
 
 REQUIRED = {"dtype": str, "batch": int, "heads": int, "seq": int, "head_dim": int, "causal": bool,
@@ -53,16 +60,40 @@ def read_ours(path: str):
     return rows, None
 
 
+def rerun_ours(bench: str, out_dir: str, rows):
+    """Ours again on the same shapes, in the rows' order: ([TFLOP/s], None) or (None, reason)."""
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".attention_rerun.", suffix=".jsonl")
+    os.close(fd)
+    try:
+        done = subprocess.run([bench, "attn", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            return None, f"--rerun {bench}: exit {done.returncode}: {(done.stderr.strip().splitlines() or [''])[-1]}"
+        again, why = read_ours(tmp)
+    finally:
+        os.unlink(tmp)
+    if again is None:
+        return None, f"--rerun {bench}: {why}"
+    key = lambda r: (r["dtype"], r["batch"], r["heads"], r["seq"], r["head_dim"], r["causal"])
+    by_shape = {key(r): r for r in again}
+    missing = [key(r) for r in rows if key(r) not in by_shape]
+    if missing:
+        return None, f"--rerun {bench}: shape {missing[0]} not measured again"
+    return [by_shape[key(r)]["ours_tflops"] for r in rows], None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("ours", help="JSON lines written by `tlbench_kernel_bench attn FILE`")
     ap.add_argument("out", help="kernels.jsonl to write")
     ap.add_argument("--append", action="store_true", help="append to OUT instead of replacing it")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rerun", metavar="BIN", help="tlbench_kernel_bench to run again after the peer")
     args = ap.parse_args()
     # Bad input: one line, exit 2, nothing written.
     if args.reps < 1:
         return fail(f"--reps {args.reps}: must be at least 1")
+    if args.rerun and not (os.path.isfile(args.rerun) and os.access(args.rerun, os.X_OK)):
+        return fail(f"--rerun {args.rerun}: not an executable file")
     rows, why = read_ours(args.ours)
     if rows is None:
         return fail(why)
@@ -86,10 +117,15 @@ def main() -> int:
         "cudnn": str(torch.backends.cudnn.version()),
     }
 
-    def time_ms(fn) -> float:
+    def time_ms(fn, warm_s: float = 0.0) -> float:
         for _ in range(3):
             fn()
         torch.cuda.synchronize()
+        start = time.monotonic()
+        while time.monotonic() - start < warm_s:
+            for _ in range(4):
+                fn()
+            torch.cuda.synchronize()
         times = []
         for _ in range(args.reps):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -101,8 +137,8 @@ def main() -> int:
         times.sort()
         return times[len(times) // 2]
 
-    records = []
-    for r in rows:
+    peers = []
+    for n, r in enumerate(rows):
         shape = (r["batch"], r["heads"], r["seq"], r["head_dim"])
         dt = dtypes[r["dtype"]]
         q, k, v = (torch.empty(shape, dtype=dt, device="cuda").uniform_(-1, 1) for _ in range(3))
@@ -111,24 +147,39 @@ def main() -> int:
         for name, backend in backends.items():
             try:
                 with sdpa_kernel(backend):
-                    ms = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=r["causal"]))
+                    ms = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=r["causal"]),
+                                 1.0 if n == 0 and name == "cudnn" else 0.0)
                 peer[name] = round(flops / ms / 1e9, 1)
             except RuntimeError as e:  # the backend does not take this shape
                 peer[name] = None
                 print(f"attention_peer.py: {name} on {shape}: {str(e).splitlines()[0]}", file=sys.stderr)
         del q, k, v
         torch.cuda.empty_cache()
+        peers.append(peer)
+    after = None
+    if args.rerun:
+        after, why = rerun_ours(args.rerun, out_dir, rows)
+        if after is None:
+            print(f"attention_peer.py: {why}", file=sys.stderr)
+            return 1
+    records = []
+    for n, (r, peer) in enumerate(zip(rows, peers)):
+        runs = [r["ours_tflops"]] + ([after[n]] if after else [])
+        # The mean time of the runs, as a rate.
+        ours = round(len(runs) / sum(1.0 / t for t in runs), 1)
         rec = {
             "kernel": "attention", "dtype": r["dtype"], "batch": r["batch"], "heads": r["heads"], "seq": r["seq"],
-            "head_dim": r["head_dim"], "causal": r["causal"], "ours_tflops": r["ours_tflops"], "variant": r["variant"],
+            "head_dim": r["head_dim"], "causal": r["causal"], "ours_tflops": ours, "variant": r["variant"],
             "peer": "cudnn", "peer_tflops": peer["cudnn"],
-            "ratio": round(r["ours_tflops"] / peer["cudnn"], 3) if peer["cudnn"] else None,
+            "ratio": round(ours / peer["cudnn"], 3) if peer["cudnn"] else None,
             "flash2_tflops": peer["flash2"], "commit": r["commit"], **env,
         }
+        if after:
+            rec["ours_runs_tflops"] = runs
         records.append(rec)
         ratio = f"{rec['ratio']:.3f}" if rec["ratio"] else "-"
         print(f"attn {r['dtype']} b={r['batch']} h={r['heads']} s={r['seq']} d={r['head_dim']} "
-              f"{'causal' if r['causal'] else 'none':<6} ours {r['ours_tflops']:6.1f}  cuDNN {peer['cudnn'] or 0:6.1f}  "
+              f"{'causal' if r['causal'] else 'none':<6} ours {ours:6.1f}  cuDNN {peer['cudnn'] or 0:6.1f}  "
               f"FA2 {peer['flash2'] or 0:6.1f}  ours/cuDNN {ratio}  {r['variant']}")
     # Written once every shape is measured: appended, or in place of OUT through a temporary
     # file beside it.

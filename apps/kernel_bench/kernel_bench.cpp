@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cmath>
 #include <cstdio>
@@ -118,6 +119,16 @@ std::vector<double> median_ms_each(const std::vector<Timed>& fns, cudaStream_t s
 
 double median_ms(const Timed& fn, cudaStream_t st, int reps = 20) { return median_ms_each({fn}, st, reps)[0]; }
 
+// Runs fn back to back for `seconds` of wall time: a card that was idle (or busy with other
+// work) reaches the clocks and temperature of sustained load before the first timing.
+void warm_up(const Timed& fn, cudaStream_t st, double seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds) {
+    for (int i = 0; i < 4; ++i) fn(st);
+    TLB_CUDA_CHECK(cudaStreamSynchronize(st));
+  }
+}
+
 // Microseconds per call of `fn` when `calls` of them are captured in one CUDA graph and the
 // graph is replayed: what a launch costs inside a captured stack, gaps included.
 double graph_us_per_call(const std::function<void(cudaStream_t)>& fn, cudaStream_t st, int calls = 20) {
@@ -148,7 +159,8 @@ struct GemmBench {
   // The residual is allocated for bias_residual only. `heads` (bias_qkv_split only) splits
   // N = 3 * d into heads of d / heads over one sequence of M tokens, written to C's three
   // thirds as q, k and v.
-  GemmBench(int64_t m, int64_t n, int64_t k, DType d, tlb::GemmEpilogue epi, int64_t heads = 0)
+  GemmBench(int64_t m, int64_t n, int64_t k, DType d, tlb::GemmEpilogue epi, int64_t heads = 0,
+            tlb::Fp32Math math = tlb::Fp32Math::tf32)
       : dt(d), M(m), N(n), K(k),
         A(random_buffer(static_cast<size_t>(m * k), d, 1.0f, 1)),
         W(random_buffer(static_cast<size_t>(n * k), d, 0.02f, 2)),
@@ -156,6 +168,7 @@ struct GemmBench {
         res(random_buffer(epi == tlb::GemmEpilogue::bias_residual ? static_cast<size_t>(m * n) : 1, d, 1.0f, 4)),
         C(static_cast<size_t>(m * n) * tlb::dtype_bytes(d)) {
     args.dtype = d;
+    args.fp32_math = math;
     args.epilogue = epi;
     args.M = m; args.N = n; args.K = k;
     args.A = A.get(); args.W = W.get(); args.bias = bias.get(); args.residual = res.get(); args.out = C.get();
@@ -167,13 +180,16 @@ struct GemmBench {
       args.batch = 1; args.seq = m; args.heads = heads; args.head_dim = n / 3 / heads;
     }
   }
+  // fp32 in the math our kernel runs: TF32 tensor cores, or plain fp32 (cuBLAS's SGEMM path,
+  // as PyTorch runs it with TF32 off).
   void cublas(cublasHandle_t h) const {
     const float one = 1.0f, zero = 0.0f;
+    const bool tf32 = dt == DType::fp32 && args.fp32_math == tlb::Fp32Math::tf32;
     TLB_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
                                   static_cast<int>(K), &one, W.get(), cuda_type(dt), static_cast<int>(K),
                                   A.get(), cuda_type(dt), static_cast<int>(K), &zero, C.get(),
                                   cuda_type(dt), static_cast<int>(N),
-                                  dt == DType::fp32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                  tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT));
   }
 };
@@ -202,9 +218,10 @@ struct GemmCase {
   tlb::GemmEpilogue epi;
   int64_t heads = 0;
   bool bias = true;
+  tlb::Fp32Math math = tlb::Fp32Math::tf32;  // fp32 only
 
   std::string dtype_name() const {
-    return dt == DType::fp32 ? std::string("fp32-tf32") : std::string(tlb::to_string(dt));
+    return dt == DType::fp32 ? fmt::format("fp32-{}", tlb::to_string(math)) : std::string(tlb::to_string(dt));
   }
   // What --match is matched against: the label and dtype as printed.
   std::string name() const { return fmt::format("{} {}", label, dtype_name()); }
@@ -212,7 +229,8 @@ struct GemmCase {
 
 // The layer GEMMs of the speed table: the FFN GEMMs of cases 10, 12 and 13, the QKV projection
 // (head split) and out-projection of cases 8, 10 and 13 and the FFN GEMMs of case 8, in fp16
-// and bf16, and in fp32 (TF32) the FFN GEMMs of cases 10 and 13.
+// and bf16, and in fp32 (TF32, and IEEE: plain fp32 FMA against cuBLAS's SGEMM) the FFN GEMMs
+// of cases 10 and 13.
 std::vector<GemmCase> gemm_table() {
   using tlb::GemmEpilogue;
   std::vector<GemmCase> t;
@@ -237,6 +255,11 @@ std::vector<GemmCase> gemm_table() {
   t.push_back({"case10 down bias+residual", 4096, 4096, 16384, DType::fp32, GemmEpilogue::bias_residual});
   t.push_back({"case13 up bias+gelu", 32768, 8192, 2048, DType::fp32, GemmEpilogue::bias_activation});
   t.push_back({"case13 down bias+residual", 32768, 2048, 8192, DType::fp32, GemmEpilogue::bias_residual});
+  for (const GemmCase& c : std::vector<GemmCase>(t.end() - 4, t.end())) {
+    GemmCase ieee = c;
+    ieee.math = tlb::Fp32Math::ieee;
+    t.push_back(ieee);
+  }
   return t;
 }
 
@@ -245,9 +268,9 @@ std::vector<GemmCase> gemm_table() {
 // taking turns. One line per GEMM, and one kernels.jsonl record with the pick as `ours` and
 // each variant's TFLOP/s beside it.
 void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c) {
-  const auto [label, M, N, K, dt, epi, heads, bias] = c;
+  const auto [label, M, N, K, dt, epi, heads, bias, math] = c;
   const std::string dtype = c.dtype_name();
-  GemmBench b(M, N, K, dt, epi, heads);
+  GemmBench b(M, N, K, dt, epi, heads, math);
   if (!bias) b.args.bias = nullptr;
   const double flops = 2.0 * M * N * K;
   std::string pick;
@@ -319,7 +342,8 @@ void bench_out_projections(cublasHandle_t h, cudaStream_t st, const std::string&
 // per shape for scripts/attention_peer.py, which times the peer library on the same shape and
 // completes the kernels.jsonl record.
 void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, int64_t h, int64_t s, int64_t dh,
-                     std::FILE* jsonl, const char* force = nullptr, const std::vector<int>& valid_lens = {}) {
+                     std::FILE* jsonl, const char* force = nullptr, const std::vector<int>& valid_lens = {},
+                     double warm_s = 0) {
   const size_t n = static_cast<size_t>(b * h * s * dh);
   DeviceBuffer q = random_buffer(n, dt, 1.0f, 5), k = random_buffer(n, dt, 1.0f, 6),
                v = random_buffer(n, dt, 1.0f, 7);
@@ -338,7 +362,9 @@ void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, i
   DeviceBuffer ws(std::max<uint64_t>(1, tlb::flash_attention_workspace_bytes(a)));
   a.workspace = ws.get();
   std::string variant;
-  const double ms = median_ms([&](cudaStream_t st2) { variant = tlb::flash_attention(a, st2); }, st, 20);
+  const Timed run = [&](cudaStream_t st2) { variant = tlb::flash_attention(a, st2); };
+  warm_up(run, st, warm_s);
+  const double ms = median_ms(run, st, 20);
   double flops = 4.0 * b * h * s * s * dh;
   if (mask == tlb::MaskKind::causal) flops *= 0.5;
   const double tflops = flops / ms / 1e9;
@@ -392,6 +418,7 @@ void bench_attention_table(cudaStream_t st, std::FILE* jsonl) {
       {DType::fp16, 1, 16, 8192, 96, MaskKind::none},   {DType::fp16, 1, 16, 8192, 192, MaskKind::none},
       {DType::fp16, 1, 16, 8192, 256, MaskKind::none},
   };
+  bool first = true;
   for (const Row& r : rows) {
     std::string why;
     tlb::LayerShape shape;
@@ -401,7 +428,8 @@ void bench_attention_table(cudaStream_t st, std::FILE* jsonl) {
                  tlb::to_string(r.mask), why);
       continue;
     }
-    bench_attention(st, r.dt, r.mask, r.b, r.h, r.s, r.d, jsonl);
+    bench_attention(st, r.dt, r.mask, r.b, r.h, r.s, r.d, jsonl, nullptr, {}, first ? 1.0 : 0.0);
+    first = false;
   }
 }
 
