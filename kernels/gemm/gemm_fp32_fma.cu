@@ -1,6 +1,6 @@
 // fp32 `ieee` GEMM, out = epilogue(A · W^T) with plain fp32 FMA (no tensor cores, no TF32):
-// register-blocked outer products over shared-memory tiles, double-buffered through
-// registers, fused epilogue on 16-byte output runs. Any M; N and K multiples of 8.
+// register-blocked outer products over shared-memory tiles that cp.async streams in through a
+// three-stage ring, fused epilogue on 16-byte output runs. Any M; N and K multiples of 8.
 #include <cstdint>
 
 #include "common/cuda_check.hpp"
@@ -13,31 +13,34 @@
 namespace tlb::gemm_detail {
 namespace {
 
-// 256 threads as a 16x16 grid; each thread owns TM x TN outputs in float4 groups spread
-// BM/(TM/4) rows apart (so a warp's shared-memory reads are broadcasts or contiguous).
-// BK = 8 because K % 8 == 0: no K tail ever.
-template <int BM_, int BN_, int TM_, int TN_>
+// 256 threads as a 16x16 grid; each thread owns TM x TN outputs in 4x4 groups 64 rows and 64
+// columns apart. A and W tiles are kept as they are in memory, K-contiguous rows of BK = 32
+// floats (eight 16-byte chunks), so cp.async copies them without a transpose; a thread reads
+// one chunk (four k) of each of its rows at a time. Chunk q of row r sits at q ^ (r / 4 % 8):
+// the 16 rows a warp reads at once (one per tx, four apart) then fall in distinct banks.
+template <int BM_, int BN_, int TM_, int TN_, int kMinBlocks_>
 struct FmaConfig {
-  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_;
-  static constexpr int BK = 8;
+  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, kMinBlocks = kMinBlocks_;
+  static constexpr int BK = 32, kChunks = BK / 4;
+  static constexpr int kStages = 3;
   static constexpr int kThreads = 256;
-  // Transposed tiles [k][m]; +4 floats keeps rows 16-byte aligned and makes the transposing
-  // stores (16 rows x 2 k-quads per warp) hit 32 different banks.
-  static constexpr int kPitchA = BM + 4, kPitchW = BN + 4;
   static constexpr int kGroupsM = TM / 4, kGroupsN = TN / 4;
-  static constexpr int kGroupStrideM = BM / kGroupsM, kGroupStrideN = BN / kGroupsN;
-  static constexpr int kALoads = (BM * 2 + kThreads - 1) / kThreads;  // float4 per thread
-  static constexpr int kWLoads = (BN * 2 + kThreads - 1) / kThreads;
-  static_assert((BM / TM) * (BN / TN) == kThreads, "one output block per thread");
-  static_assert(kGroupStrideM == 16 * 4 && kGroupStrideN == 16 * 4, "16x16 threads, float4 each");
+  static constexpr int kGroupStride = 64;  // 16 threads x 4 rows (columns)
+  static constexpr int kStageFloats = (BM + BN) * BK;
+  static constexpr int kSmemBytes = kStages * kStageFloats * 4;
+  static constexpr int kALoads = BM * kChunks / kThreads, kWLoads = BN * kChunks / kThreads;
+  static_assert(BM / kGroupsM == kGroupStride && BN / kGroupsN == kGroupStride, "16x16 threads, 4x4 groups");
+  static_assert(kALoads * kThreads == BM * kChunks && kWLoads * kThreads == BN * kChunks, "whole chunks per thread");
 };
 
+// Offset in floats of chunk q of row r in a tile of BK-float rows.
+__device__ __forceinline__ int chunk_offset(int r, int q) { return r * 32 + ((q ^ ((r >> 2) & 7)) << 2); }
+
 template <class C>
-__global__ void __launch_bounds__(C::kThreads) gemm_fp32_fma_kernel(const GemmArgs p) {
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_fp32_fma_kernel(const GemmArgs p) {
   ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
   ptx::pdl_launch_dependents();
-  __shared__ __align__(16) float As[2][C::BK][C::kPitchA];
-  __shared__ __align__(16) float Ws[2][C::BK][C::kPitchW];
+  extern __shared__ __align__(16) float smem[];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const int tiles_n = static_cast<int>((p.N + C::BN - 1) / C::BN);
   const int64_t m0 = static_cast<int64_t>(blockIdx.x / tiles_n) * C::BM;
@@ -45,49 +48,28 @@ __global__ void __launch_bounds__(C::kThreads) gemm_fp32_fma_kernel(const GemmAr
   const float* A = static_cast<const float*>(p.A);
   const float* W = static_cast<const float*>(p.W);
   const int64_t K = p.K;
+  const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
-  // Load slot c: row c / 2, k-quad (c % 2) * 4 of the tile.
-  float4 a_reg[C::kALoads], w_reg[C::kWLoads];
-  auto load_global = [&](int64_t k0) {
+  // Copy slot i of a tile: row tid / 8 + 32 i, chunk tid % 8 (the same chunk, and the same
+  // swizzle, for every slot of a thread); rows past M or N and chunks past K are zeros.
+  const int load_row = tid / C::kChunks, load_chunk = tid % C::kChunks;
+  const uint32_t load_dst = static_cast<uint32_t>(4 * chunk_offset(load_row, load_chunk));
+  const float* a_src = A + (m0 + load_row) * K + load_chunk * 4;
+  const float* w_src = W + (n0 + load_row) * K + load_chunk * 4;
+  constexpr int kSlotRows = C::kThreads / C::kChunks;
+  auto load_stage = [&](int stage, int64_t k0) {
+    const uint32_t a_base = smem_base + static_cast<uint32_t>(stage * C::kStageFloats * 4) + load_dst;
+    const uint32_t w_base = a_base + static_cast<uint32_t>(C::BM * C::BK * 4);
+    const bool k_in = k0 + load_chunk * 4 < K;
 #pragma unroll
     for (int i = 0; i < C::kALoads; ++i) {
-      const int c = tid + i * C::kThreads;
-      const int64_t m = m0 + c / 2;
-      a_reg[i] = (c < C::BM * 2 && m < p.M)
-                     ? __ldg(reinterpret_cast<const float4*>(A + m * K + k0 + (c % 2) * 4))
-                     : make_float4(0.f, 0.f, 0.f, 0.f);
+      const bool valid = k_in && m0 + load_row + i * kSlotRows < p.M;
+      ptx::cp_async_16_zfill(a_base + i * kSlotRows * C::BK * 4, valid ? a_src + i * kSlotRows * K + k0 : A, valid);
     }
 #pragma unroll
     for (int i = 0; i < C::kWLoads; ++i) {
-      const int c = tid + i * C::kThreads;
-      const int64_t n = n0 + c / 2;
-      w_reg[i] = (c < C::BN * 2 && n < p.N)
-                     ? __ldg(reinterpret_cast<const float4*>(W + n * K + k0 + (c % 2) * 4))
-                     : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  };
-  auto store_shared = [&](int buf) {
-#pragma unroll
-    for (int i = 0; i < C::kALoads; ++i) {
-      const int c = tid + i * C::kThreads;
-      if (c < C::BM * 2) {
-        const int r = c / 2, k = (c % 2) * 4;
-        As[buf][k][r] = a_reg[i].x;
-        As[buf][k + 1][r] = a_reg[i].y;
-        As[buf][k + 2][r] = a_reg[i].z;
-        As[buf][k + 3][r] = a_reg[i].w;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < C::kWLoads; ++i) {
-      const int c = tid + i * C::kThreads;
-      if (c < C::BN * 2) {
-        const int r = c / 2, k = (c % 2) * 4;
-        Ws[buf][k][r] = w_reg[i].x;
-        Ws[buf][k + 1][r] = w_reg[i].y;
-        Ws[buf][k + 2][r] = w_reg[i].z;
-        Ws[buf][k + 3][r] = w_reg[i].w;
-      }
+      const bool valid = k_in && n0 + load_row + i * kSlotRows < p.N;
+      ptx::cp_async_16_zfill(w_base + i * kSlotRows * C::BK * 4, valid ? w_src + i * kSlotRows * K + k0 : W, valid);
     }
   };
 
@@ -97,44 +79,62 @@ __global__ void __launch_bounds__(C::kThreads) gemm_fp32_fma_kernel(const GemmAr
 #pragma unroll
     for (int j = 0; j < C::TN; ++j) acc[i][j] = 0.0f;
 
-  const int k_tiles = static_cast<int>(K / C::BK);
-  load_global(0);
-  store_shared(0);
-  __syncthreads();
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    const int buf = kt & 1;
-    const bool more = kt + 1 < k_tiles;
-    if (more) load_global(static_cast<int64_t>(kt + 1) * C::BK);  // in flight during the FMAs
+  // A thread's rows of A are g * 64 + ty * 4 + i, its rows of W g * 64 + tx * 4 + j: all of
+  // them share r / 4 % 8 (ty % 8, tx % 8), so one swizzled chunk index serves every row.
+  const int k_tiles = static_cast<int>((K + C::BK - 1) / C::BK);
 #pragma unroll
-    for (int k = 0; k < C::BK; ++k) {
-      float a[C::TM], w[C::TN];
+  for (int s = 0; s < C::kStages - 1; ++s) {
+    if (s < k_tiles) load_stage(s, static_cast<int64_t>(s) * C::BK);
+    ptx::cp_async_commit();
+  }
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    // Tile kt has landed for every thread; the stage refilled next was read in kt - 1.
+    ptx::cp_async_wait<C::kStages - 2>();
+    __syncthreads();
+    if (const int next = kt + C::kStages - 1; next < k_tiles)
+      load_stage(next % C::kStages, static_cast<int64_t>(next) * C::BK);
+    ptx::cp_async_commit();
+    const float* As = smem + (kt % C::kStages) * C::kStageFloats;
+    const float* Ws = As + C::BM * C::BK;
+#pragma unroll
+    for (int q = 0; q < C::kChunks; ++q) {
+      float4 w[C::TN];
+#pragma unroll
+      for (int j = 0; j < C::TN; ++j) {
+        const int r = (j / 4) * C::kGroupStride + tx * 4 + j % 4;
+        w[j] = *reinterpret_cast<const float4*>(Ws + r * 32 + ((q ^ (tx & 7)) << 2));
+      }
 #pragma unroll
       for (int g = 0; g < C::kGroupsM; ++g) {
-        const float4 v = *reinterpret_cast<const float4*>(&As[buf][k][g * C::kGroupStrideM + ty * 4]);
-        a[g * 4] = v.x; a[g * 4 + 1] = v.y; a[g * 4 + 2] = v.z; a[g * 4 + 3] = v.w;
+        float4 a[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int r = g * C::kGroupStride + ty * 4 + i;
+          a[i] = *reinterpret_cast<const float4*>(As + r * 32 + ((q ^ (ty & 7)) << 2));
+        }
+        // k ascending per output, as a plain loop over K would add them.
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < C::TN; ++j) {
+            float& o = acc[g * 4 + i][j];
+            o = fmaf(a[i].x, w[j].x, o);
+            o = fmaf(a[i].y, w[j].y, o);
+            o = fmaf(a[i].z, w[j].z, o);
+            o = fmaf(a[i].w, w[j].w, o);
+          }
       }
-#pragma unroll
-      for (int g = 0; g < C::kGroupsN; ++g) {
-        const float4 v = *reinterpret_cast<const float4*>(&Ws[buf][k][g * C::kGroupStrideN + tx * 4]);
-        w[g * 4] = v.x; w[g * 4 + 1] = v.y; w[g * 4 + 2] = v.z; w[g * 4 + 3] = v.w;
-      }
-#pragma unroll
-      for (int i = 0; i < C::TM; ++i)
-#pragma unroll
-        for (int j = 0; j < C::TN; ++j) acc[i][j] = fmaf(a[i], w[j], acc[i][j]);
     }
-    // The other buffer was last read in iteration kt - 1, which every thread has left.
-    if (more) store_shared(buf ^ 1);
-    __syncthreads();
   }
+  ptx::cp_async_wait_all();
 
 #pragma unroll
   for (int i = 0; i < C::TM; ++i) {
-    const int64_t m = m0 + (i / 4) * C::kGroupStrideM + ty * 4 + i % 4;
+    const int64_t m = m0 + (i / 4) * C::kGroupStride + ty * 4 + i % 4;
     if (m >= p.M) continue;
 #pragma unroll
     for (int g = 0; g < C::kGroupsN; ++g) {
-      const int64_t n = n0 + g * C::kGroupStrideN + tx * 4;
+      const int64_t n = n0 + g * C::kGroupStride + tx * 4;
       if (n >= p.N) continue;
       float v[4] = {acc[i][g * 4], acc[i][g * 4 + 1], acc[i][g * 4 + 2], acc[i][g * 4 + 3]};
       epilogue_store<float>(p, m, n, v);
@@ -145,24 +145,31 @@ __global__ void __launch_bounds__(C::kThreads) gemm_fp32_fma_kernel(const GemmAr
 template <class C>
 void launch_config(const GemmArgs& a, cudaStream_t stream) {
   const int64_t tiles = ((a.M + C::BM - 1) / C::BM) * ((a.N + C::BN - 1) / C::BN);
-  launch_kernel(gemm_fp32_fma_kernel<C>, dim3(static_cast<unsigned>(tiles)), dim3(C::kThreads), 0, stream, 1, a);
+  allow_dynamic_smem(gemm_fp32_fma_kernel<C>, C::kSmemBytes);
+  launch_kernel(gemm_fp32_fma_kernel<C>, dim3(static_cast<unsigned>(tiles)), dim3(C::kThreads), C::kSmemBytes,
+                stream, 1, a);
   TLB_LAUNCH_CHECK(stream);
 }
 
 }  // namespace
 
 std::string fma_tile_name(FmaTile t) {
-  return t == FmaTile::m128n128 ? "fma_128x128x8_fp32" : "fma_64x64x8_fp32";
+  switch (t) {
+    case FmaTile::m128n128: return "fma_128x128x32_fp32";
+    case FmaTile::m128n128_two_per_sm: return "fma_128x128x32_x2_fp32";
+    default: return "fma_64x64x32_fp32";
+  }
 }
 
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream) {
-  // 128x128 (8x8 per thread): the throughput tile, 161 / 130 registers (sm_90a / sm_80),
-  // 16.5 KiB static smem, one CTA per SM. 64x64 (4x4): small GEMMs that would leave most SMs
-  // idle with 128x128 tiles, 64 / 55 registers, 8.5 KiB. No spills.
-  if (t == FmaTile::m128n128) {
-    launch_config<FmaConfig<128, 128, 8, 8>>(a, stream);
-  } else {
-    launch_config<FmaConfig<64, 64, 4, 4>>(a, stream);
+  // 128x128 (8x8 per thread): the throughput tile, 96 KiB of ring; one CTA per SM with the
+  // registers ptxas wants (254, every chunk's operands loaded ahead), or two per SM held to
+  // 128 (the loop's pointers spill, operands move between registers). 64x64 (4x4): small
+  // GEMMs that would leave most SMs idle with 128x128 tiles, 48 KiB, three per SM.
+  switch (t) {
+    case FmaTile::m128n128: launch_config<FmaConfig<128, 128, 8, 8, 1>>(a, stream); break;
+    case FmaTile::m128n128_two_per_sm: launch_config<FmaConfig<128, 128, 8, 8, 2>>(a, stream); break;
+    default: launch_config<FmaConfig<64, 64, 4, 4, 3>>(a, stream); break;
   }
 }
 
