@@ -106,6 +106,22 @@ def build_model(meta, dtype, device):
     return model.eval()
 
 
+def build_masks(kind, seq, valid_lens, dtype, device):
+    """(mask, src_key_padding_mask, is_causal) for nn.TransformerEncoder's forward: `causal` as
+    the float [seq, seq] mask with the is_causal hint (PyTorch wants both), `padding` as a bool
+    [batch, seq] key mask (True = padded key) from the valid lengths (a list or a tensor)."""
+    import torch
+
+    if kind == "causal":
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(seq, device=device, dtype=dtype)
+        return mask, None, True
+    if kind == "padding":
+        lens = torch.as_tensor(valid_lens, device=device).to(torch.int64)
+        positions = torch.arange(seq, device=device)
+        return None, positions[None, :] >= lens[:, None], None
+    return None, None, None
+
+
 def compare(a, b, atol, rtol):
     """PyTorch `a` against tlbench `b`, both [rows, d], in float64."""
     import torch
@@ -174,16 +190,10 @@ def check(args):
     x = tensors["input"]
     batch, seq, d = x.shape
 
-    mask, key_padding, is_causal = None, None, None
+    mask, key_padding, is_causal = build_masks(meta["mask"], seq, tensors.get("valid_lens"), dtype, device)
     valid_rows = torch.ones(batch, seq, dtype=torch.bool, device=device)
     note = ""
-    if meta["mask"] == "causal":
-        mask = torch.nn.Transformer.generate_square_subsequent_mask(seq, device=device, dtype=dtype)
-        is_causal = True
-    elif meta["mask"] == "padding":
-        lens = tensors["valid_lens"].to(device=device, dtype=torch.int64)
-        positions = torch.arange(seq, device=device)
-        key_padding = positions[None, :] >= lens[:, None]  # True = padded key
+    if key_padding is not None:
         valid_rows = ~key_padding
         note = (f"padding mask: comparing the {int(valid_rows.sum())} valid query rows of "
                 f"{batch * seq} (PyTorch's fast path may zero padded rows)")

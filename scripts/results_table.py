@@ -1,16 +1,28 @@
 #!/usr/bin/env python3
 """Markdown summary of a results folder for the README: per case and dtype, the best
-configuration and its speedup over the reference, the `auto` row's choice and latency beside
-PyTorch's best on the same GPU (configs/pytorch-h200.json) and its accuracy (golden rel-L2
-error beside the reference's, and whether it also passes strict), then the sweep's accuracy.
+configuration and its speedup over the reference, the `auto` row's choice and latency, PyTorch's
+best mode for the same case, dtype and math beside it with the ratio auto / PyTorch (from the
+folder's peer_pytorch.jsonl, written by scripts/pytorch_peer.py on the same GPU right after the
+sweep), and auto's accuracy (golden rel-L2 error beside the reference's, and whether it also
+passes strict), then the sweep's accuracy.
 
-  scripts/results_table.py results/h200 [--pytorch configs/pytorch-h200.json]
+fp32 is set against PyTorch in the math the sweep ran (the points' "math", else run.json's
+fp32_math): TF32 against PyTorch with TF32 allowed, IEEE against PyTorch without it. Without a
+peer file the table has no PyTorch columns, and a line above it says so.
+
+  scripts/results_table.py results/h200
 """
 import argparse
 import json
 import os
 import sys
 from collections import defaultdict
+
+PEER_FILE = "peer_pytorch.jsonl"
+
+
+class UsageError(Exception):
+    pass
 
 
 def fmt_ms(v):
@@ -31,18 +43,95 @@ def accuracy(r):
     return f"{r['golden_rel_l2']:.1e}{ref_cell}, {verdict}"
 
 
+def read_json_lines(path):
+    rows = []
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise UsageError(f"{path}:{n}: not JSON ({e.msg})") from e
+                if not isinstance(r, dict):
+                    raise UsageError(f"{path}:{n}: not a JSON object")
+                rows.append((n, r))
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror}") from e
+    return rows
+
+
+def read_peer(results):
+    """PyTorch's rows by (case_id, dtype, math) from the folder's peer file, or None without one."""
+    path = os.path.join(results, PEER_FILE)
+    if not os.path.lexists(path):
+        return None, path
+    if os.path.islink(path) or not os.path.isfile(path):
+        raise UsageError(f"{path}: not a regular file")
+    peer = defaultdict(list)
+    for n, r in read_json_lines(path):
+        for key, kind in (("case_id", int), ("dtype", str), ("math", str), ("mode", str), ("status", str)):
+            if not isinstance(r.get(key), kind) or isinstance(r.get(key), bool):
+                raise UsageError(f"{path}:{n}: \"{key}\" missing or not {kind.__name__}")
+        if r["status"] == "ok":
+            ms = r.get("median_ms")
+            if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not ms > 0:
+                raise UsageError(f"{path}:{n}: an ok row needs a positive \"median_ms\"")
+        peer[(r["case_id"], r["dtype"], r["math"])].append(r)
+    return peer, path
+
+
+def sweep_math(r, run_fp32_math):
+    """The math a point ran, in the peer file's words: native for fp16/bf16, tf32 or ieee for fp32."""
+    if r["dtype"] != "fp32":
+        return "native"
+    m = r.get("math")
+    return m if m in ("tf32", "ieee") else run_fp32_math
+
+
+def peer_cells(rows, auto_ms):
+    """(PyTorch cell, ratio cell) from PyTorch's rows of one (case, dtype, math)."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    if not ok:
+        return ("oom" if any(r["status"] == "oom" for r in rows) else "-"), "-"
+    best = min(ok, key=lambda r: r["median_ms"])
+    ratio = f"{auto_ms / best['median_ms']:.2f}" if auto_ms else "-"
+    return f"{fmt_ms(best['median_ms'])} ({best['mode']})", ratio
+
+
+def versions(peer):
+    seen = []
+    for rows in peer.values():
+        for r in rows:
+            v = (r.get("gpu") or r.get("device") or "?", r.get("torch") or "?", r.get("cudnn") or "-")
+            if v not in seen:
+                seen.append(v)
+    return "; ".join(f"torch {t}, cuDNN {c}, on {g}" for g, t, c in seen)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("results")
-    ap.add_argument("--pytorch", default=os.path.join(os.path.dirname(__file__), "..", "configs", "pytorch-h200.json"))
+    ap.add_argument("results", help=f"a results folder (points.jsonl, run.json and, if measured, {PEER_FILE})")
     args = ap.parse_args(argv)
-    path = os.path.join(args.results, "points.jsonl")
     try:
-        rows = [json.loads(line) for line in open(path) if line.strip()]
-    except OSError as e:
+        rows = [r for _, r in read_json_lines(os.path.join(args.results, "points.jsonl"))]
+        peer, peer_path = read_peer(args.results)
+        run = {}
+        run_path = os.path.join(args.results, "run.json")
+        if os.path.isfile(run_path):
+            try:
+                with open(run_path) as f:
+                    run = json.load(f)
+            except (OSError, json.JSONDecodeError) as e:
+                raise UsageError(f"{run_path}: not readable JSON ({e})") from e
+    except UsageError as e:
         print(f"results_table: {e}", file=sys.stderr)
         return 2
-    torch_ms = json.load(open(args.pytorch))["ms"] if os.path.exists(args.pytorch) else {}
+    options = run.get("options") if isinstance(run.get("options"), dict) else {}
+    run_fp32_math = options.get("fp32_math") or run.get("fp32_math") or "tf32"
+    device = run.get("device") if isinstance(run.get("device"), dict) else run.get("gpu")
+    sweep_gpu = device.get("name") if isinstance(device, dict) else None
 
     groups = defaultdict(list)
     names = {}
@@ -53,9 +142,23 @@ def main(argv):
     def measured(r):
         return r.get("speedup") is not None and r["status"] not in ("nonviable", "oom", "error")
 
-    print("| case | dtype | best configuration | speedup vs baseline | best ms | auto (chose) | auto ms | PyTorch ms "
-          "| auto accuracy: golden rel-L2 (reference's) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    maths = sorted({sweep_math(r, run_fp32_math) for r in rows if r.get("dtype") == "fp32"})
+    if peer is None:
+        print(f"No {PEER_FILE} in {args.results}: PyTorch was not measured beside this sweep "
+              "(scripts/pytorch_peer.py writes it), so the table has no PyTorch column.")
+    else:
+        fp32 = f"; fp32 in the sweep's math ({', '.join(maths)})" if maths else ""
+        print(f"PyTorch: the best of its modes per case, dtype and math from {peer_path} "
+              f"({versions(peer)}){fp32}. auto / PyTorch is the ratio of forward times: below 1, auto is faster.")
+        peer_gpus = {r.get("gpu") for g in peer.values() for r in g}
+        if sweep_gpu and peer_gpus != {sweep_gpu}:
+            print(f"Note: the sweep ran on {sweep_gpu}, PyTorch on {', '.join(sorted(map(str, peer_gpus)))}: "
+                  "the ratios compare different machines.")
+    print()
+    pytorch_head = " PyTorch best ms (mode) | auto / PyTorch |" if peer is not None else ""
+    print(f"| case | dtype | best configuration | speedup vs baseline | best ms | auto (chose) | auto ms |{pytorch_head}"
+          " auto accuracy: golden rel-L2 (reference's) |")
+    print("|---" * (10 if peer is not None else 8) + "|")
     dtype_order = {"fp16": 0, "bf16": 1, "fp32": 2}
     for (case, dtype) in sorted(groups, key=lambda k: (k[0], dtype_order.get(k[1], 9))):
         g = groups[(case, dtype)]
@@ -69,10 +172,14 @@ def main(argv):
         ci = f" [{best['speedup_ci_low']:.2f}, {best['speedup_ci_high']:.2f}]" if best.get("speedup_ci_low") else ""
         auto_cell = f"{auto.get('auto_choice', '?')}" if auto else "-"
         auto_ms = fmt_ms(auto["cand_ms"]) if auto else "-"
-        pt = torch_ms.get(dtype, {}).get(str(case))
+        pytorch = ""
+        if peer is not None:
+            math = sweep_math(auto or best, run_fp32_math)
+            cell, ratio = peer_cells(peer.get((case, dtype, math), []), auto["cand_ms"] if auto else None)
+            pytorch = f" {cell} | {ratio} |"
         print(f"| {case} {names[case]} | {dtype} | {best['config']} {best['config_names']} | "
-              f"{best['speedup']:.2f}{ci}{vs} | {fmt_ms(best['cand_ms'])} | {auto_cell} | {auto_ms} | {fmt_ms(pt)} "
-              f"| {accuracy(auto)} |")
+              f"{best['speedup']:.2f}{ci}{vs} | {fmt_ms(best['cand_ms'])} | {auto_cell} | {auto_ms} |{pytorch} "
+              f"{accuracy(auto)} |")
 
     viable = [r for r in rows if measured(r)]
     golden = sum(1 for r in viable if r.get("golden_pass"))
