@@ -2,10 +2,10 @@
 # One call on a GPU host: configure, build with all cores, then the steps asked for, logging
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
-#   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch
-# Environment knobs per step: BUILD_TARGETS, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
+#   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer
+# Environment knobs per step: BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
-# SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), SELECT_ARGS, PROFILE_ARGS,
+# SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), SELECT_ARGS, PEER_ARGS, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
 # side-by-side kernel records, for results/h200/kernels.jsonl) also come back on their own.
@@ -109,7 +109,8 @@ for step in "${steps[@]}"; do
     gemmbench)
       # Our layer GEMMs beside cuBLAS on the same products, turns taken, one record each.
       log "GEMM speed table: ours (every big-grid sm_90a variant) and cuBLAS"
-      timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-ours.jsonl" >>"$OUT/bench.log" 2>&1
+      timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-ours.jsonl" ${GEMM_MATCH:+--match "$GEMM_MATCH"} \
+        >>"$OUT/bench.log" 2>&1
       echo "rc=$?" | tee -a "$OUT/summary.txt"
       grep -E "^(gemm|      sm90)" "$OUT/bench.log" | tee -a "$OUT/summary.txt"
       cat "$OUT/gemm-ours.jsonl" >>"$OUT/kernels.jsonl"
@@ -150,6 +151,15 @@ for line in open(sys.argv[1]):
           f"cand {ms if ms is None else round(ms, 4)} ms speedup {r.get('speedup')} golden {r.get('golden_pass')} "
           f"strict {r.get('strict_pass')} | {r.get('dispatch', '')}")
 PY
+      ;;
+    peer)
+      # PyTorch's nn.TransformerEncoder on the same GPU, right after the selection's run, into
+      # its folder (scripts/results_table.py then sets PyTorch's best beside ours).
+      log "PyTorch peer ${PEER_ARGS:=--dtypes fp32 --math ieee}"
+      mkdir -p "$OUT/select"
+      python3 scripts/pytorch_peer.py configs/cases.json --out "$OUT/select" $PEER_ARGS >"$OUT/peer.log" 2>&1
+      echo "rc=$?" | tee -a "$OUT/summary.txt"
+      tail -60 "$OUT/peer.log" >>"$OUT/summary.txt"
       ;;
     quick)
       log "quick sweep"
