@@ -107,7 +107,7 @@ constexpr TileModel kPingpongModel{128, 128, 8, 1, 2.0};
 TileModel fma_model(FmaTile t) {
   switch (t) {
     case FmaTile::m128n128: return {128, 128, 8, 1, 1.0};
-    case FmaTile::m128n128_two_per_sm: return {128, 128, 8, 2, 0.98};
+    case FmaTile::m128n128_w2x16: return {128, 128, 8, 1, 0.98};
     default: return {64, 64, 8, 3, 0.6};
   }
 }
