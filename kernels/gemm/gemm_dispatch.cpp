@@ -105,11 +105,7 @@ TileModel wgmma_model(WgmmaTile t) {
 constexpr TileModel kPingpongModel{128, 128, 8, 1, 2.0};
 
 TileModel fma_model(FmaTile t) {
-  switch (t) {
-    case FmaTile::m128n128: return {128, 128, 8, 1, 1.0};
-    case FmaTile::m128n128_w2x16: return {128, 128, 8, 1, 0.98};
-    default: return {64, 64, 8, 3, 0.6};
-  }
+  return t == FmaTile::m128n128 ? TileModel{128, 128, 8, 1, 1.0} : TileModel{64, 64, 8, 3, 0.6};
 }
 
 // The variants in the order the dispatcher would rank them for this shape.
