@@ -394,16 +394,17 @@ class Peer:
                 row(m, "oom", reason=f"the model, input or mask does not fit: {oom_reason(e)}")
             return [rows[m] for m in modes]
 
-        def forward(fast):
+        def forward(module, fast):
+            """One forward of `module` (the model or its compiled form) with the fast path on or off."""
             def call():
                 self.fastpath(fast)
                 try:
-                    return model(x, mask=mask, src_key_padding_mask=key_padding, is_causal=is_causal)
+                    return module(x, mask=mask, src_key_padding_mask=key_padding, is_causal=is_causal)
                 finally:
                     self.fastpath()
             return call
 
-        eager, fast = forward(False), forward(True)
+        eager, fast = forward(model, False), forward(model, True)
         fast_reason = None
         with torch.no_grad():
             for mode in modes:
@@ -436,22 +437,12 @@ class Peer:
 
                         torch._dynamo.reset()  # a fresh compile per shape, dtype and math
                         compiled = torch.compile(model, mode=self.args.compile_mode)
+                        fn = forward(compiled, False)
                         t0 = time.perf_counter()
-                        self.fastpath(False)
-                        try:
-                            compiled(x, mask=mask, src_key_padding_mask=key_padding, is_causal=is_causal)
-                            self.sync()
-                        finally:
-                            self.fastpath()
+                        fn()
+                        self.sync()
                         extra = {"compile_mode": self.args.compile_mode,
                                  "compile_s": round(time.perf_counter() - t0, 1)}
-
-                        def fn():
-                            self.fastpath(False)
-                            try:
-                                return compiled(x, mask=mask, src_key_padding_mask=key_padding, is_causal=is_causal)
-                            finally:
-                                self.fastpath()
                     median, low, reps, peak = self.measure(fn)
                     row(mode, "ok", median_ms=round(median, 4), min_ms=round(low, 4), reps=reps,
                         peak_bytes=peak, **extra)
