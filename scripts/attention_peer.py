@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from json_lines import read_objects
+
 
 REQUIRED = {"dtype": str, "batch": int, "heads": int, "seq": int, "head_dim": int, "causal": bool,
             "ours_tflops": (int, float), "variant": str, "commit": str}
@@ -38,25 +40,22 @@ def read_ours(path: str):
     """The benchmark's rows, or (None, one-line reason)."""
     if not os.path.isfile(path):
         return None, f"{path}: not a regular file"
+    try:
+        objects = read_objects(path)
+    except ValueError as e:
+        return None, str(e)
+    except OSError as e:
+        return None, f"{path}: {e.strerror}"
     rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                return None, f"{path}:{n}: not JSON ({e.msg})"
-            if not isinstance(r, dict):
-                return None, f"{path}:{n}: not a JSON object"
-            for key, kind in REQUIRED.items():
-                if not isinstance(r.get(key), kind) or (kind is int and isinstance(r.get(key), bool)):
-                    return None, f"{path}:{n}: \"{key}\" missing or not {getattr(kind, '__name__', 'a number')}"
-            if r["dtype"] not in ("fp16", "bf16"):
-                return None, f"{path}:{n}: dtype {r['dtype']!r} is not fp16 or bf16"
-            if min(r["batch"], r["heads"], r["seq"], r["head_dim"]) < 1 or not r["ours_tflops"] > 0:
-                return None, f"{path}:{n}: sizes and ours_tflops must be positive"
-            rows.append(r)
+    for n, r in objects:
+        for key, kind in REQUIRED.items():
+            if not isinstance(r.get(key), kind) or (kind is int and isinstance(r.get(key), bool)):
+                return None, f"{path}:{n}: \"{key}\" missing or not {getattr(kind, '__name__', 'a number')}"
+        if r["dtype"] not in ("fp16", "bf16"):
+            return None, f"{path}:{n}: dtype {r['dtype']!r} is not fp16 or bf16"
+        if min(r["batch"], r["heads"], r["seq"], r["head_dim"]) < 1 or not r["ours_tflops"] > 0:
+            return None, f"{path}:{n}: sizes and ours_tflops must be positive"
+        rows.append(r)
     return rows, None
 
 

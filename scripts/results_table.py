@@ -18,6 +18,8 @@ import os
 import sys
 from collections import defaultdict
 
+from json_lines import read_objects
+
 PEER_FILE = "peer_pytorch.jsonl"
 
 
@@ -44,22 +46,12 @@ def accuracy(r):
 
 
 def read_json_lines(path):
-    rows = []
     try:
-        with open(path) as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise UsageError(f"{path}:{n}: not JSON ({e.msg})") from e
-                if not isinstance(r, dict):
-                    raise UsageError(f"{path}:{n}: not a JSON object")
-                rows.append((n, r))
+        return read_objects(path)
     except OSError as e:
         raise UsageError(f"{path}: {e.strerror}") from e
-    return rows
+    except ValueError as e:
+        raise UsageError(str(e)) from e
 
 
 def read_peer(results):
