@@ -251,14 +251,13 @@ std::vector<GemmCase> gemm_table() {
     t.push_back({"case10 out-projection", 4096, 4096, 4096, dt, GemmEpilogue::bias, 0, false});
     t.push_back({"case13 out-projection", 32768, 2048, 2048, dt, GemmEpilogue::bias, 0, false});
   }
-  t.push_back({"case10 up bias+gelu", 4096, 16384, 4096, DType::fp32, GemmEpilogue::bias_activation});
-  t.push_back({"case10 down bias+residual", 4096, 4096, 16384, DType::fp32, GemmEpilogue::bias_residual});
-  t.push_back({"case13 up bias+gelu", 32768, 8192, 2048, DType::fp32, GemmEpilogue::bias_activation});
-  t.push_back({"case13 down bias+residual", 32768, 2048, 8192, DType::fp32, GemmEpilogue::bias_residual});
-  for (const GemmCase& c : std::vector<GemmCase>(t.end() - 4, t.end())) {
-    GemmCase ieee = c;
-    ieee.math = tlb::Fp32Math::ieee;
-    t.push_back(ieee);
+  for (tlb::Fp32Math math : {tlb::Fp32Math::tf32, tlb::Fp32Math::ieee}) {
+    t.push_back({"case10 up bias+gelu", 4096, 16384, 4096, DType::fp32, GemmEpilogue::bias_activation, 0, true, math});
+    t.push_back({"case10 down bias+residual", 4096, 4096, 16384, DType::fp32, GemmEpilogue::bias_residual, 0, true,
+                 math});
+    t.push_back({"case13 up bias+gelu", 32768, 8192, 2048, DType::fp32, GemmEpilogue::bias_activation, 0, true, math});
+    t.push_back({"case13 down bias+residual", 32768, 2048, 8192, DType::fp32, GemmEpilogue::bias_residual, 0, true,
+                 math});
   }
   return t;
 }

@@ -18,8 +18,8 @@ namespace {
 // broadcasts over 8 chunks instead of 16, measured 2-3 % slower on an H200). A and W tiles are
 // kept as they are in memory, K-contiguous rows of BK = 32 floats (eight 16-byte chunks), so
 // cp.async copies them without a transpose; a thread reads one chunk (four k) of each of its
-// rows at a time. Chunk q of row r sits at q ^ (r / 4 % 8):
-// the 16 rows a warp reads at once (one per tx, four apart) then fall in distinct banks.
+// rows at a time. Chunk q of row r sits at q ^ (r / 4 % 8): the 16 rows a warp reads at once
+// (one per tx, four apart) then fall in distinct banks.
 template <int BM_, int BN_, int TM_, int TN_, int kMinBlocks_>
 struct FmaConfig {
   static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, kMinBlocks = kMinBlocks_;
@@ -33,9 +33,10 @@ struct FmaConfig {
   static constexpr int kALoads = BM * kChunks / kThreads, kWLoads = BN * kChunks / kThreads;
   static_assert(BM / kGroupsM == kGroupStride && BN / kGroupsN == kGroupStride, "16x16 threads, 4x4 groups");
   static_assert(kALoads * kThreads == BM * kChunks && kWLoads * kThreads == BN * kChunks, "whole chunks per thread");
+  static_assert(BK == 32, "chunk_offset's rows are 32 floats, eight chunks");
 };
 
-// Offset in floats of chunk q of row r in a tile of BK-float rows.
+// Offset in floats of chunk q of row r in a tile of 32-float rows.
 __device__ __forceinline__ int chunk_offset(int r, int q) { return r * 32 + ((q ^ ((r >> 2) & 7)) << 2); }
 
 template <class C>
@@ -81,8 +82,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_fp32_fma_kern
 #pragma unroll
     for (int j = 0; j < C::TN; ++j) acc[i][j] = 0.0f;
 
-  // A thread's rows of A are g * 64 + ty * 4 + i, its rows of W g * 64 + tx * 4 + j: all of
-  // them share r / 4 % 8 (ty % 8, tx % 8), so one swizzled chunk index serves every row.
   const int k_tiles = static_cast<int>((K + C::BK - 1) / C::BK);
 #pragma unroll
   for (int s = 0; s < C::kStages - 1; ++s) {
@@ -98,6 +97,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_fp32_fma_kern
     ptx::cp_async_commit();
     const float* As = smem + (kt % C::kStages) * C::kStageFloats;
     const float* Ws = As + C::BM * C::BK;
+    // chunk_offset with the swizzle worked out: a thread's rows of A are g * 64 + ty * 4 + i, its
+    // rows of W g * 64 + tx * 4 + j, so r / 4 % 8 is ty % 8 for all of the first, tx % 8 for
+    // all of the second.
 #pragma unroll
     for (int q = 0; q < C::kChunks; ++q) {
       float4 w[C::TN];
