@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Times PyTorch's scaled_dot_product_attention on the shapes `tlbench_kernel_bench attn FILE`
-measured, per backend (cuDNN, FlashAttention-2), and writes the kernels.jsonl records that set
-ours beside cuDNN's: {"kernel": "attention", "dtype", "batch", "heads", "seq", "head_dim",
-"causal", "ours_tflops", "variant", "peer": "cudnn", "peer_tflops", "ratio", "commit", ...}.
+measured, per backend (cuDNN, FlashAttention-2; for fp32 IEEE rows the memory-efficient
+kernel, the one PyTorch runs in fp32, with TF32 off), and writes the kernels.jsonl records that
+set ours beside the peer's: {"kernel": "attention", "dtype", "batch", "heads", "seq",
+"head_dim", "causal", "ours_tflops", "variant", "peer": "cudnn" | "efficient", "peer_tflops",
+"ratio", "commit", ...}.
 
 Run it on the same GPU right after the benchmark (both numbers then come from one machine and
 one session). Same layout ([batch, heads, seq, head_dim]), same random data scale, same FLOP
@@ -26,6 +28,11 @@ import time
 
 from json_lines import read_objects
 
+
+# Per dtype of the benchmark: the torch dtype and the SDPA backends timed, the first one the
+# peer that ours is set against.
+PEERS = {"fp16": ("float16", ("cudnn", "flash2")), "bf16": ("bfloat16", ("cudnn", "flash2")),
+         "fp32-ieee": ("float32", ("efficient",))}
 
 REQUIRED = {"dtype": str, "batch": int, "heads": int, "seq": int, "head_dim": int, "causal": bool,
             "ours_tflops": (int, float), "variant": str, "commit": str}
@@ -51,8 +58,8 @@ def read_ours(path: str):
         for key, kind in REQUIRED.items():
             if not isinstance(r.get(key), kind) or (kind is int and isinstance(r.get(key), bool)):
                 return None, f"{path}:{n}: \"{key}\" missing or not {getattr(kind, '__name__', 'a number')}"
-        if r["dtype"] not in ("fp16", "bf16"):
-            return None, f"{path}:{n}: dtype {r['dtype']!r} is not fp16 or bf16"
+        if r["dtype"] not in PEERS:
+            return None, f"{path}:{n}: dtype {r['dtype']!r} is not one of {', '.join(PEERS)}"
         if min(r["batch"], r["heads"], r["seq"], r["head_dim"]) < 1 or not r["ours_tflops"] > 0:
             return None, f"{path}:{n}: sizes and ours_tflops must be positive"
         rows.append(r)
@@ -108,8 +115,11 @@ def main() -> int:
         return fail(f"PyTorch is needed for the peer timings ({e})")
     if not torch.cuda.is_available():
         return fail("no CUDA device")
-    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}
-    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION}
+    # fp32 as IEEE: no TF32 anywhere in the peer's fp32 products.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     env = {
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -139,22 +149,23 @@ def main() -> int:
     peers = []
     for n, r in enumerate(rows):
         shape = (r["batch"], r["heads"], r["seq"], r["head_dim"])
-        dt = dtypes[r["dtype"]]
+        torch_dtype, names = PEERS[r["dtype"]]
+        dt = getattr(torch, torch_dtype)
         q, k, v = (torch.empty(shape, dtype=dt, device="cuda").uniform_(-1, 1) for _ in range(3))
         flops = 4.0 * r["batch"] * r["heads"] * r["seq"] ** 2 * r["head_dim"] * (0.5 if r["causal"] else 1.0)
         peer = {}
-        for name, backend in backends.items():
+        for name in names:
             try:
-                with sdpa_kernel(backend):
+                with sdpa_kernel(backends[name]):
                     ms = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=r["causal"]),
-                                 1.0 if n == 0 and name == "cudnn" else 0.0)
+                                 1.0 if n == 0 and name == names[0] else 0.0)
                 peer[name] = round(flops / ms / 1e9, 1)
             except RuntimeError as e:  # the backend does not take this shape
                 peer[name] = None
                 print(f"attention_peer.py: {name} on {shape}: {str(e).splitlines()[0]}", file=sys.stderr)
         del q, k, v
         torch.cuda.empty_cache()
-        peers.append(peer)
+        peers.append((names, peer))
     after = None
     if args.rerun:
         after, why = rerun_ours(args.rerun, out_dir, rows)
@@ -162,24 +173,25 @@ def main() -> int:
             print(f"attention_peer.py: {why}", file=sys.stderr)
             return 1
     records = []
-    for n, (r, peer) in enumerate(zip(rows, peers)):
+    for n, (r, (names, peer)) in enumerate(zip(rows, peers)):
         runs = [r["ours_tflops"]] + ([after[n]] if after else [])
         # The mean time of the runs, as a rate.
         ours = round(len(runs) / sum(1.0 / t for t in runs), 1)
+        main_peer = peer[names[0]]
         rec = {
             "kernel": "attention", "dtype": r["dtype"], "batch": r["batch"], "heads": r["heads"], "seq": r["seq"],
             "head_dim": r["head_dim"], "causal": r["causal"], "ours_tflops": ours, "variant": r["variant"],
-            "peer": "cudnn", "peer_tflops": peer["cudnn"],
-            "ratio": round(ours / peer["cudnn"], 3) if peer["cudnn"] else None,
-            "flash2_tflops": peer["flash2"], "commit": r["commit"], **env,
+            "peer": names[0], "peer_tflops": main_peer, "ratio": round(ours / main_peer, 3) if main_peer else None,
+            **{f"{name}_tflops": peer[name] for name in names[1:]}, "commit": r["commit"], **env,
         }
         if after:
             rec["ours_runs_tflops"] = runs
         records.append(rec)
         ratio = f"{rec['ratio']:.3f}" if rec["ratio"] else "-"
+        others = "".join(f"  {name} {peer[name] or 0:6.1f}" for name in names[1:])
         print(f"attn {r['dtype']} b={r['batch']} h={r['heads']} s={r['seq']} d={r['head_dim']} "
-              f"{'causal' if r['causal'] else 'none':<6} ours {ours:6.1f}  cuDNN {peer['cudnn'] or 0:6.1f}  "
-              f"FA2 {peer['flash2'] or 0:6.1f}  ours/cuDNN {ratio}  {r['variant']}")
+              f"{'causal' if r['causal'] else 'none':<6} ours {ours:6.1f}  {names[0]} {main_peer or 0:6.1f}{others}  "
+              f"ours/{names[0]} {ratio}  {r['variant']}")
     # Written once every shape is measured: appended, or in place of OUT through a temporary
     # file beside it.
     text = "".join(json.dumps(rec) + "\n" for rec in records)

@@ -211,6 +211,11 @@ struct GemmRecordContext {
 
 // One GEMM of the speed table. bias = false drops the bias (the out-projection's is added by
 // the fused add + LayerNorm); heads is for bias_qkv_split only.
+// A dtype as the tables print it: fp32 with its math ("fp32-tf32", "fp32-ieee").
+std::string dtype_name(DType dt, tlb::Fp32Math math) {
+  return dt == DType::fp32 ? fmt::format("fp32-{}", tlb::to_string(math)) : std::string(tlb::to_string(dt));
+}
+
 struct GemmCase {
   const char* label;
   int64_t M, N, K;
@@ -220,9 +225,7 @@ struct GemmCase {
   bool bias = true;
   tlb::Fp32Math math = tlb::Fp32Math::tf32;  // fp32 only
 
-  std::string dtype_name() const {
-    return dt == DType::fp32 ? fmt::format("fp32-{}", tlb::to_string(math)) : std::string(tlb::to_string(dt));
-  }
+  std::string dtype_name() const { return ::dtype_name(dt, math); }
   // What --match is matched against: the label and dtype as printed.
   std::string name() const { return fmt::format("{} {}", label, dtype_name()); }
 };
@@ -341,7 +344,7 @@ void bench_out_projections(cublasHandle_t h, cudaStream_t st, const std::string&
 // mask) of the variant the dispatcher picks, or of `force`. With `jsonl`, also one JSON line
 // per shape for scripts/attention_peer.py, which times the peer library on the same shape and
 // completes the kernels.jsonl record.
-void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, int64_t h, int64_t s, int64_t dh,
+void bench_attention(cudaStream_t st, DType dt, tlb::Fp32Math math, tlb::MaskKind mask, int64_t b, int64_t h, int64_t s, int64_t dh,
                      std::FILE* jsonl, const char* force = nullptr, const std::vector<int>& valid_lens = {},
                      double warm_s = 0) {
   const size_t n = static_cast<size_t>(b * h * s * dh);
@@ -349,7 +352,7 @@ void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, i
                v = random_buffer(n, dt, 1.0f, 7);
   DeviceBuffer o(n * tlb::dtype_bytes(dt));
   tlb::AttentionArgs a;
-  a.dtype = dt; a.batch = b; a.heads = h; a.seq = s; a.head_dim = dh; a.mask = mask;
+  a.dtype = dt; a.fp32_math = math; a.batch = b; a.heads = h; a.seq = s; a.head_dim = dh; a.mask = mask;
   a.q = q.get(); a.k = k.get(); a.v = v.get(); a.o = o.get();
   a.scale = 1.0f / std::sqrt(static_cast<float>(dh));
   a.force = force;
@@ -368,14 +371,15 @@ void bench_attention(cudaStream_t st, DType dt, tlb::MaskKind mask, int64_t b, i
   double flops = 4.0 * b * h * s * s * dh;
   if (mask == tlb::MaskKind::causal) flops *= 0.5;
   const double tflops = flops / ms / 1e9;
-  fmt::print("attn  {:>5} b={} h={} s={} dh={} {:<7} {:7.1f} TFLOP/s ({:.3f} ms, {})\n", tlb::to_string(dt), b, h, s,
-             dh, tlb::to_string(mask), tflops, ms, variant);
+  const std::string dtype = dtype_name(dt, math);
+  fmt::print("attn  {:>9} b={} h={} s={} dh={} {:<7} {:7.1f} TFLOP/s ({:.3f} ms, {})\n", dtype, b, h, s, dh,
+             tlb::to_string(mask), tflops, ms, variant);
   if (jsonl) {
     fmt::print(jsonl,
                "{{\"kernel\": \"attention\", \"dtype\": \"{}\", \"batch\": {}, \"heads\": {}, \"seq\": {}, "
                "\"head_dim\": {}, \"causal\": {}, \"ours_tflops\": {:.1f}, \"ours_ms\": {:.4f}, \"variant\": \"{}\", "
                "\"commit\": \"{}\"}}\n",
-               tlb::to_string(dt), b, h, s, dh, mask == tlb::MaskKind::causal ? "true" : "false", tflops, ms, variant,
+               dtype, b, h, s, dh, mask == tlb::MaskKind::causal ? "true" : "false", tflops, ms, variant,
                TLBENCH_GIT_COMMIT);
     std::fflush(jsonl);
   }
@@ -395,20 +399,23 @@ void bench_attention_cases(cudaStream_t st, const std::string& cases_path) {
     fmt::print("attn  case {:>2} {}\n", c.id, c.name);
     for (const char* force : {static_cast<const char*>(nullptr), "tma,tiles", "tma,persistent"}) {
       if (force && !tlb::flash_attention_has_sm90a()) continue;
-      bench_attention(st, DType::fp16, s.mask, s.batch, s.heads, s.seq, s.head_dim(), nullptr, force, s.valid_lens);
+      bench_attention(st, DType::fp16, tlb::Fp32Math::tf32, s.mask, s.batch, s.heads, s.seq, s.head_dim(), nullptr, force, s.valid_lens);
     }
   }
 }
 
-// The attention speed table: long sequences at head_dim 64 and 128 in both masks, and one
-// shape per further head_dim the sm_90a kernel covers.
+// The attention speed table: long sequences at head_dim 64 and 128 in both masks, one shape
+// per further head_dim the sm_90a kernel covers, and the attention of the official cases that
+// spend most in it in fp32 IEEE (plain fp32 FMA, what PyTorch runs in fp32 with TF32 off).
 void bench_attention_table(cudaStream_t st, std::FILE* jsonl) {
   using tlb::MaskKind;
   struct Row {
     DType dt;
     int64_t b, h, s, d;
     MaskKind mask;
+    tlb::Fp32Math math = tlb::Fp32Math::tf32;  // fp32 only
   };
+  constexpr tlb::Fp32Math kIeee = tlb::Fp32Math::ieee;
   const Row rows[] = {
       {DType::fp16, 1, 16, 16384, 128, MaskKind::none}, {DType::fp16, 1, 16, 16384, 128, MaskKind::causal},
       {DType::bf16, 1, 16, 16384, 128, MaskKind::none}, {DType::bf16, 1, 16, 16384, 128, MaskKind::causal},
@@ -417,6 +424,9 @@ void bench_attention_table(cudaStream_t st, std::FILE* jsonl) {
       {DType::fp16, 1, 16, 8192, 32, MaskKind::none},   {DType::fp16, 1, 16, 8192, 80, MaskKind::none},
       {DType::fp16, 1, 16, 8192, 96, MaskKind::none},   {DType::fp16, 1, 16, 8192, 192, MaskKind::none},
       {DType::fp16, 1, 16, 8192, 256, MaskKind::none},
+      {DType::fp32, 1, 8, 16384, 128, MaskKind::none, kIeee},  {DType::fp32, 1, 16, 8192, 128, MaskKind::causal, kIeee},
+      {DType::fp32, 1, 16, 16384, 64, MaskKind::causal, kIeee}, {DType::fp32, 4, 20, 1500, 64, MaskKind::none, kIeee},
+      {DType::fp32, 32, 16, 257, 64, MaskKind::none, kIeee},
   };
   bool first = true;
   for (const Row& r : rows) {
@@ -424,11 +434,11 @@ void bench_attention_table(cudaStream_t st, std::FILE* jsonl) {
     tlb::LayerShape shape;
     shape.batch = r.b; shape.seq = r.s; shape.heads = r.h; shape.d_model = r.h * r.d; shape.mask = r.mask;
     if (!tlb::flash_attention_supported(shape, r.dt, &why)) {
-      fmt::print("attn  {:>5} b={} h={} s={} dh={} {:<7} not run: {}\n", tlb::to_string(r.dt), r.b, r.h, r.s, r.d,
+      fmt::print("attn  {:>9} b={} h={} s={} dh={} {:<7} not run: {}\n", dtype_name(r.dt, r.math), r.b, r.h, r.s, r.d,
                  tlb::to_string(r.mask), why);
       continue;
     }
-    bench_attention(st, r.dt, r.mask, r.b, r.h, r.s, r.d, jsonl, nullptr, {}, first ? 1.0 : 0.0);
+    bench_attention(st, r.dt, r.math, r.mask, r.b, r.h, r.s, r.d, jsonl, nullptr, {}, first ? 1.0 : 0.0);
     first = false;
   }
 }

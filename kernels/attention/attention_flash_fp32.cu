@@ -166,43 +166,57 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
 
 // ---------------------------------------------------------------------------------------------
 // `ieee` kernel: every product a plain fp32 FMA. Thread (ty = tid/8, tx = tid%8) owns query
-// rows 4ty..4ty+3; for S it owns keys 4tx..4tx+3 of the tile, for O head-dim columns
-// 32j + 4tx .. +3. Q and K are stored transposed (head-dim major) so both S operands are one
-// float4 read per head-dim step; P goes through shared memory to reach the O layout.
+// rows 4ty..4ty+3, so each warp owns 16 rows whole; for S it owns keys 4tx..4tx+3 of the tile,
+// for O head-dim columns 32j + 4tx .. +3. Q, K and V stay in their memory layout (rows of kD
+// floats), so cp.async streams K and V through a two-stage ring with one barrier per key tile;
+// S reads four head-dim columns of a row at a time. A 16-byte chunk q of row r sits at
+// q ^ (r / 4 % 8): the eight keys (and four query rows) a warp reads at once, four apart, fall
+// in distinct banks. P goes through the warp's own rows of shared memory to reach the O layout.
 template <int kD>
 struct FmaLayout {
   static constexpr int kPS = kKV + 4;  // P row stride: float4 rows, quarter-warp conflict-free
-  static constexpr int kQt = kD * kRows, kKt = kD * kKV, kV = kKV * kD, kP = kRows * kPS;
-  static constexpr int kBytes = (kQt + kKt + 2 * kV + kP) * 4;
+  static constexpr int kQ = kRows * kD, kK = kKV * kD, kV = kKV * kD, kP = kRows * kPS;
+  static constexpr int kBytes = (kQ + 2 * (kK + kV) + kP) * 4;
+  static constexpr int kMinBlocks = kD == 64 ? 3 : 2;  // 57 / 105 KB of shared memory
 };
 
-// 231 / 163 registers (sm_90a, no spills), 89 / 49 KB of shared memory at head_dim 128 / 64.
+__device__ __forceinline__ int fma_chunk_offset(int row, int chunk, int row_floats) {
+  return row * row_floats + ((chunk ^ ((row >> 2) & 7)) << 2);
+}
+
+// Rows [row0, row0 + kTileRows) of a [seq, kD] matrix into a swizzled tile; rows >= seq are
+// zeros.
+template <int kD, int kTileRows>
+__device__ __forceinline__ void load_rows_async(float* tile, const float* g, int64_t row0, int64_t seq, int tid) {
+  constexpr int kChunks = kD / 4;
+  static_assert((kTileRows * kChunks) % kThreads == 0, "tile must split evenly over the threads");
+#pragma unroll
+  for (int it = 0; it < kTileRows * kChunks / kThreads; ++it) {
+    const int i = tid + it * kThreads;
+    const int r = i / kChunks, ch = i % kChunks;
+    const int64_t row = row0 + r;
+    const bool valid = row < seq;
+    ptx::cp_async_16_zfill(ptx::smem_addr(tile + fma_chunk_offset(r, ch, kD)), valid ? g + row * kD + ch * 4 : g,
+                           valid);
+  }
+}
+
 template <int kD>
-__global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashParams p) {
+__global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd_fp32fma(const FlashParams p) {
   ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
   ptx::pdl_launch_dependents();
   using L = FmaLayout<kD>;
   constexpr int kCols = kD / 32;  // float4 column groups per thread in O
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  float* sQt = reinterpret_cast<float*>(smem_raw);
-  float* sKt = sQt + L::kQt;
-  float* sV = sKt + L::kKt;
+  float* sQ = reinterpret_cast<float*>(smem_raw);
+  float* sK = sQ + L::kQ;   // two stages
+  float* sV = sK + 2 * L::kK;
   float* sP = sV + 2 * L::kV;
 
-  const int tid = threadIdx.x, lane = tid & 31;
+  const int tid = threadIdx.x;
   const int ty = tid >> 3, tx = tid & 7;
-  // Named one by one here: as a structured binding (captured by load_v below) the kernel
-  // compiles to different code.
   const BlockWork<float> w = block_work<float>(p, kRows, kKV, kD);
-  const BlockCoord& c = w.c;
-  const int split = w.split;
-  const KeyRange& kr = w.kr;
-  const int n_tiles = w.n_tiles;
-  const bool causal = w.causal;
-  const float* gQ = w.q;
-  const float* gK = w.k;
-  const float* gV = w.v;
-  const int64_t row0 = c.q0 + 4 * ty;
+  const int64_t row0 = w.c.q0 + 4 * ty;
 
   float o[4][kCols][4] = {};
   float m[4], l[4];
@@ -212,70 +226,56 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashPara
     l[r] = 0.0f;
   }
 
-  // V rows [row0, row0 + kKV) via cp.async (zeros past seq).
-  auto load_v = [&](float* dst, int64_t kv0) {
-    constexpr int kChunks = kD / 4;
-#pragma unroll
-    for (int it = 0; it < kKV * kChunks / kThreads; ++it) {
-      const int i = tid + it * kThreads;
-      const int r = i / kChunks, ch = i % kChunks;
-      const int64_t row = kv0 + r;
-      const bool valid = row < p.seq;
-      ptx::cp_async_16_zfill(ptx::smem_addr(dst + r * kD + ch * 4), valid ? gV + row * kD + ch * 4 : gV, valid);
-    }
-  };
-  // Rows of a [seq, kD] matrix stored transposed, [kD][kTileRows]: a warp takes 32
-  // consecutive rows of one 4-column chunk, so its shared stores are conflict-free.
-  auto load_transposed = [&](float* dst, const float* g, int64_t r0, auto rows_tag) {
-    constexpr int kTileRows = decltype(rows_tag)::value;
-    constexpr int kChunks = kD / 4;
-#pragma unroll 4
-    for (int it = 0; it < kTileRows * kChunks / kThreads; ++it) {
-      const int i = tid + it * kThreads;
-      const int r = i % kTileRows, ch = i / kTileRows;
-      const int64_t row = r0 + r;
-      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (row < p.seq) v = __ldg(reinterpret_cast<const float4*>(g + row * kD + ch * 4));
-      dst[(ch * 4 + 0) * kTileRows + r] = v.x;
-      dst[(ch * 4 + 1) * kTileRows + r] = v.y;
-      dst[(ch * 4 + 2) * kTileRows + r] = v.z;
-      dst[(ch * 4 + 3) * kTileRows + r] = v.w;
-    }
-  };
-
-  if (n_tiles > 0) {
-    load_v(sV, kr.begin);
+  if (w.n_tiles > 0) {
+    load_rows_async<kD, kRows>(sQ, w.q, w.c.q0, p.seq, tid);
+    load_rows_async<kD, kKV>(sK, w.k, w.kr.begin, p.seq, tid);
+    load_rows_async<kD, kKV>(sV, w.v, w.kr.begin, p.seq, tid);
     ptx::cp_async_commit();
-    load_transposed(sQt, gQ, c.q0, std::integral_constant<int, kRows>{});
-    for (int it = 0; it < n_tiles; ++it) {
+    // The swizzle of a thread's rows, worked out: its query rows 4ty + r share r / 4 % 8 = ty % 8,
+    // its keys 4tx + c share tx.
+    const float* q_rows = sQ + (4 * ty) * kD;
+    const int q_sw = ty & 7;
+    for (int it = 0; it < w.n_tiles; ++it) {
       const int stage = it & 1;
-      const int64_t kv0 = kr.begin + static_cast<int64_t>(it) * kKV;
-      // Kt was last read by the previous tile's S, which every thread finished before the
-      // previous mid-tile barrier.
-      load_transposed(sKt, gK, kv0, std::integral_constant<int, kKV>{});
-      ptx::cp_async_wait<0>();  // this tile's V
+      const int64_t kv0 = w.kr.begin + static_cast<int64_t>(it) * kKV;
+      // Tile `it` has landed for every thread, and every warp is done with tile it-1, whose
+      // stage then takes it+1.
+      ptx::cp_async_wait<0>();
       __syncthreads();
-      if (it + 1 < n_tiles) load_v(sV + (stage ^ 1) * L::kV, kv0 + kKV);
+      if (it + 1 < w.n_tiles) {
+        load_rows_async<kD, kKV>(sK + (stage ^ 1) * L::kK, w.k, kv0 + kKV, p.seq, tid);
+        load_rows_async<kD, kKV>(sV + (stage ^ 1) * L::kV, w.v, kv0 + kKV, p.seq, tid);
+      }
       ptx::cp_async_commit();
 
+      // S = Q K^T, head-dim columns ascending per score.
+      const float* k_rows = sK + stage * L::kK + (4 * tx) * kD;
       float s[4][4] = {};
-#pragma unroll 8
-      for (int d = 0; d < kD; ++d) {
-        const float4 qa = *reinterpret_cast<const float4*>(sQt + d * kRows + 4 * ty);
-        const float4 kb = *reinterpret_cast<const float4*>(sKt + d * kKV + 4 * tx);
-        const float qv[4] = {qa.x, qa.y, qa.z, qa.w}, kv[4] = {kb.x, kb.y, kb.z, kb.w};
+#pragma unroll
+      for (int ch = 0; ch < kD / 4; ++ch) {
+        float4 qa[4], kb[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) qa[r] = *reinterpret_cast<const float4*>(q_rows + r * kD + ((ch ^ q_sw) << 2));
+#pragma unroll
+        for (int c = 0; c < 4; ++c) kb[c] = *reinterpret_cast<const float4*>(k_rows + c * kD + ((ch ^ tx) << 2));
 #pragma unroll
         for (int r = 0; r < 4; ++r)
 #pragma unroll
-          for (int cc = 0; cc < 4; ++cc) s[r][cc] = fmaf(qv[r], kv[cc], s[r][cc]);
+          for (int c = 0; c < 4; ++c) {
+            float& x = s[r][c];
+            x = fmaf(qa[r].x, kb[c].x, x);
+            x = fmaf(qa[r].y, kb[c].y, x);
+            x = fmaf(qa[r].z, kb[c].z, x);
+            x = fmaf(qa[r].w, kb[c].w, x);
+          }
       }
-      if (tile_needs_mask(p, kv0, kKV, kr.end, row0)) {
+      if (tile_needs_mask(p, kv0, kKV, w.kr.end, row0)) {
 #pragma unroll
         for (int r = 0; r < 4; ++r)
 #pragma unroll
-          for (int cc = 0; cc < 4; ++cc) {
-            const int64_t col = kv0 + 4 * tx + cc;
-            if (col >= kr.end || (causal && col > row0 + r)) s[r][cc] = neg_inf();
+          for (int c = 0; c < 4; ++c) {
+            const int64_t col = kv0 + 4 * tx + c;
+            if (col >= w.kr.end || (w.causal && col > row0 + r)) s[r][c] = neg_inf();
           }
       }
       // Online softmax; the 8 lanes sharing a row are lanes with the same lane/8.
@@ -289,9 +289,9 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashPara
         const float alpha = ptx::ex2_approx(fmaf(m[r], p.scale_log2, -ms));
         float sum = 0.0f;
 #pragma unroll
-        for (int cc = 0; cc < 4; ++cc) {
-          s[r][cc] = ptx::ex2_approx(fmaf(s[r][cc], p.scale_log2, -ms));
-          sum += s[r][cc];
+        for (int c = 0; c < 4; ++c) {
+          s[r][c] = ptx::ex2_approx(fmaf(s[r][c], p.scale_log2, -ms));
+          sum += s[r][c];
         }
         l[r] = fmaf(l[r], alpha, sum);
         m[r] = mx;
@@ -302,19 +302,15 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashPara
         *reinterpret_cast<float4*>(sP + (4 * ty + r) * L::kPS + 4 * tx) =
             make_float4(s[r][0], s[r][1], s[r][2], s[r][3]);
       }
-      __syncthreads();
+      __syncwarp();  // P's rows are this warp's own; the next tile's barrier orders their reuse
+
+      // O += P V, keys ascending per output.
       const float* v_tile = sV + stage * L::kV;
 #pragma unroll 2
       for (int k4 = 0; k4 < kKV / 4; ++k4) {
-        float pr[4][4];
+        float4 pr[4];
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const float4 x = *reinterpret_cast<const float4*>(sP + (4 * ty + r) * L::kPS + 4 * k4);
-          pr[r][0] = x.x;
-          pr[r][1] = x.y;
-          pr[r][2] = x.z;
-          pr[r][3] = x.w;
-        }
+        for (int r = 0; r < 4; ++r) pr[r] = *reinterpret_cast<const float4*>(sP + (4 * ty + r) * L::kPS + 4 * k4);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
@@ -322,10 +318,11 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashPara
             const float4 vv = *reinterpret_cast<const float4*>(v_tile + (4 * k4 + kk) * kD + 32 * j + 4 * tx);
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
-              o[r][j][0] = fmaf(pr[r][kk], vv.x, o[r][j][0]);
-              o[r][j][1] = fmaf(pr[r][kk], vv.y, o[r][j][1]);
-              o[r][j][2] = fmaf(pr[r][kk], vv.z, o[r][j][2]);
-              o[r][j][3] = fmaf(pr[r][kk], vv.w, o[r][j][3]);
+              const float pk = kk == 0 ? pr[r].x : kk == 1 ? pr[r].y : kk == 2 ? pr[r].z : pr[r].w;
+              o[r][j][0] = fmaf(pk, vv.x, o[r][j][0]);
+              o[r][j][1] = fmaf(pk, vv.y, o[r][j][1]);
+              o[r][j][2] = fmaf(pk, vv.z, o[r][j][2]);
+              o[r][j][3] = fmaf(pk, vv.w, o[r][j][3]);
             }
           }
         }
@@ -344,13 +341,13 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashPara
     if (row >= p.seq) continue;
     if (p.splits == 1) {
       const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
-      float* dst = static_cast<float*>(p.o) + ((c.b * p.seq + row) * p.heads + c.h) * kD + 4 * tx;
+      float* dst = static_cast<float*>(p.o) + ((w.c.b * p.seq + row) * p.heads + w.c.h) * kD + 4 * tx;
 #pragma unroll
       for (int j = 0; j < kCols; ++j)
         *reinterpret_cast<float4*>(dst + 32 * j) =
             make_float4(o[r][j][0] * inv, o[r][j][1] * inv, o[r][j][2] * inv, o[r][j][3] * inv);
     } else {
-      const int64_t prow = (static_cast<int64_t>(split) * p.batch * p.heads + c.bh) * p.seq + row;
+      const int64_t prow = (static_cast<int64_t>(w.split) * p.batch * p.heads + w.c.bh) * p.seq + row;
       float* dst = p.o_part + prow * kD + 4 * tx;
 #pragma unroll
       for (int j = 0; j < kCols; ++j)
@@ -361,7 +358,6 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_fp32fma(const FlashPara
       }
     }
   }
-  (void)lane;
 }
 
 template <auto kKernel, int kSmem>

@@ -105,6 +105,10 @@ TEST_CASE("attention_peer.py: bad rows, options and output targets are one line 
       {shell_quote(rows("fp32.jsonl", std::string(good).replace(good.find("fp16"), 4, "fp32") + "\n")) + " " +
            shell_quote(out),
        "fp32.jsonl:1"},
+      // fp32 attention is compared in IEEE only (PyTorch's fp32 SDPA has no TF32 kernel).
+      {shell_quote(rows("tf32.jsonl", std::string(good).replace(good.find("fp16"), 4, "fp32-tf32") + "\n")) + " " +
+           shell_quote(out),
+       "tf32.jsonl:1"},
       {shell_quote(ok) + " " + shell_quote(out) + " --reps 0", "--reps 0"},
       {shell_quote(ok) + " " + shell_quote(out) + " --rerun " + shell_quote(ok), "--rerun"},
       {shell_quote(ok) + " " + shell_quote(out) + " --rerun " + shell_quote((work / "absent-bench").string()),
