@@ -169,9 +169,10 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
 // rows 4ty..4ty+3, so each warp owns 16 rows whole; for S it owns keys 4tx..4tx+3 of the tile,
 // for O head-dim columns 32j + 4tx .. +3. Q, K and V stay in their memory layout (rows of kD
 // floats), so cp.async streams K and V through a two-stage ring with one barrier per key tile;
-// S reads four head-dim columns of a row at a time. A 16-byte chunk q of row r sits at
-// q ^ (r / 4 % 8): the eight keys (and four query rows) a warp reads at once, four apart, fall
-// in distinct banks. P goes through the warp's own rows of shared memory to reach the O layout.
+// S reads four head-dim columns of a row at a time. In Q and K a 16-byte chunk q of row r sits
+// at q ^ (r / 4 % 8): the eight keys (and four query rows) a warp reads at once, four apart,
+// fall in distinct banks; V is read along its rows and stays as it is. P goes through the
+// warp's own rows of shared memory to reach the O layout.
 template <int kD>
 struct FmaLayout {
   static constexpr int kPS = kKV + 4;  // P row stride: float4 rows, quarter-warp conflict-free
@@ -184,9 +185,10 @@ __device__ __forceinline__ int fma_chunk_offset(int row, int chunk, int row_floa
   return row * row_floats + ((chunk ^ ((row >> 2) & 7)) << 2);
 }
 
-// Rows [row0, row0 + kTileRows) of a [seq, kD] matrix into a swizzled tile; rows >= seq are
-// zeros.
-template <int kD, int kTileRows>
+// Rows [row0, row0 + kTileRows) of a [seq, kD] matrix into a tile, its chunks swizzled (Q, K:
+// read four head-dim columns of several rows at once) or not (V: read along a row); rows >= seq
+// are zeros.
+template <int kD, int kTileRows, bool kSwizzle>
 __device__ __forceinline__ void load_rows_async(float* tile, const float* g, int64_t row0, int64_t seq, int tid) {
   constexpr int kChunks = kD / 4;
   static_assert((kTileRows * kChunks) % kThreads == 0, "tile must split evenly over the threads");
@@ -196,8 +198,8 @@ __device__ __forceinline__ void load_rows_async(float* tile, const float* g, int
     const int r = i / kChunks, ch = i % kChunks;
     const int64_t row = row0 + r;
     const bool valid = row < seq;
-    ptx::cp_async_16_zfill(ptx::smem_addr(tile + fma_chunk_offset(r, ch, kD)), valid ? g + row * kD + ch * 4 : g,
-                           valid);
+    const int offset = kSwizzle ? fma_chunk_offset(r, ch, kD) : r * kD + ch * 4;
+    ptx::cp_async_16_zfill(ptx::smem_addr(tile + offset), valid ? g + row * kD + ch * 4 : g, valid);
   }
 }
 
@@ -227,9 +229,9 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
   }
 
   if (w.n_tiles > 0) {
-    load_rows_async<kD, kRows>(sQ, w.q, w.c.q0, p.seq, tid);
-    load_rows_async<kD, kKV>(sK, w.k, w.kr.begin, p.seq, tid);
-    load_rows_async<kD, kKV>(sV, w.v, w.kr.begin, p.seq, tid);
+    load_rows_async<kD, kRows, true>(sQ, w.q, w.c.q0, p.seq, tid);
+    load_rows_async<kD, kKV, true>(sK, w.k, w.kr.begin, p.seq, tid);
+    load_rows_async<kD, kKV, false>(sV, w.v, w.kr.begin, p.seq, tid);
     ptx::cp_async_commit();
     // The swizzle of a thread's rows, worked out: its query rows 4ty + r share r / 4 % 8 = ty % 8,
     // its keys 4tx + c share tx.
@@ -243,8 +245,8 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
       ptx::cp_async_wait<0>();
       __syncthreads();
       if (it + 1 < w.n_tiles) {
-        load_rows_async<kD, kKV>(sK + (stage ^ 1) * L::kK, w.k, kv0 + kKV, p.seq, tid);
-        load_rows_async<kD, kKV>(sV + (stage ^ 1) * L::kV, w.v, kv0 + kKV, p.seq, tid);
+        load_rows_async<kD, kKV, true>(sK + (stage ^ 1) * L::kK, w.k, kv0 + kKV, p.seq, tid);
+        load_rows_async<kD, kKV, false>(sV + (stage ^ 1) * L::kV, w.v, kv0 + kKV, p.seq, tid);
       }
       ptx::cp_async_commit();
 
