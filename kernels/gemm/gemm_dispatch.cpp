@@ -107,12 +107,6 @@ constexpr TileModel kPingpongModel{128, 128, 8, 1, 2.0};
 TileModel fma_model(FmaTile t) {
   return t == FmaTile::m128n128 ? TileModel{128, 128, 8, 1, 1.0} : TileModel{64, 64, 8, 3, 0.6};
 }
-// The FMA tiles past m64n64 are A/B variants of the 128x128 tile: offered (tests and
-// tlbench_kernel_bench run every variant), never picked.
-double fma_time(FmaTile t, int64_t M, int64_t N, int sms) {
-  if (static_cast<int>(t) > static_cast<int>(FmaTile::m64n64)) return std::numeric_limits<double>::infinity();
-  return model_time(fma_model(t), M, N, sms);
-}
 
 // The variants in the order the dispatcher would rank them for this shape.
 struct Candidate {
@@ -144,7 +138,8 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
   if (a.dtype == DType::fp32 && a.fp32_math == Fp32Math::ieee) {
     for (int i = 0; i < gemm_detail::kNumFmaTiles; ++i) {
       const auto t = static_cast<FmaTile>(i);
-      c.push_back({gemm_detail::fma_tile_name(t), Candidate::fma, i, fma_time(t, a.M, a.N, dev.sms)});
+      c.push_back({gemm_detail::fma_tile_name(t), Candidate::fma, i,
+                   model_time(fma_model(t), a.M, a.N, dev.sms)});
     }
   } else {
     for (int i = 0; i < gemm_detail::kNumMmaTiles; ++i) {

@@ -37,12 +37,8 @@ void launch_gemm_mma(const GemmArgs& a, MmaTile t, cudaStream_t stream);
 int mma_image_ptx_version();
 
 // fp32 `ieee`: plain FMA, no tensor cores.
-// Past m64n64: A/B variants of the 128x128 tile (same output, same summation order), ranked
-// after the two above (see fma_model), so that only tests and tlbench_kernel_bench run them.
-// m128n128_pf: chunk fragments double-buffered in registers. m128n128_t4w(_k32): 4 warps of
-// 8 x 16 per thread over transposed tiles, two CTAs per SM, BK 16 (four stages) or 32 (three).
-enum class FmaTile : int { m128n128 = 0, m64n64, m128n128_pf, m128n128_t4w, m128n128_t4w_k32 };
-constexpr int kNumFmaTiles = 5;
+enum class FmaTile : int { m128n128 = 0, m64n64 };
+constexpr int kNumFmaTiles = 2;
 std::string fma_tile_name(FmaTile t);
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream);
 
