@@ -210,7 +210,7 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   if (half) plan.engine = engine == Engine::automatic ? (sm90a ? Engine::tma : Engine::mma) : engine;
   const bool tma = half && plan.engine == Engine::tma;
   if (spec.has_tile && strict) {
-    if (!half) reject("tile shapes are fp16/bf16 only; fp32 runs 64 x 32 tiles");
+    if (!half) reject("tile shapes are fp16/bf16 only; fp32 runs 64-row tiles of 32 (tf32) or 64 (ieee) keys");
     if (tma) reject("the tma kernel's tile follows the head_dim; it takes no tile shape");
     if (plan.engine == Engine::wgmma && spec.tile != TileShape::q128w8)
       reject("the wgmma kernel runs the 128-row tile only (q128w8's shape)");
@@ -299,7 +299,7 @@ std::string variant_name(const Plan& plan, int64_t head_dim, MaskKind mask) {
       if (plan.engine == Engine::wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv64";
       return prefix + "sm80_d" + d + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
     case Family::tf32: return prefix + "tf32_d" + d + "_q64_kv32";
-    case Family::fp32fma: return prefix + "fp32fma_d" + d + "_q64_kv32";
+    case Family::fp32fma: return prefix + "fp32fma_d" + d + "_q64_kv" + std::to_string(kv_cols);
   }
   return prefix;
 }

@@ -1,7 +1,8 @@
 // Flash attention forward for fp32 storage, in the two fp32 math modes: `tf32` on mma.sync
 // m16n8k8 (operands rounded to TF32, fp32 accumulate) and `ieee` on plain fp32 FMA. Both use
 // the online softmax in fp32, masks in the tile, and the split-KV partial layout of the
-// fp16/bf16 kernel. head_dim 64 and 128, any seq, every mask; 64 query rows x 32 keys per step.
+// fp16/bf16 kernel. head_dim 64 and 128, any seq, every mask; 64 query rows x 32 keys (tf32) or
+// 64 keys (ieee) per step.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -165,20 +166,25 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
 }
 
 // ---------------------------------------------------------------------------------------------
-// `ieee` kernel: every product a plain fp32 FMA. Thread (ty = tid/8, tx = tid%8) owns query
-// rows 4ty..4ty+3, so each warp owns 16 rows whole; for S it owns keys 4tx..4tx+3 of the tile,
-// for O head-dim columns 32j + 4tx .. +3. Q, K and V stay in their memory layout (rows of kD
-// floats), so cp.async streams K and V through a two-stage ring with one barrier per key tile;
-// S reads four head-dim columns of a row at a time. In Q and K a 16-byte chunk q of row r sits
-// at q ^ (r / 4 % 8): the eight keys (and four query rows) a warp reads at once, four apart,
+// `ieee` kernel: every product a plain fp32 FMA, 64 query rows x 64 keys per step. Thread
+// (ty = tid/8, tx = tid%8) owns query rows 4ty..4ty+3, so each warp owns 16 rows whole; for S
+// it owns keys 4tx..4tx+3 and 32+4tx..+3 of the tile (4 x 8 scores from 4 + 8 shared loads per
+// four head-dim columns), for O head-dim columns 32j + 4tx .. +3. Q, K and V stay in their
+// memory layout (rows of kD floats) and come in by cp.async: K and V have one buffer each, and
+// each refills while the other is in use (V during S, the next K during PV), with a barrier
+// between the two halves of a step. In Q and K a 16-byte chunk q of row r sits at
+// q ^ (r / 4 % 8), so the eight keys (and four query rows) a warp reads at once, four apart,
 // fall in distinct banks; V is read along its rows and stays as it is. P goes through the
-// warp's own rows of shared memory to reach the O layout.
+// warp's own rows of shared memory to reach the O layout, chunk q of row r at q ^ (r / 4 % 4)
+// so the four rows a warp reads at once fall in distinct banks.
+constexpr int kFmaKV = tile_kv_cols(Family::fp32fma, TileShape{}, 0);
+static_assert(kFmaKV == 64, "the S layout below covers 64 keys: two groups of four per thread");
+
 template <int kD>
 struct FmaLayout {
-  static constexpr int kPS = kKV + 4;  // P row stride: float4 rows, quarter-warp conflict-free
-  static constexpr int kQ = kRows * kD, kK = kKV * kD, kV = kKV * kD, kP = kRows * kPS;
-  static constexpr int kBytes = (kQ + 2 * (kK + kV) + kP) * 4;
-  static constexpr int kMinBlocks = kD == 64 ? 3 : 2;  // 57 / 105 KB of shared memory
+  static constexpr int kQ = kRows * kD, kK = kFmaKV * kD, kV = kFmaKV * kD, kP = kRows * kFmaKV;
+  static constexpr int kBytes = (kQ + kK + kV + kP) * 4;  // 64 / 112 KB at head_dim 64 / 128
+  static constexpr int kMinBlocks = kD == 64 ? 3 : 2;
 };
 
 __device__ __forceinline__ int fma_chunk_offset(int row, int chunk, int row_floats) {
@@ -187,7 +193,7 @@ __device__ __forceinline__ int fma_chunk_offset(int row, int chunk, int row_floa
 
 // Rows [row0, row0 + kTileRows) of a [seq, kD] matrix into a tile, its chunks swizzled (Q, K:
 // read four head-dim columns of several rows at once) or not (V: read along a row); rows >= seq
-// are zeros.
+// are zeros. Commits them as one cp.async group.
 template <int kD, int kTileRows, bool kSwizzle>
 __device__ __forceinline__ void load_rows_async(float* tile, const float* g, int64_t row0, int64_t seq, int tid) {
   constexpr int kChunks = kD / 4;
@@ -201,6 +207,7 @@ __device__ __forceinline__ void load_rows_async(float* tile, const float* g, int
     const int offset = kSwizzle ? fma_chunk_offset(r, ch, kD) : r * kD + ch * 4;
     ptx::cp_async_16_zfill(ptx::smem_addr(tile + offset), valid ? g + row * kD + ch * 4 : g, valid);
   }
+  ptx::cp_async_commit();
 }
 
 template <int kD>
@@ -211,13 +218,13 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
   constexpr int kCols = kD / 32;  // float4 column groups per thread in O
   extern __shared__ __align__(128) unsigned char smem_raw[];
   float* sQ = reinterpret_cast<float*>(smem_raw);
-  float* sK = sQ + L::kQ;   // two stages
-  float* sV = sK + 2 * L::kK;
-  float* sP = sV + 2 * L::kV;
+  float* sK = sQ + L::kQ;
+  float* sV = sK + L::kK;
+  float* sP = sV + L::kV;
 
   const int tid = threadIdx.x;
   const int ty = tid >> 3, tx = tid & 7;
-  const BlockWork<float> w = block_work<float>(p, kRows, kKV, kD);
+  const BlockWork<float> w = block_work<float>(p, kRows, kFmaKV, kD);
   const int64_t row0 = w.c.q0 + 4 * ty;
 
   float o[4][kCols][4] = {};
@@ -230,40 +237,35 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
 
   if (w.n_tiles > 0) {
     load_rows_async<kD, kRows, true>(sQ, w.q, w.c.q0, p.seq, tid);
-    load_rows_async<kD, kKV, true>(sK, w.k, w.kr.begin, p.seq, tid);
-    load_rows_async<kD, kKV, false>(sV, w.v, w.kr.begin, p.seq, tid);
-    ptx::cp_async_commit();
-    // The swizzle of a thread's rows, worked out: its query rows 4ty + r share r / 4 % 8 = ty % 8,
-    // its keys 4tx + c share tx.
+    load_rows_async<kD, kFmaKV, true>(sK, w.k, w.kr.begin, p.seq, tid);
+    // The swizzles of a thread's rows, worked out: its query rows 4ty + r share r / 4 % 8 = ty % 8
+    // (and ty % 4 in P), its keys 4tx + c and 32 + 4tx + c share tx.
     const float* q_rows = sQ + (4 * ty) * kD;
-    const int q_sw = ty & 7;
+    const float* k_rows = sK + (4 * tx) * kD;
+    float* p_rows = sP + (4 * ty) * kFmaKV;
+    const int q_sw = ty & 7, p_sw = ty & 3;
     for (int it = 0; it < w.n_tiles; ++it) {
-      const int stage = it & 1;
-      const int64_t kv0 = w.kr.begin + static_cast<int64_t>(it) * kKV;
-      // Tile `it` has landed for every thread, and every warp is done with tile it-1, whose
-      // stage then takes it+1.
+      const int64_t kv0 = w.kr.begin + static_cast<int64_t>(it) * kFmaKV;
+      // K of this step has landed for every thread, and every warp is done with the previous
+      // step's V: its buffer takes this step's.
       ptx::cp_async_wait<0>();
       __syncthreads();
-      if (it + 1 < w.n_tiles) {
-        load_rows_async<kD, kKV, true>(sK + (stage ^ 1) * L::kK, w.k, kv0 + kKV, p.seq, tid);
-        load_rows_async<kD, kKV, false>(sV + (stage ^ 1) * L::kV, w.v, kv0 + kKV, p.seq, tid);
-      }
-      ptx::cp_async_commit();
+      load_rows_async<kD, kFmaKV, false>(sV, w.v, kv0, p.seq, tid);
 
       // S = Q K^T, head-dim columns ascending per score.
-      const float* k_rows = sK + stage * L::kK + (4 * tx) * kD;
-      float s[4][4] = {};
+      float s[4][8] = {};
 #pragma unroll
       for (int ch = 0; ch < kD / 4; ++ch) {
-        float4 qa[4], kb[4];
+        float4 qa[4], kb[8];
 #pragma unroll
         for (int r = 0; r < 4; ++r) qa[r] = *reinterpret_cast<const float4*>(q_rows + r * kD + ((ch ^ q_sw) << 2));
 #pragma unroll
-        for (int c = 0; c < 4; ++c) kb[c] = *reinterpret_cast<const float4*>(k_rows + c * kD + ((ch ^ tx) << 2));
+        for (int c = 0; c < 8; ++c)
+          kb[c] = *reinterpret_cast<const float4*>(k_rows + ((c / 4) * 32 + c % 4) * kD + ((ch ^ tx) << 2));
 #pragma unroll
         for (int r = 0; r < 4; ++r)
 #pragma unroll
-          for (int c = 0; c < 4; ++c) {
+          for (int c = 0; c < 8; ++c) {
             float& x = s[r][c];
             x = fmaf(qa[r].x, kb[c].x, x);
             x = fmaf(qa[r].y, kb[c].y, x);
@@ -271,19 +273,21 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
             x = fmaf(qa[r].w, kb[c].w, x);
           }
       }
-      if (tile_needs_mask(p, kv0, kKV, w.kr.end, row0)) {
+      if (tile_needs_mask(p, kv0, kFmaKV, w.kr.end, row0)) {
 #pragma unroll
         for (int r = 0; r < 4; ++r)
 #pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int64_t col = kv0 + 4 * tx + c;
+          for (int c = 0; c < 8; ++c) {
+            const int64_t col = kv0 + (c / 4) * 32 + 4 * tx + c % 4;
             if (col >= w.kr.end || (w.causal && col > row0 + r)) s[r][c] = neg_inf();
           }
       }
       // Online softmax; the 8 lanes sharing a row are lanes with the same lane/8.
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        float mx = fmaxf(m[r], fmaxf(fmaxf(s[r][0], s[r][1]), fmaxf(s[r][2], s[r][3])));
+        float mx = m[r];
+#pragma unroll
+        for (int c = 0; c < 8; ++c) mx = fmaxf(mx, s[r][c]);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
@@ -291,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
         const float alpha = ptx::ex2_approx(fmaf(m[r], p.scale_log2, -ms));
         float sum = 0.0f;
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
+        for (int c = 0; c < 8; ++c) {
           s[r][c] = ptx::ex2_approx(fmaf(s[r][c], p.scale_log2, -ms));
           sum += s[r][c];
         }
@@ -301,23 +305,28 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
         for (int j = 0; j < kCols; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) o[r][j][e] *= alpha;
-        *reinterpret_cast<float4*>(sP + (4 * ty + r) * L::kPS + 4 * tx) =
-            make_float4(s[r][0], s[r][1], s[r][2], s[r][3]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<float4*>(p_rows + r * kFmaKV + (((8 * h + tx) ^ p_sw) << 2)) =
+              make_float4(s[r][4 * h], s[r][4 * h + 1], s[r][4 * h + 2], s[r][4 * h + 3]);
       }
-      __syncwarp();  // P's rows are this warp's own; the next tile's barrier orders their reuse
+      // V of this step has landed for every thread, and every warp is done with K: its buffer
+      // takes the next step's. P's rows are the warp's own; the barrier orders them too.
+      ptx::cp_async_wait<0>();
+      __syncthreads();
+      if (it + 1 < w.n_tiles) load_rows_async<kD, kFmaKV, true>(sK, w.k, kv0 + kFmaKV, p.seq, tid);
 
       // O += P V, keys ascending per output.
-      const float* v_tile = sV + stage * L::kV;
 #pragma unroll 2
-      for (int k4 = 0; k4 < kKV / 4; ++k4) {
+      for (int k4 = 0; k4 < kFmaKV / 4; ++k4) {
         float4 pr[4];
 #pragma unroll
-        for (int r = 0; r < 4; ++r) pr[r] = *reinterpret_cast<const float4*>(sP + (4 * ty + r) * L::kPS + 4 * k4);
+        for (int r = 0; r < 4; ++r) pr[r] = *reinterpret_cast<const float4*>(p_rows + r * kFmaKV + ((k4 ^ p_sw) << 2));
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
           for (int j = 0; j < kCols; ++j) {
-            const float4 vv = *reinterpret_cast<const float4*>(v_tile + (4 * k4 + kk) * kD + 32 * j + 4 * tx);
+            const float4 vv = *reinterpret_cast<const float4*>(sV + (4 * k4 + kk) * kD + 32 * j + 4 * tx);
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
               const float pk = kk == 0 ? pr[r].x : kk == 1 ? pr[r].y : kk == 2 ? pr[r].z : pr[r].w;

@@ -77,6 +77,7 @@ constexpr int tile_q_rows(Family f, TileShape t) {
   return (t == TileShape::q128w8 || t == TileShape::q128w4) ? 128 : 64;
 }
 constexpr int tile_kv_cols(Family f, TileShape t, int head_dim) {
+  if (f == Family::fp32fma) return 64;
   if (f != Family::mma16) return 32;
   if (t == TileShape::short128) return 128;
   if (t == TileShape::q128w4 || (t == TileShape::q128w8 && head_dim == 64)) return 32;
