@@ -4,6 +4,7 @@
 #include "dispatch_table.hpp"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -132,12 +133,16 @@ StageSwitch stages_of(const std::string& bits, const std::vector<std::string>& t
 }  // namespace
 
 std::string dispatch_provenance(const DispatchTable& t) {
-  std::string s;
-  for (const std::string& part : {t.source.gpu, t.source.git_commit, t.source.time})
-    if (!part.empty()) s += (s.empty() ? "" : ", ") + part;
-  if (t.source.quick) s += (s.empty() ? "" : ", ") + std::string("quick");
+  std::string all;
+  for (const DispatchSource& src : t.sources) {
+    std::string s;
+    for (const std::string& part : {src.gpu, src.git_commit, src.time})
+      if (!part.empty()) s += (s.empty() ? "" : ", ") + part;
+    if (src.quick) s += (s.empty() ? "" : ", ") + std::string("quick");
+    if (!s.empty()) all += (all.empty() ? "" : "; ") + s;
+  }
   const std::string origin = t.origin == kBuiltinDispatchOrigin ? "the " + t.origin : t.origin;
-  return s.empty() ? origin : fmt::format("{} ({})", origin, s);
+  return all.empty() ? origin : fmt::format("{} ({})", origin, all);
 }
 
 DispatchShape dispatch_shape(const LayerShape& s) {
@@ -225,25 +230,52 @@ DispatchEntry entry_of(const CandidateGroup& g, const Point& pick, const results
 }  // namespace
 
 DispatchTable build_dispatch_table(const results::Results& r) {
+  return build_dispatch_table(std::vector<results::Results>{r});
+}
+
+DispatchTable build_dispatch_table(const std::vector<results::Results>& folders) {
+  if (folders.empty()) throw ConfigError("no results folder to build a dispatch table from");
   DispatchTable t;
-  t.origin = r.dir;
-  t.source = source_of(r);
-  t.techniques = r.techniques;
-  check_techniques_are_stages(r);
-  for (const auto& [key, g] : candidate_groups(r)) {
-    const std::string where = fmt::format("case {} {} {}", g.case_id, g.case_name, g.dtype);
-    if (g.dtype == "fp32" && g.math.empty()) {
-      t.notes.push_back(where + ": rows do not say their fp32 math mode; no entry");
-      continue;
+  t.techniques = folders.front().techniques;
+  // Entries by dtype, math, case id, then folder; each (dtype, math, shape) from one folder.
+  std::map<std::tuple<GroupKey, size_t>, DispatchEntry> entries;
+  std::map<std::tuple<std::string, std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>, size_t>
+      measured_in;
+  for (size_t i = 0; i < folders.size(); ++i) {
+    const results::Results& r = folders[i];
+    t.origin += (i ? ", " : "") + r.dir;
+    t.sources.push_back(source_of(r));
+    check_techniques_are_stages(r);
+    if (r.techniques != t.techniques)
+      throw ConfigError(fmt::format("{}: techniques {} differ from {}'s {}: one table has one technique order",
+                                    r.dir, fmt::join(r.techniques, ","), folders.front().dir,
+                                    fmt::join(t.techniques, ",")));
+    const std::string from = folders.size() > 1 ? " (" + r.dir + ")" : "";
+    for (const auto& [key, g] : candidate_groups(r)) {
+      const std::string where = fmt::format("case {} {} {}", g.case_id, g.case_name, g.dtype);
+      if (g.dtype == "fp32" && g.math.empty()) {
+        t.notes.push_back(where + from + ": rows do not say their fp32 math mode; no entry");
+        continue;
+      }
+      if (g.passing.empty()) {
+        t.notes.push_back(where + from +
+                          (g.measured == 0 ? ": no configuration was measured; no entry"
+                                           : ": no measured configuration passed the golden check; no entry"));
+        continue;
+      }
+      DispatchEntry e = entry_of(g, *pick_of(g), r);
+      e.source = i;
+      const DispatchShape& s = e.shape;
+      const auto shape = std::make_tuple(e.dtype, e.math, s.batch, s.seq, s.d_model, s.heads, s.d_ff, s.layers,
+                                         static_cast<int>(s.mask));
+      if (const auto [it, fresh] = measured_in.emplace(shape, i); !fresh)
+        throw ConfigError(fmt::format("{} and {} both measured the shape of case {} {} in {} ({}): which one the "
+                                      "table should keep is not for it to guess",
+                                      folders[it->second].dir, r.dir, e.case_id, e.case_name, e.dtype, e.math));
+      entries.emplace(std::make_tuple(key, i), std::move(e));
     }
-    if (g.passing.empty()) {
-      t.notes.push_back(where + (g.measured == 0
-                                     ? ": no configuration was measured; no entry"
-                                     : ": no measured configuration passed the golden check; no entry"));
-      continue;
-    }
-    t.entries.push_back(entry_of(g, *pick_of(g), r));
   }
+  for (auto& [key, e] : entries) t.entries.push_back(std::move(e));
   return t;
 }
 

@@ -42,6 +42,7 @@ struct DispatchEntry {
   std::string dispatch;      // kernel variant per stage, as the measured row says
   int case_id = 0;           // the case of the results it came from
   std::string case_name;
+  size_t source = 0;         // index into the table's sources: the folder it was measured in
 };
 
 // Where a table's measurements come from (the results folder's run.json).
@@ -55,7 +56,7 @@ struct DispatchSource {
 
 struct DispatchTable {
   std::string origin;                   // a file path, or kBuiltinDispatchOrigin
-  DispatchSource source;
+  std::vector<DispatchSource> sources;  // one per results folder the entries come from (>= 1)
   std::vector<std::string> techniques;  // bit order of the entries' configs
   std::vector<DispatchEntry> entries;   // by dtype, math, then case id
   std::vector<std::string> notes;       // (case, dtype) groups that gave no entry, and why
@@ -70,6 +71,11 @@ constexpr const char* kBuiltinDispatchOrigin = "built-in table";
 // that also passes strict, then to the faster. Throws ConfigError when a chosen row's shape is
 // neither in the row nor in run.json's cases.
 DispatchTable build_dispatch_table(const results::Results& results);
+// The same over several folders (for example the official sweep and a run of another fp32
+// math mode beside it): each folder's entries, with its source. The folders must share one
+// technique set, and no (dtype, math, shape) may come from two of them: ConfigError names
+// both folders and the case.
+DispatchTable build_dispatch_table(const std::vector<results::Results>& folders);
 
 // JSON text of a table (ends with a newline) and back. Parsing throws ConfigError with one line
 // "<origin>: <json path>: <problem>" on malformed JSON, unknown or missing keys, wrong types,
@@ -81,7 +87,8 @@ DispatchTable load_dispatch_table(const std::string& path);
 void write_dispatch_table(const DispatchTable& t, const std::string& path);
 
 // "the built-in table (NVIDIA H200, 91676dd55169, 2026-11-29T14:04:10Z, quick)": where a
-// table's numbers come from, for notes and run.json.
+// table's numbers come from, for notes and run.json; with several sources, each one's in turn
+// ("...; NVIDIA H200, fa6f51a83ab2, ...").
 std::string dispatch_provenance(const DispatchTable& t);
 
 // configs/dispatch.json as compiled into the binary.

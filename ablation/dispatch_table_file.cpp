@@ -97,24 +97,32 @@ ordered_json opt_json(std::optional<double> v) {
   return v && std::isfinite(*v) ? ordered_json(*v) : ordered_json(nullptr);
 }
 
+ordered_json source_json(const DispatchSource& s) {
+  return {{"results", s.results}, {"gpu", s.gpu}, {"git_commit", s.git_commit}, {"time", s.time}, {"quick", s.quick}};
+}
+
 }  // namespace
 
 std::string dispatch_table_json(const DispatchTable& t) {
-  const ordered_json source = {{"results", t.source.results},
-                               {"gpu", t.source.gpu},
-                               {"git_commit", t.source.git_commit},
-                               {"time", t.source.time},
-                               {"quick", t.source.quick}};
+  // One source: "source", as every table of one folder reads. Several: "sources", and each
+  // entry names its own by index.
+  const bool several = t.sources.size() > 1;
   // One entry per line, so a regenerated table reads as a diff of choices.
   std::string text = "{\n";
   text += fmt::format("  \"$comment\": {},\n", ordered_json(kComment).dump());
   text += fmt::format("  \"format_version\": {},\n", kFormatVersion);
-  text += fmt::format("  \"source\": {},\n", source.dump());
+  if (several) {
+    text += "  \"sources\": [";
+    for (size_t i = 0; i < t.sources.size(); ++i) text += (i ? ",\n    " : "\n    ") + source_json(t.sources[i]).dump();
+    text += "\n  ],\n";
+  } else {
+    text += fmt::format("  \"source\": {},\n", source_json(t.sources.empty() ? DispatchSource{} : t.sources[0]).dump());
+  }
   text += fmt::format("  \"techniques\": {},\n", ordered_json(t.techniques).dump());
   text += "  \"entries\": [";
   for (size_t i = 0; i < t.entries.size(); ++i) {
     const DispatchEntry& e = t.entries[i];
-    const ordered_json j = {
+    ordered_json j = {
         {"dtype", e.dtype},
         {"math", e.math},
         {"case_id", e.case_id},
@@ -133,6 +141,7 @@ std::string dispatch_table_json(const DispatchTable& t) {
         {"golden_rel_l2", opt_json(e.golden_rel_l2)},
         {"strict_pass", e.strict_pass ? ordered_json(*e.strict_pass) : ordered_json(nullptr)},
         {"dispatch", e.dispatch}};
+    if (several) j["source"] = e.source;
     text += (i ? ",\n    " : "\n    ") + j.dump();
   }
   text += t.entries.empty() ? "],\n" : "\n  ],\n";
@@ -142,15 +151,31 @@ std::string dispatch_table_json(const DispatchTable& t) {
 
 namespace {
 
+DispatchSource parse_one_source(const json& src, const std::string& origin, const std::string& path) {
+  if (!src.is_object()) fail(origin, path, "expected an object, got " + shown(src));
+  check_keys(src, {"results", "gpu", "git_commit", "time", "quick"}, origin, path);
+  DispatchSource s;
+  s.results = opt_string(src, "results", origin, path);
+  s.gpu = opt_string(src, "gpu", origin, path);
+  s.git_commit = opt_string(src, "git_commit", origin, path);
+  s.time = opt_string(src, "time", origin, path);
+  s.quick = opt_bool(src, "quick", origin, path).value_or(false);
+  return s;
+}
+
+// "source" (a table of one folder) or "sources" (a non-empty array, one per folder), not both.
 void parse_source(const json& doc, const std::string& origin, DispatchTable& t) {
-  const json& src = need(doc, "source", origin, "$");
-  if (!src.is_object()) fail(origin, "$.source", "expected an object, got " + shown(src));
-  check_keys(src, {"results", "gpu", "git_commit", "time", "quick"}, origin, "$.source");
-  t.source.results = opt_string(src, "results", origin, "$.source");
-  t.source.gpu = opt_string(src, "gpu", origin, "$.source");
-  t.source.git_commit = opt_string(src, "git_commit", origin, "$.source");
-  t.source.time = opt_string(src, "time", origin, "$.source");
-  t.source.quick = opt_bool(src, "quick", origin, "$.source").value_or(false);
+  if (doc.contains("source") && doc.contains("sources"))
+    fail(origin, "$.sources", "a table has \"source\" or \"sources\", not both");
+  if (!doc.contains("sources")) {
+    t.sources.push_back(parse_one_source(need(doc, "source", origin, "$"), origin, "$.source"));
+    return;
+  }
+  const json& list = doc["sources"];
+  if (!list.is_array() || list.empty())
+    fail(origin, "$.sources", "expected a non-empty array of source objects, got " + shown(list));
+  for (size_t i = 0; i < list.size(); ++i)
+    t.sources.push_back(parse_one_source(list[i], origin, fmt::format("$.sources[{}]", i)));
 
 }
 
@@ -173,13 +198,13 @@ void parse_techniques(const json& doc, const std::string& origin, DispatchTable&
 }
 
 // One entry of $.entries, checked field by field against the table's techniques.
-DispatchEntry parse_entry(const json& o, const std::vector<std::string>& techniques, const std::string& origin,
-                          const std::string& path) {
+DispatchEntry parse_entry(const json& o, const std::vector<std::string>& techniques, size_t sources,
+                          const std::string& origin, const std::string& path) {
   if (!o.is_object()) fail(origin, path, "expected an entry object, got " + shown(o));
   check_keys(o,
              {"dtype", "math", "case_id", "case_name", "batch", "seq", "d_model", "heads", "d_ff",
               "layers", "mask", "config", "config_names", "speedup", "cand_ms", "golden_rel_l2",
-              "strict_pass", "dispatch"},
+              "strict_pass", "dispatch", "source"},
              origin, path);
   DispatchEntry e;
   e.dtype = need_string(o, "dtype", origin, path);
@@ -226,6 +251,13 @@ DispatchEntry parse_entry(const json& o, const std::vector<std::string>& techniq
   e.golden_rel_l2 = opt_number(o, "golden_rel_l2", origin, path);
   e.strict_pass = opt_bool(o, "strict_pass", origin, path);
   e.dispatch = opt_string(o, "dispatch", origin, path);
+  if (o.contains("source")) {
+    const json& src = o["source"];
+    if (!src.is_number_integer() || src.get<int64_t>() < 0 || static_cast<size_t>(src.get<int64_t>()) >= sources)
+      fail(origin, path + ".source",
+           fmt::format("expected the index of one of the {} entries of $.sources, got {}", sources, shown(src)));
+    e.source = static_cast<size_t>(src.get<int64_t>());
+  }
   return e;
 }
 
@@ -246,7 +278,7 @@ void parse_notes(const json& doc, const std::string& origin, DispatchTable& t) {
 DispatchTable parse_dispatch_table(std::string_view text, const std::string& origin) {
   const json doc = json_fields::parse_document(text, origin);
   if (!doc.is_object()) fail(origin, "$", "expected an object, got " + shown(doc));
-  check_keys(doc, {"format_version", "source", "techniques", "entries", "notes"}, origin, "$");
+  check_keys(doc, {"format_version", "source", "sources", "techniques", "entries", "notes"}, origin, "$");
   const json& version = need(doc, "format_version", origin, "$");
   if (!version.is_number_integer() || version.get<int64_t>() != kFormatVersion)
     fail(origin, "$.format_version",
@@ -260,7 +292,8 @@ DispatchTable parse_dispatch_table(std::string_view text, const std::string& ori
   const json& entries = need(doc, "entries", origin, "$");
   if (!entries.is_array()) fail(origin, "$.entries", "expected an array, got " + shown(entries));
   for (size_t i = 0; i < entries.size(); ++i)
-    t.entries.push_back(parse_entry(entries[i], t.techniques, origin, fmt::format("$.entries[{}]", i)));
+    t.entries.push_back(
+        parse_entry(entries[i], t.techniques, t.sources.size(), origin, fmt::format("$.entries[{}]", i)));
   parse_notes(doc, origin, t);
   return t;
 }

@@ -38,15 +38,21 @@ json case_json(const CaseSpec& c) {
 
 // Where a dispatch table is from, and a fingerprint of its content.
 json dispatch_table_record(const DispatchTable& t) {
-  return {{"origin", t.origin},
-          {"provenance", dispatch_provenance(t)},
-          {"results", t.source.results},
-          {"gpu", t.source.gpu},
-          {"git_commit", t.source.git_commit},
-          {"time", t.source.time},
-          {"quick", t.source.quick},
-          {"entries", t.entries.size()},
-          {"fingerprint", fnv1a64(dispatch_table_json(t))}};
+  // A table of one folder keeps its source's fields flat; one of several lists them.
+  auto source = [](const DispatchSource& s) {
+    return json{{"results", s.results}, {"gpu", s.gpu}, {"git_commit", s.git_commit}, {"time", s.time},
+                {"quick", s.quick}};
+  };
+  json j = {{"origin", t.origin}, {"provenance", dispatch_provenance(t)}};
+  if (t.sources.size() == 1) {
+    j.update(source(t.sources[0]));
+  } else {
+    j["sources"] = json::array();
+    for (const DispatchSource& s : t.sources) j["sources"].push_back(source(s));
+  }
+  j["entries"] = t.entries.size();
+  j["fingerprint"] = fnv1a64(dispatch_table_json(t));
+  return j;
 }
 
 // A file the run read: its path as given and its fingerprint (none for the built-in technique

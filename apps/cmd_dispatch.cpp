@@ -1,12 +1,15 @@
-// `tlbench dispatch --results DIR -o FILE`: the dispatch table of a results folder (per dtype,
-// math and shape, the fastest configuration that passes the golden check, with its kernel
-// variants), for `tlbench run --policy auto --dispatch-table FILE` or as configs/dispatch.json,
-// the table compiled into the binary. Needs no GPU.
+// `tlbench dispatch --results DIR [--results DIR ...] -o FILE`: the dispatch table of one or
+// more results folders (per dtype, math and shape, the fastest configuration that passes the
+// golden check, with its kernel variants), for `tlbench run --policy auto --dispatch-table FILE`
+// or as configs/dispatch.json, the table compiled into the binary. Several folders (the official
+// sweep and a run of the other fp32 math beside it) make one table whose entries each name
+// their folder. Needs no GPU.
 #include <fmt/core.h>
 
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "dispatch_table.hpp"
@@ -15,7 +18,7 @@
 namespace {
 
 struct DispatchArgs {
-  std::string results;
+  std::vector<std::string> results;
   std::string out;
   bool quiet = false;
 };
@@ -36,19 +39,22 @@ const bool kRegistered = tlb::cli::register_command(65, [](CLI::App& root, int& 
   auto args = std::make_shared<DispatchArgs>();
   CLI::App* cmd = root.add_subcommand(
       "dispatch", "Build the dispatch table of --policy auto from a results folder");
-  cmd->add_option("--results", args->results, "results folder (holds points.jsonl and run.json)")
+  cmd->add_option("--results", args->results,
+                  "results folder (holds points.jsonl and run.json); again for each further folder")
       ->required();
   cmd->add_option("-o,--out", args->out, "where the table goes (JSON; - for stdout)")->required();
   cmd->add_flag("--quiet", args->quiet, "write the table, print nothing");
   cmd->callback([args, &rc]() {
-    const tlb::results::Results results = tlb::results::read_results(args->results);
-    const tlb::DispatchTable table = tlb::build_dispatch_table(results);
+    std::vector<tlb::results::Results> folders;
+    for (const std::string& dir : args->results) folders.push_back(tlb::results::read_results(dir));
+    const tlb::DispatchTable table = tlb::build_dispatch_table(folders);
     if (args->out == "-") {
       fmt::print("{}", tlb::dispatch_table_json(table));
     } else {
       tlb::write_dispatch_table(table, args->out);
       if (!args->quiet) {
-        for (const std::string& w : results.warnings) fmt::print(stderr, "warning: {}\n", w);
+        for (const tlb::results::Results& r : folders)
+          for (const std::string& w : r.warnings) fmt::print(stderr, "warning: {}\n", w);
         print_table(table, stdout);
         fmt::print("written to {}\n", args->out);
       }

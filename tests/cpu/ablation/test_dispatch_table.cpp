@@ -141,7 +141,7 @@ DispatchEntry entry(const std::string& dtype, const std::string& math, const Lay
 DispatchTable small_table() {
   DispatchTable t;
   t.origin = "t.json";
-  t.source.gpu = "Test GPU";
+  t.sources = {DispatchSource{"", "Test GPU", "", "", false}};
   t.techniques = {"qkv", "attn", "ffn", "norm", "graph"};
   t.entries = {entry("fp16", "fp32-acc", shape(8, 128, 768, 12, 3072, 4, MaskKind::none), "11001", 2),
                entry("fp16", "fp32-acc", shape(4, 2048, 2048, 16, 8192, 2, MaskKind::causal), "01011", 8),
@@ -188,11 +188,12 @@ TEST_CASE("dispatch table: per case and dtype the fastest golden-passing row, ti
   const results::Results r = results::parse_results(fixture_points(), kRunJson, "res");
   const DispatchTable t = build_dispatch_table(r);
   CHECK(t.techniques == std::vector<std::string>{"qkv", "attn", "ffn", "norm", "graph"});
-  CHECK(t.source.results == "res");
-  CHECK(t.source.gpu == "Test GPU");
-  CHECK(t.source.git_commit == "abc123");
-  CHECK(t.source.time == "2026-01-02T03:04:05Z");
-  CHECK_FALSE(t.source.quick);
+  REQUIRE(t.sources.size() == 1);
+  CHECK(t.sources[0].results == "res");
+  CHECK(t.sources[0].gpu == "Test GPU");
+  CHECK(t.sources[0].git_commit == "abc123");
+  CHECK(t.sources[0].time == "2026-01-02T03:04:05Z");
+  CHECK_FALSE(t.sources[0].quick);
   REQUIRE(t.entries.size() == 3);
 
   const DispatchEntry* a = entry_for(t, 1, "fp16");
@@ -360,10 +361,11 @@ TEST_CASE("dispatch table JSON round-trips, one entry per line", "[dispatch]") {
   CHECK(back.origin == "again.json");
   CHECK(back.techniques == t.techniques);
   CHECK(back.notes == t.notes);
-  CHECK(back.source.results == t.source.results);
-  CHECK(back.source.gpu == t.source.gpu);
-  CHECK(back.source.git_commit == t.source.git_commit);
-  CHECK(back.source.time == t.source.time);
+  REQUIRE(back.sources.size() == 1);
+  CHECK(back.sources[0].results == t.sources[0].results);
+  CHECK(back.sources[0].gpu == t.sources[0].gpu);
+  CHECK(back.sources[0].git_commit == t.sources[0].git_commit);
+  CHECK(back.sources[0].time == t.sources[0].time);
   REQUIRE(back.entries.size() == t.entries.size());
   for (size_t i = 0; i < t.entries.size(); ++i) {
     const DispatchEntry &x = t.entries[i], &y = back.entries[i];
@@ -388,6 +390,78 @@ TEST_CASE("dispatch table JSON round-trips, one entry per line", "[dispatch]") {
   CHECK(load_dispatch_table(s.path("t.json")).entries.size() == t.entries.size());
   CHECK_THROWS_WITH(load_dispatch_table(s.path("missing.json")),
                     Catch::EndsWith("missing.json: cannot read: No such file or directory"));
+}
+
+TEST_CASE("dispatch table: several folders make one table whose entries name their folder", "[dispatch]") {
+  // The official sweep (fp16 and fp32 tf32 rows) and a run of the fp32 IEEE math beside it.
+  const results::Results official = results::parse_results(fixture_points(), kRunJson, "official");
+  auto ieee_row = [](int case_id, const char* config, double speedup) {
+    json r = row(case_id, "fp32", config, speedup, speedup - 0.01, speedup + 0.01, true, true);
+    r["math"] = "ieee";
+    return r;
+  };
+  std::string ieee_rows;
+  for (const json& r : {ieee_row(1, "01011", 1.5), ieee_row(1, "11111", 1.2), ieee_row(2, "01011", 1.1)})
+    ieee_rows += r.dump() + "\n";
+  json ieee_run = json::parse(kRunJson);
+  ieee_run["tool"]["git_commit"] = "def456";
+  const results::Results ieee = results::parse_results(ieee_rows, ieee_run.dump(), "ieee");
+
+  const DispatchTable t = build_dispatch_table({official, ieee});
+  REQUIRE(t.sources.size() == 2);
+  CHECK(t.sources[0].results == "official");
+  CHECK(t.sources[1].results == "ieee");
+  CHECK(t.sources[1].git_commit == "def456");
+  CHECK(t.origin == "official, ieee");
+  const std::string provenance = dispatch_provenance(t);
+  CHECK(provenance.find("abc123") != std::string::npos);
+  CHECK(provenance.find("; Test GPU, def456") != std::string::npos);
+  size_t from_ieee = 0;
+  for (const DispatchEntry& e : t.entries) {
+    CHECK(e.source == (e.math == "ieee" ? 1u : 0u));
+    from_ieee += e.math == "ieee";
+  }
+  CHECK(from_ieee == 2);
+  // fp32 tf32 entries before ieee ones, each by case id.
+  for (size_t i = 1; i < t.entries.size(); ++i)
+    CHECK_FALSE((t.entries[i - 1].math == "ieee" && t.entries[i].math == "tf32"));
+  const DispatchChoice c = choose(t, shape(2, 64, 128, 2, 256, 2, MaskKind::causal), DType::fp32, Fp32Math::ieee);
+  REQUIRE(c.entry);
+  CHECK(c.exact);
+  CHECK(c.config == "01011");  // measured in IEEE, not the tf32 folder's pick
+
+  // The table reads back as written: its sources and every entry's folder.
+  const std::string text = dispatch_table_json(t);
+  CHECK(json::parse(text).contains("sources"));
+  CHECK_FALSE(json::parse(text).contains("source"));
+  const DispatchTable back = parse_dispatch_table(text, "two.json");
+  REQUIRE(back.sources.size() == 2);
+  CHECK(back.sources[1].git_commit == "def456");
+  REQUIRE(back.entries.size() == t.entries.size());
+  for (size_t i = 0; i < t.entries.size(); ++i) CHECK(back.entries[i].source == t.entries[i].source);
+  CHECK(dispatch_table_json(back) == text);
+  // One folder still writes "source", as before.
+  CHECK(json::parse(dispatch_table_json(build_dispatch_table(official))).contains("source"));
+
+  // A shape measured in two folders in one dtype and math: refused, naming both.
+  try {
+    build_dispatch_table({official, official});
+    FAIL("a shape from two folders was accepted");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()).find("official and official both measured the shape of case") != std::string::npos);
+  }
+  // Another technique order cannot share the table's bit strings.
+  json other_run = json::parse(kRunJson);
+  other_run["techniques"] = json::array({{{"name", "attn"}}, {{"name", "qkv"}}, {{"name", "ffn"}},
+                                         {{"name", "norm"}}, {{"name", "graph"}}});
+  const results::Results other = results::parse_results(ieee_rows, other_run.dump(), "other");
+  try {
+    build_dispatch_table({official, other});
+    FAIL("folders with different technique orders were accepted");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()).find("other: techniques attn,qkv,ffn,norm,graph differ from official's") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("bad dispatch tables are one-line errors naming the file and the JSON path", "[dispatch]") {
@@ -417,6 +491,10 @@ TEST_CASE("bad dispatch tables are one-line errors naming the file and the JSON 
       {with([](json& d) { d["entries"][1]["speedup"] = -1; }), "d.json: $.entries[1].speedup: expected a positive number"},
       {with([](json& d) { d["entries"][1]["strict_pass"] = "yes"; }), "d.json: $.entries[1].strict_pass: expected true, false or null"},
       {with([](json& d) { d["source"]["gpu"] = 5; }), "d.json: $.source.gpu: expected a string"},
+      {with([](json& d) { d["sources"] = json::array({d["source"]}); }), "d.json: $.sources: a table has \"source\" or \"sources\", not both"},
+      {with([](json& d) { d["sources"] = json::array(); d.erase("source"); }), "d.json: $.sources: expected a non-empty array"},
+      {with([](json& d) { d["sources"] = json::array({d["source"], 3}); d.erase("source"); }), "d.json: $.sources[1]: expected an object"},
+      {with([](json& d) { d["entries"][1]["source"] = 1; }), "d.json: $.entries[1].source: expected the index of one of the 1 entries of $.sources, got 1"},
       {with([](json& d) { d["notes"] = "none"; }), "d.json: $.notes: expected an array"},
   };
   for (const auto& [message, prefix] : cases) {
@@ -434,8 +512,9 @@ TEST_CASE("the built-in table is configs/dispatch.json and covers every official
   CHECK(std::string(builtin_dispatch_table_text()) ==
         test::slurp(std::string(TLBENCH_SOURCE_DIR) + "/configs/dispatch.json"));
   CHECK(t.techniques == std::vector<std::string>{"qkv", "attn", "ffn", "norm", "graph"});
-  CHECK_FALSE(t.source.gpu.empty());
-  CHECK_FALSE(t.source.git_commit.empty());
+  REQUIRE(t.sources.size() == 1);
+  CHECK_FALSE(t.sources[0].gpu.empty());
+  CHECK_FALSE(t.sources[0].git_commit.empty());
   const CaseSet cases = load_cases(kCases);
   dispatch_table_for("");  // the default is the built-in table
   for (const CaseSpec& c : cases.cases)
@@ -571,7 +650,7 @@ TEST_CASE("tlbench dispatch writes the table of a results folder, and report wri
   // 4 cases x 2 dtypes of the fixture; the A/A rows never count.
   CHECK(t.entries.size() == 8);
   for (const DispatchEntry& e : t.entries) CHECK(e.config != "00000");
-  CHECK(t.source.results == kFixture);
+  CHECK(t.sources.at(0).results == kFixture);
 
   r = tlbench("dispatch --results " + kFixture + " -o -", s);
   REQUIRE(r.exit_code == 0);

@@ -124,8 +124,7 @@ TEST_CASE("tlbench run --policy auto --quick: the auto row comes last and takes 
   CHECK(run["grid"]["configurations"].get<int>() == 6);
   CHECK(run["options"]["policy"].get<std::string>() == "auto");
   CHECK(run["dispatch_table"]["origin"].get<std::string>() == kBuiltinDispatchOrigin);
-  CHECK(run["dispatch_table"]["git_commit"].get<std::string>() ==
-        builtin_dispatch_table().source.git_commit);
+  CHECK(run["dispatch_table"]["provenance"].get<std::string>() == dispatch_provenance(builtin_dispatch_table()));
   CHECK(run["dispatch_table"]["entries"].get<size_t>() == builtin_dispatch_table().entries.size());
 
   // The run-time matrices carry the auto row last.
@@ -145,7 +144,7 @@ TEST_CASE("tlbench run --configs auto with a table file: the exact entry's confi
   // A table made for this case: attn+norm in fp16; nothing for fp32 (every technique on).
   DispatchTable table;
   table.origin = (dir / "table.json").string();
-  table.source.gpu = "test";
+  table.sources = {DispatchSource{"", "test", "", "", false}};
   table.techniques = {"qkv", "attn", "ffn", "norm", "graph"};
   DispatchEntry e;
   e.dtype = "fp16";
