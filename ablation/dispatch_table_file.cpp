@@ -26,7 +26,7 @@ constexpr int kFormatVersion = 1;
 constexpr const char* kComment =
     "Dispatch table of `tlbench run --policy auto`: per dtype, math and shape, the fastest "
     "configuration (by forward time) that passed the golden check (ties within noise go to one "
-    "that also passes strict). Made by `tlbench dispatch --results DIR -o FILE`.";
+    "that also passes strict). Made by `tlbench dispatch --results DIR [--results DIR ...] -o FILE`.";
 
 using json_fields::fail;
 using json_fields::key_path;

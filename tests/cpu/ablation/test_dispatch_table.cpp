@@ -506,21 +506,30 @@ TEST_CASE("bad dispatch tables are one-line errors naming the file and the JSON 
   CHECK(with([](json& d) { d["entries"][0]["$why"] = "measured twice"; }) == "<accepted>");
 }
 
-TEST_CASE("the built-in table is configs/dispatch.json and covers every official case", "[dispatch]") {
+TEST_CASE("the built-in table is configs/dispatch.json and covers every official case, fp32 in both maths",
+          "[dispatch]") {
   const DispatchTable& t = builtin_dispatch_table();
   CHECK(t.origin == kBuiltinDispatchOrigin);
   CHECK(std::string(builtin_dispatch_table_text()) ==
         test::slurp(std::string(TLBENCH_SOURCE_DIR) + "/configs/dispatch.json"));
   CHECK(t.techniques == std::vector<std::string>{"qkv", "attn", "ffn", "norm", "graph"});
-  REQUIRE(t.sources.size() == 1);
-  CHECK_FALSE(t.sources[0].gpu.empty());
-  CHECK_FALSE(t.sources[0].git_commit.empty());
+  REQUIRE_FALSE(t.sources.empty());
+  for (const DispatchSource& s : t.sources) {
+    CHECK_FALSE(s.gpu.empty());
+    CHECK_FALSE(s.git_commit.empty());
+    CHECK_FALSE(s.quick);
+  }
   const CaseSet cases = load_cases(kCases);
   dispatch_table_for("");  // the default is the built-in table
+  struct Mode {
+    DType dtype;
+    Fp32Math math;
+  };
   for (const CaseSpec& c : cases.cases)
-    for (DType d : {DType::fp16, DType::bf16, DType::fp32}) {
-      INFO("case " << c.id << " " << to_string(d));
-      const DispatchChoice choice = choose(t, c.shape, d, Fp32Math::tf32);
+    for (const Mode m : {Mode{DType::fp16, Fp32Math::tf32}, Mode{DType::bf16, Fp32Math::tf32},
+                         Mode{DType::fp32, Fp32Math::tf32}, Mode{DType::fp32, Fp32Math::ieee}}) {
+      INFO("case " << c.id << " " << to_string(m.dtype) << " " << to_string(m.math));
+      const DispatchChoice choice = choose(t, c.shape, m.dtype, m.math);
       REQUIRE(choice.entry);
       CHECK(choice.exact);
       CHECK(choice.entry->case_id == c.id);
