@@ -41,12 +41,12 @@ __device__ __forceinline__ int tf32_offset(int row, int col) {
   return row * kD + (col ^ (x << 3));
 }
 
-// Rows [row0, row0 + kTileRows) of a [seq, kD] fp32 matrix into a swizzled tile; rows >= seq
-// become zeros. convert_own_tf32 later rounds exactly the chunks this thread copied, which is
-// why the index mapping is shared.
-template <Swizzle kSw, int kD, int kTileRows>
-__device__ __forceinline__ void load_f32_async(float* tile, const float* g, int64_t row0,
-                                               int64_t seq, int tid) {
+// Rows [row0, row0 + kTileRows) of a [seq, kD] fp32 matrix into a tile by cp.async, 16-byte
+// chunk ch of row r at float offset `at(r, ch)`; rows >= seq become zeros. Thread tid copies
+// chunks tid, tid + kThreads, ... (convert_own_tf32 relies on that mapping).
+template <int kD, int kTileRows, class At>
+__device__ __forceinline__ void load_rows_async(float* tile, const float* g, int64_t row0, int64_t seq, int tid,
+                                                At at) {
   constexpr int kChunks = kD / 4;
   static_assert((kTileRows * kChunks) % kThreads == 0, "tile must split evenly over the threads");
 #pragma unroll
@@ -55,9 +55,17 @@ __device__ __forceinline__ void load_f32_async(float* tile, const float* g, int6
     const int r = i / kChunks, ch = i % kChunks;
     const int64_t row = row0 + r;
     const bool valid = row < seq;
-    ptx::cp_async_16_zfill(ptx::smem_addr(tile + tf32_offset<kSw, kD>(r, ch * 4)),
-                           valid ? g + row * kD + ch * 4 : g, valid);
+    ptx::cp_async_16_zfill(ptx::smem_addr(tile + at(r, ch)), valid ? g + row * kD + ch * 4 : g, valid);
   }
+}
+
+// The tf32 kernel's tiles: swizzled for its fragment reads. convert_own_tf32 later rounds
+// exactly the chunks this thread copied.
+template <Swizzle kSw, int kD, int kTileRows>
+__device__ __forceinline__ void load_f32_async(float* tile, const float* g, int64_t row0,
+                                               int64_t seq, int tid) {
+  load_rows_async<kD, kTileRows>(tile, g, row0, seq, tid,
+                                 [](int r, int ch) { return tf32_offset<kSw, kD>(r, ch * 4); });
 }
 
 // Rounds this thread's chunks of a landed tile to TF32 in place (once per tile instead of once
@@ -191,22 +199,13 @@ __device__ __forceinline__ int fma_chunk_offset(int row, int chunk, int row_floa
   return row * row_floats + ((chunk ^ ((row >> 2) & 7)) << 2);
 }
 
-// Rows [row0, row0 + kTileRows) of a [seq, kD] matrix into a tile, its chunks swizzled (Q, K:
-// read four head-dim columns of several rows at once) or not (V: read along a row); rows >= seq
-// are zeros. Commits them as one cp.async group.
+// The `ieee` kernel's tiles, committed as one cp.async group: chunks swizzled (Q, K: read four
+// head-dim columns of several rows at once) or not (V: read along a row).
 template <int kD, int kTileRows, bool kSwizzle>
-__device__ __forceinline__ void load_rows_async(float* tile, const float* g, int64_t row0, int64_t seq, int tid) {
-  constexpr int kChunks = kD / 4;
-  static_assert((kTileRows * kChunks) % kThreads == 0, "tile must split evenly over the threads");
-#pragma unroll
-  for (int it = 0; it < kTileRows * kChunks / kThreads; ++it) {
-    const int i = tid + it * kThreads;
-    const int r = i / kChunks, ch = i % kChunks;
-    const int64_t row = row0 + r;
-    const bool valid = row < seq;
-    const int offset = kSwizzle ? fma_chunk_offset(r, ch, kD) : r * kD + ch * 4;
-    ptx::cp_async_16_zfill(ptx::smem_addr(tile + offset), valid ? g + row * kD + ch * 4 : g, valid);
-  }
+__device__ __forceinline__ void load_fma_tile(float* tile, const float* g, int64_t row0, int64_t seq, int tid) {
+  load_rows_async<kD, kTileRows>(tile, g, row0, seq, tid, [](int r, int ch) {
+    return kSwizzle ? fma_chunk_offset(r, ch, kD) : r * kD + ch * 4;
+  });
   ptx::cp_async_commit();
 }
 
@@ -236,8 +235,8 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
   }
 
   if (w.n_tiles > 0) {
-    load_rows_async<kD, kRows, true>(sQ, w.q, w.c.q0, p.seq, tid);
-    load_rows_async<kD, kFmaKV, true>(sK, w.k, w.kr.begin, p.seq, tid);
+    load_fma_tile<kD, kRows, true>(sQ, w.q, w.c.q0, p.seq, tid);
+    load_fma_tile<kD, kFmaKV, true>(sK, w.k, w.kr.begin, p.seq, tid);
     // The swizzles of a thread's rows, worked out: its query rows 4ty + r share r / 4 % 8 = ty % 8
     // (and ty % 4 in P), its keys 4tx + c and 32 + 4tx + c share tx.
     const float* q_rows = sQ + (4 * ty) * kD;
@@ -250,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
       // step's V: its buffer takes this step's.
       ptx::cp_async_wait<0>();
       __syncthreads();
-      load_rows_async<kD, kFmaKV, false>(sV, w.v, kv0, p.seq, tid);
+      load_fma_tile<kD, kFmaKV, false>(sV, w.v, kv0, p.seq, tid);
 
       // S = Q K^T, head-dim columns ascending per score.
       float s[4][8] = {};
@@ -314,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
       // takes the next step's. P's rows are the warp's own; the barrier orders them too.
       ptx::cp_async_wait<0>();
       __syncthreads();
-      if (it + 1 < w.n_tiles) load_rows_async<kD, kFmaKV, true>(sK, w.k, kv0 + kFmaKV, p.seq, tid);
+      if (it + 1 < w.n_tiles) load_fma_tile<kD, kFmaKV, true>(sK, w.k, kv0 + kFmaKV, p.seq, tid);
 
       // O += P V, keys ascending per output.
 #pragma unroll 2
