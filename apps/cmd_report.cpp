@@ -1,17 +1,20 @@
 // `tlbench report DIR`: re-analyses a results folder from its points.jsonl (no GPU needed):
-// matrices, heatmap and bar-chart data, effects and best configurations per dtype, and the
-// dispatch table of --policy auto, written to DIR/analysis (or --out) with a short summary
-// table on stdout.
+// matrices, heatmap and bar-chart data, effects and best configurations per dtype, the
+// dispatch table of --policy auto and, where the folder holds PyTorch's peer_pytorch.jsonl, the
+// auto rows against PyTorch's fastest mode, written to DIR/analysis (or --out) with a short
+// summary on stdout.
 #include <fmt/core.h>
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "analysis.hpp"
 #include "commands.hpp"
 #include "config.hpp"
 #include "dispatch_table.hpp"
+#include "peer_compare.hpp"
 #include "results_reader.hpp"
 
 namespace {
@@ -35,6 +38,7 @@ const bool kRegistered = tlb::cli::register_command(60, [](CLI::App& root, int& 
   cmd->add_flag("--quiet", args->quiet, "write the files, print nothing");
   cmd->callback([args, &rc]() {
     const tlb::results::Results results = tlb::results::read_results(args->dir);
+    const std::optional<tlb::peer::PeerFile> peer = tlb::peer::read_peer_file(args->dir);
     const tlb::analysis::Analysis analysis = tlb::analysis::analyze(results);
     const std::string out =
         args->out.empty() ? (std::filesystem::path(args->dir) / "analysis").string() : args->out;
@@ -46,11 +50,17 @@ const bool kRegistered = tlb::cli::register_command(60, [](CLI::App& root, int& 
     } catch (const tlb::ConfigError& e) {
       fmt::print(stderr, "tlbench: note: no dispatch table written: {}\n", e.what());
     }
+    std::vector<tlb::peer::Comparison> against_pytorch;
+    if (peer) {
+      against_pytorch = tlb::peer::compare_auto(results, *peer);
+      also.emplace_back("pytorch_comparison.csv", tlb::peer::comparison_csv(against_pytorch));
+    }
     const auto files = tlb::analysis::write_analysis(analysis, out, also);
     if (args->json) {
       fmt::print("{}\n", tlb::analysis::summary_json(analysis));
     } else if (!args->quiet) {
       tlb::analysis::print_summary(analysis, stdout);
+      if (peer) tlb::peer::print_comparison(against_pytorch, *peer, stdout);
       fmt::print("\n{} files written to {}; charts: python3 scripts/plot_results.py {}\n",
                  files.size(), out, out);
     }

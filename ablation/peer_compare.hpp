@@ -1,0 +1,61 @@
+// PyTorch beside `auto`: a results folder's peer_pytorch.jsonl (scripts/pytorch_peer.py, run
+// on the same GPU right after the sweep) read and set against the folder's auto rows, per
+// (case, dtype, math) with fp32 TF32 against TF32 and IEEE against IEEE. `tlbench report`
+// writes it to analysis/pytorch_comparison.csv and prints one line per dtype and math.
+#pragma once
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "results_reader.hpp"
+
+namespace tlb::peer {
+
+constexpr const char* kPeerFile = "peer_pytorch.jsonl";
+
+// One row of the peer file: a PyTorch mode on one (case, dtype, math).
+struct PeerRow {
+  int case_id = 0;
+  std::string dtype, math, mode, status;  // math: "native" for fp16/bf16, "tf32" | "ieee" for fp32
+  std::optional<double> median_ms;        // ok rows
+  std::string torch, cudnn, gpu;
+};
+
+struct PeerFile {
+  std::string path;
+  std::vector<PeerRow> rows;
+  // "torch 2.11.0+cu130, cuDNN 91900, on NVIDIA H200" for each distinct environment, "; "-joined.
+  std::string versions() const;
+};
+
+// DIR/peer_pytorch.jsonl, or nullopt when the folder has none. ConfigError with one line
+// "<file>[:<line>]: <problem>" when it is not a regular file, a line is not JSON, a required
+// field (case_id, dtype, math, mode, status) is missing or of the wrong type, or an ok row has
+// no positive median_ms.
+std::optional<PeerFile> read_peer_file(const std::string& results_dir);
+
+// One (case, dtype, math) that has an auto row.
+struct Comparison {
+  int case_id = 0;
+  std::string case_name, dtype, math;  // math in the peer file's words
+  std::string auto_choice;             // the configuration auto ran
+  std::optional<double> auto_ms;       // the auto row's forward time (none: not measured)
+  std::string peer_mode;               // PyTorch's fastest ok mode; "" when none ran
+  std::optional<double> peer_ms;
+  bool peer_oom = false;               // no ok mode, and PyTorch ran out of memory
+  std::optional<double> ratio;         // auto_ms / peer_ms: below 1, auto is faster
+};
+
+// Per auto row of `r`, in case order then fp16, bf16, fp32 (tf32 before ieee).
+std::vector<Comparison> compare_auto(const results::Results& r, const PeerFile& f);
+
+// case_id,case_name,dtype,math,auto_choice,auto_ms,pytorch_mode,pytorch_ms,auto_over_pytorch
+std::string comparison_csv(const std::vector<Comparison>& c);
+
+// Per dtype and math: the geometric mean of auto / PyTorch, the worst case, and the cases where
+// PyTorch is faster.
+void print_comparison(const std::vector<Comparison>& c, const PeerFile& f, std::FILE* out);
+
+}  // namespace tlb::peer
