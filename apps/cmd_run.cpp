@@ -8,13 +8,40 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <filesystem>
+
 #include "commands.hpp"
+#include "common/cuda_check.hpp"
 #include "config.hpp"
+#include "device_fanout.hpp"
 #include "grid.hpp"
 #include "runner.hpp"
 #include "shard.hpp"
+#include "writers.hpp"
 
 namespace {
+
+// The options as given, as arguments (CLI11 keeps no argv per subcommand), leaving out those
+// named in `skip`.
+std::vector<std::string> typed_args(const CLI::App& cmd, const std::vector<std::string>& skip = {}) {
+  std::vector<std::string> typed;
+  for (const CLI::Option* opt : cmd.get_options()) {
+    if (opt->count() == 0 || opt->get_name() == "--help") continue;
+    if (std::find(skip.begin(), skip.end(), opt->get_name()) != skip.end()) continue;
+    if (opt->get_type_size() == 0) {
+      typed.push_back(opt->get_name());
+      continue;
+    }
+    for (const std::string& v : opt->results()) {
+      typed.push_back(opt->get_name());
+      typed.push_back(v);
+    }
+  }
+  return typed;
+}
 
 std::string join_command_line(const std::vector<std::string>& args) {
   std::string s = "tlbench run";
@@ -32,26 +59,25 @@ std::string join_command_line(const std::vector<std::string>& args) {
   return s;
 }
 
-// The options as given (CLI11 keeps no argv per subcommand), for run.json and resume notes.
-std::string typed_command_line(const CLI::App& cmd) {
-  std::vector<std::string> typed;
-  for (const CLI::Option* opt : cmd.get_options()) {
-    if (opt->count() == 0 || opt->get_name() == "--help") continue;
-    if (opt->get_type_size() == 0) {
-      typed.push_back(opt->get_name());
-      continue;
-    }
-    for (const std::string& v : opt->results()) {
-      typed.push_back(opt->get_name());
-      typed.push_back(v);
-    }
-  }
-  return join_command_line(typed);
+// The options as given, for run.json and resume notes.
+std::string typed_command_line(const CLI::App& cmd) { return join_command_line(typed_args(cmd)); }
+
+// This executable, for the children of --devices.
+std::string self_executable() {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw tlb::ConfigError("--devices: cannot tell where this tlbench binary is (/proc/self/exe: " + ec.message() + ")");
+  return p.string();
+}
+
+int visible_devices() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
 struct RunArgs {
   tlb::RunOptions opt;
-  std::string out, resume, fp32_math = "tf32", seed, shard;
+  std::string out, resume, fp32_math = "tf32", seed, shard, devices;
 };
 
 // What resolve_defaults cannot see: a count or budget given as 0 or below (it reads 0 as "the
@@ -118,11 +144,42 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
                   "measure shard i of n (1-based; whole case/dtype groups, balanced by the plan's "
                   "time model); default: from Slurm array, Kubernetes Indexed Job "
                   "(TLBENCH_SHARD_COUNT) or torchrun variables, else the whole grid");
+  CLI::Option* devices_opt = cmd->add_option(
+      "--devices", a->devices,
+      "run on these GPUs of this host at once (0,1,... or all): one shard each, in <out>-shards, merged "
+      "into --out; with --resume, continue such a run");
 
-  cmd->callback([a, cmd, config, out, resume, shard_opt, &rc]() {
+  cmd->callback([a, cmd, config, out, resume, shard_opt, devices_opt, &rc]() {
     tlb::RunOptions& o = a->opt;
     std::optional<tlb::ShardSpec> shard;
     o.command_line = typed_command_line(*cmd);
+    if (devices_opt->count() > 0) {
+      if (shard_opt->count() > 0)
+        throw tlb::ConfigError("--devices and --shard exclude each other: --devices cuts the grid into one shard "
+                               "per device");
+      if (o.json)
+        throw tlb::ConfigError("--devices and --json exclude each other: each shard's summary is in its log; "
+                               "tlbench report reads the merged folder");
+      tlb::FanoutOptions f;
+      const int visible = a->devices == "all" ? visible_devices() : -1;
+      if (visible == 0) throw tlb::DeviceError("--devices all: no CUDA device is visible here", false);
+      f.devices = tlb::parse_devices(a->devices, visible);
+      f.self = self_executable();
+      f.command_line = o.command_line;
+      if (resume->count() > 0) {
+        if (out->count() > 0)
+          throw tlb::ConfigError("--out and --resume exclude each other: --resume continues the folder it names");
+        f.out_dir = a->resume;
+        f.resume = true;
+      } else {
+        check_numeric_options(*cmd, *a);
+        if (config->count() == 0) throw tlb::ConfigError("run: --config is required (or --resume DIR to continue a run)");
+        f.out_dir = out->count() > 0 ? a->out : "runs/" + tlb::utc_now("%Y%m%d-%H%M%S");
+        f.child_args = typed_args(*cmd, {"--devices", "--out", "--shard", "--json"});
+      }
+      rc = tlb::run_fanout(f);
+      return;
+    }
     if (resume->count() > 0) {
       if (out->count() > 0)
         throw tlb::ConfigError("--out and --resume exclude each other: --resume continues the "

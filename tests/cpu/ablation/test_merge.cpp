@@ -150,6 +150,64 @@ TEST_CASE("merging the official run's shards gives back its points, byte for byt
   }
 }
 
+TEST_CASE("run --resume --devices merges shards that are complete, starting none", "[merge][devices][cli]") {
+  // The official run's two shards where `run --devices 0,1 --out out` keeps them.
+  test::Scratch s("tlbench-devices", "resume");
+  cut_official(s.dir / "out-shards", 2);
+  const auto run = [&](const std::string& args) {
+    return test::run_command("cd " + s.dir.string() + " && " + TLBENCH_BINARY + " " + args, s.dir);
+  };
+  const test::CommandResult r = run("run --resume out --devices 0,1");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("2 shards on devices 0,1 (0 to run)") != std::string::npos);
+  CHECK(r.err.find("2 shards merged into out: 1386 points in 42 groups") != std::string::npos);
+  CHECK(test::slurp(s.dir / "out" / "points.jsonl") == test::slurp(kOfficial + "/points.jsonl"));
+  CHECK(run("gate --results out --thresholds " + kSource + "/configs/gates.json").exit_code == 0);
+  // Merged already: a second resume is refused and leaves it alone.
+  const test::CommandResult again = run("run --resume out --devices 0,1");
+  CHECK(again.exit_code == 2);
+  CHECK(again.err.find("--resume out: the shards are merged already") != std::string::npos);
+  // No shards folder: refused, one line.
+  const test::CommandResult none = run("run --resume elsewhere --devices 0");
+  CHECK(none.exit_code == 2);
+  CHECK(none.err.find("no elsewhere-shards") != std::string::npos);
+}
+
+TEST_CASE("run --devices: a shard whose device is missing fails alone, its log and the plan kept for a resume",
+          "[merge][devices][cli]") {
+  test::Scratch s("tlbench-devices", "fail");
+  // Ordinals no host has: every child finds no device and exits 3, on any machine.
+  const test::CommandResult r = test::run_command(
+      "cd " + s.dir.string() + " && " + TLBENCH_BINARY + " run --config " + kSource +
+          "/configs/cases.json --cases 1 --dtypes fp16 --devices 60000,60001 --out out",
+      s.dir);
+  INFO(r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(r.err.find("shard 1/2 on device 60000 exited 3 (its log: out-shards/shard1.log)") != std::string::npos);
+  CHECK(r.err.find("shard 2/2 on device 60001 exited 3") != std::string::npos);
+  CHECK(r.err.find("shards 1, 2 of 2 not complete; the other shards' points are kept. Continue with: tlbench run "
+                   "--resume out --devices 60000,60001") != std::string::npos);
+  CHECK_FALSE(fs::exists(s.dir / "out"));
+  CHECK(test::slurp(s.dir / "out-shards" / "shard1.log").find("no CUDA device") != std::string::npos);
+  const json fanout = json::parse(test::slurp(s.dir / "out-shards" / "fanout.json"));
+  CHECK(fanout["shards"] == 2);
+  CHECK(fanout["devices"] == json::array({60000, 60001}));
+  CHECK(fanout["child_args"] == json::array({"--config", kSource + "/configs/cases.json", "--dtypes", "fp16", "--cases", "1"}));
+  // Bad --devices, and --devices with --shard or --json: one line, exit 2, nothing written.
+  for (const char* bad : {"--devices 0,0", "--devices x", "--devices 1,", "--devices 0 --shard 1/2", "--devices 0 --json"}) {
+    INFO(bad);
+    const test::CommandResult b = test::run_command(
+        "cd " + s.dir.string() + " && " + TLBENCH_BINARY + " run --config " + kSource + "/configs/cases.json " + bad +
+            " --out other",
+        s.dir);
+    CHECK(b.exit_code == 2);
+    CHECK(std::count(b.err.begin(), b.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(s.dir / "other"));
+    CHECK_FALSE(fs::exists(s.dir / "other-shards"));
+  }
+}
+
 TEST_CASE("merge refuses a missing, doubled or incomplete shard, naming it", "[merge][cli]") {
   Shards sh("set", 3);
   check_refused(sh, " shard1 shard3", "shard 2/3 missing");
