@@ -26,6 +26,8 @@
 #include "json_fields.hpp"
 #include "merge.hpp"
 #include "output_files.hpp"
+#include "results_reader.hpp"
+#include "run_report.hpp"
 
 extern char** environ;
 
@@ -57,8 +59,8 @@ bool is_complete(const fs::path& dir) {
   try {
     const json run = json_fields::parse_document(json_fields::read_input_file((dir / "run.json").string()),
                                                  (dir / "run.json").string());
-    return run.value("state", "") == "complete";
-  } catch (const ConfigError&) {
+    return run.is_object() && run.value("state", "") == "complete";
+  } catch (const std::exception&) {  // unreadable, or not the shape of a run.json: not complete
     return false;
   }
 }
@@ -75,31 +77,40 @@ int64_t planned_points(const fs::path& dir) {
   try {
     const json run = json_fields::parse_document(json_fields::read_input_file((dir / "run.json").string()),
                                                  (dir / "run.json").string());
-    return run.contains("grid") ? run["grid"].value("points", int64_t{0}) : 0;
-  } catch (const ConfigError&) {
+    return run.is_object() && run.contains("grid") && run["grid"].is_object() ? run["grid"].value("points", int64_t{0}) : 0;
+  } catch (const std::exception&) {
     return 0;
   }
 }
 
-// Starts `args` with CUDA_VISIBLE_DEVICES=device and stdout, stderr appended to `log`.
-pid_t spawn_child(const std::vector<std::string>& args, int device, const fs::path& log) {
+// Starts `args` with CUDA_VISIBLE_DEVICES=visible, stdin from /dev/null, stdout and stderr
+// appended to `log` (not through a symlink), in a process group of its own: a terminal's
+// Ctrl-C reaches only this process, which passes one SIGINT on (a second one would kill a
+// child that is stopping cleanly).
+pid_t spawn_child(const std::vector<std::string>& args, const std::string& visible, const fs::path& log) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW,
+                                   0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  posix_spawn_file_actions_addclose(&actions, STDIN_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env.emplace_back(*e);
-  env.push_back("CUDA_VISIBLE_DEVICES=" + std::to_string(device));
+  env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
   std::vector<char*> argv, envp;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   pid_t pid = -1;
-  const int err = posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), envp.data());
+  const int err = posix_spawn(&pid, args[0].c_str(), &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (err != 0) throw std::runtime_error(fmt::format("cannot start {}: {}", args[0], std::strerror(err)));
   return pid;
 }
@@ -156,80 +167,133 @@ std::vector<int> parse_devices(const std::string& spec, int available) {
   return out;
 }
 
+std::string child_visible_devices(int d, const char* parent_visible) {
+  if (!parent_visible) return std::to_string(d);
+  std::vector<std::string> entries(1);
+  for (const char* c = parent_visible; *c; ++c) {
+    if (*c == ',') entries.emplace_back();
+    else if (*c != ' ') entries.back().push_back(*c);
+  }
+  if (d < 0 || static_cast<size_t>(d) >= entries.size() || entries[static_cast<size_t>(d)].empty())
+    throw ConfigError(fmt::format("--devices: device {} is not among the {} this process may use "
+                                  "(CUDA_VISIBLE_DEVICES={})", d, entries.size(), parent_visible));
+  return entries[static_cast<size_t>(d)];
+}
+
 std::string shards_dir_of(const std::string& out_dir) {
-  std::string s = out_dir;
+  std::string s = fs::path(out_dir).lexically_normal().string();
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   return s + "-shards";
 }
 
+namespace {
+
+// The shards of a run: which to run and how, read from <out>-shards (a resume) or made (a new run).
+struct ShardSet {
+  fs::path root;
+  json fanout;  // fanout.json: shards, devices, child_args, command_line
+  int n = 0;
+};
+
+ShardSet open_shards(const FanoutOptions& opt) {
+  ShardSet set;
+  set.root = shards_dir_of(opt.out_dir);
+  const fs::path out = fs::path(opt.out_dir).lexically_normal();
+  std::error_code ec;
+  const bool root_exists = fs::exists(fs::symlink_status(set.root, ec));
+  if (fs::exists(fs::symlink_status(out, ec))) {
+    if (!opt.resume) throw ConfigError(fmt::format("--out {}: exists; choose a new folder", opt.out_dir));
+    throw ConfigError(root_exists ? fmt::format("--resume {} --devices: its shards are merged already", opt.out_dir)
+                                  : fmt::format("--resume {} --devices: a run without --devices; resume it without "
+                                                "--devices", opt.out_dir));
+  }
+  if (!opt.resume) {
+    if (root_exists)
+      throw ConfigError(fmt::format("--out {}: {} exists already (the shards of another run?)", opt.out_dir,
+                                    set.root.string()));
+    set.n = static_cast<int>(opt.devices.size());
+    set.fanout = {{"shards", set.n}, {"devices", opt.devices}, {"child_args", opt.child_args},
+                  {"command_line", opt.command_line}};
+    return set;
+  }
+  if (!fs::is_directory(set.root, ec))
+    throw ConfigError(fmt::format("--resume {} --devices: no {} (the shards of a run with --devices)", opt.out_dir,
+                                  set.root.string()));
+  const fs::path file = set.root / kFanoutFile;
+  if (fs::exists(fs::symlink_status(file, ec))) {
+    set.fanout = json_fields::parse_document(json_fields::read_input_file(file.string()), file.string());
+    if (!set.fanout.is_object()) throw ConfigError(file.string() + ": $: expected an object");
+    set.n = static_cast<int>(json_fields::get_integer(set.fanout.value("shards", json()), 1, 4096, "a shard count",
+                                                      file.string(), "$.shards"));
+    const json args = set.fanout.value("child_args", json());
+    if (!args.is_array() || !std::all_of(args.begin(), args.end(), [](const json& a) { return a.is_string(); }))
+      throw ConfigError(file.string() + ": $.child_args: expected an array of strings");
+  } else {
+    while (fs::is_directory(set.root / fmt::format("shard{}", set.n + 1), ec)) ++set.n;
+    if (set.n == 0)
+      throw ConfigError(fmt::format("--resume {}: {} holds no shard folder", opt.out_dir, set.root.string()));
+  }
+  return set;
+}
+
+// The child command of one shard: a resume where it has a run.json, else the plan's own
+// arguments with its shard and folder.
+std::vector<std::string> shard_command(const FanoutOptions& opt, const ShardSet& set, const Shard& s) {
+  std::vector<std::string> a = {opt.self, "run"};
+  std::error_code ec;
+  if (fs::is_regular_file(s.dir / "run.json", ec)) {
+    a.insert(a.end(), {"--resume", s.dir.string()});
+    return a;
+  }
+  if (!set.fanout.contains("child_args"))
+    throw ConfigError(fmt::format("--resume {}: {} has no run.json and {} is missing, so how it was to be run is "
+                                  "unknown", opt.out_dir, s.dir.string(), (set.root / kFanoutFile).string()));
+  for (const json& v : set.fanout["child_args"]) a.push_back(v.get<std::string>());
+  a.insert(a.end(), {"--shard", fmt::format("{}/{}", s.index, set.n), "--out", s.dir.string()});
+  return a;
+}
+
+void signal_children(const std::vector<Shard>& shards, int sig) {
+  for (const Shard& s : shards)
+    if (s.pid > 0) ::kill(s.pid, sig);
+}
+
+}  // namespace
+
 int run_fanout(const FanoutOptions& opt) {
   if (opt.devices.empty()) throw ConfigError("--devices: no device to run on");
-  const fs::path out(opt.out_dir), root(shards_dir_of(opt.out_dir));
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(out, ec)))
-    throw ConfigError(opt.resume ? fmt::format("--resume {}: the shards are merged already", opt.out_dir)
-                                 : fmt::format("--out {}: exists; choose a new folder (or --resume it)", opt.out_dir));
-  json fanout;
-  int n = 0;
-  if (opt.resume) {
-    if (!fs::is_directory(root, ec))
-      throw ConfigError(fmt::format("--resume {} --devices: no {} (the shards of a run with --devices)",
-                                    opt.out_dir, root.string()));
-    if (fs::is_regular_file(root / kFanoutFile, ec)) {
-      const std::string path = (root / kFanoutFile).string();
-      fanout = json_fields::parse_document(json_fields::read_input_file(path), path);
-      n = static_cast<int>(json_fields::get_integer(fanout.value("shards", json()), 1, 4096, "a shard count",
-                                                    path, "$.shards"));
-    } else {
-      while (fs::is_directory(root / fmt::format("shard{}", n + 1), ec)) ++n;
-      if (n == 0) throw ConfigError(fmt::format("--resume {}: {} holds no shard folder", opt.out_dir, root.string()));
-    }
-  } else {
-    if (fs::exists(fs::symlink_status(root, ec)))
-      throw ConfigError(fmt::format("--out {}: {} exists already (the shards of another run?)", opt.out_dir,
-                                    root.string()));
-    n = static_cast<int>(opt.devices.size());
-    fs::create_directories(root);
-    fanout = {{"shards", n}, {"devices", opt.devices}, {"child_args", opt.child_args},
-              {"command_line", opt.command_line}};
-    write_file_atomic((root / kFanoutFile).string(), fanout.dump(2) + "\n");
-  }
-
+  // Everything that can be refused is, before the first file or child.
+  std::vector<std::string> visible;
+  for (int d : opt.devices) visible.push_back(child_visible_devices(d, std::getenv("CUDA_VISIBLE_DEVICES")));
+  ShardSet set = open_shards(opt);
+  const int n = set.n;
   std::vector<Shard> shards(static_cast<size_t>(n));
+  std::vector<std::vector<std::string>> commands(static_cast<size_t>(n));
   std::deque<size_t> pending;
   for (int i = 1; i <= n; ++i) {
     Shard& s = shards[static_cast<size_t>(i - 1)];
     s.index = i;
-    s.dir = root / fmt::format("shard{}", i);
-    s.log = root / fmt::format("shard{}.log", i);
+    s.dir = set.root / fmt::format("shard{}", i);
+    s.log = set.root / fmt::format("shard{}.log", i);
     s.was_complete = is_complete(s.dir);
-    if (s.was_complete) {
-      s.exit_code = 0;
-      s.planned = planned_points(s.dir);
-    } else {
+    s.planned = planned_points(s.dir);
+    if (!s.was_complete) {
+      commands[static_cast<size_t>(i - 1)] = shard_command(opt, set, s);
       pending.push_back(static_cast<size_t>(i - 1));
     }
   }
-  auto child_args = [&](const Shard& s) {
-    std::vector<std::string> a = {opt.self, "run"};
-    if (fs::is_regular_file(s.dir / "run.json", ec)) {
-      a.insert(a.end(), {"--resume", s.dir.string()});
-    } else {
-      if (!fanout.contains("child_args"))
-        throw ConfigError(fmt::format("--resume {}: {} has no run.json and {} is missing, so how it was to be "
-                                      "run is unknown", opt.out_dir, s.dir.string(), (root / kFanoutFile).string()));
-      for (const json& v : fanout["child_args"]) a.push_back(v.get<std::string>());
-      a.insert(a.end(), {"--shard", fmt::format("{}/{}", s.index, n), "--out", s.dir.string()});
-    }
-    return a;
-  };
+  if (!opt.resume) {
+    fs::create_directories(set.root);
+    write_file_atomic((set.root / kFanoutFile).string(), set.fanout.dump(2) + "\n");
+  }
 
-  // Ctrl-C reaches the children (same process group) and stops them resumably; a signal sent
-  // to this process alone is passed on to them.
+  // A terminal's Ctrl-C reaches this process alone (each child has its own process group); the
+  // first SIGINT or SIGTERM is passed on to the children as one SIGINT, which stops them
+  // resumably; a second one kills them.
   g_stop_signal = 0;
   auto old_int = std::signal(SIGINT, on_stop_signal);
   auto old_term = std::signal(SIGTERM, on_stop_signal);
-  bool passed_on = false;
+  int signals_passed = 0;
   std::set<int> busy;
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto start = Clock::now();
@@ -237,50 +301,64 @@ int run_fanout(const FanoutOptions& opt) {
   int64_t done_at_start = 0;
   for (const Shard& s : shards) done_at_start += lines_in(s.dir / "points.jsonl");
   fmt::print(stderr, "tlbench: {} shard{} on device{} {} ({} to run); logs in {}\n", n, n == 1 ? "" : "s",
-             opt.devices.size() == 1 ? "" : "s", fmt::join(opt.devices, ","), pending.size(), root.string());
-  for (;;) {
-    // Start what a free device can take (none once stopping).
-    for (int d : opt.devices) {
-      if (pending.empty() || g_stop_signal) break;
-      if (busy.count(d)) continue;
-      Shard& s = shards[pending.front()];
-      pending.pop_front();
-      s.device = d;
-      s.pid = spawn_child(child_args(s), d, s.log);
-      busy.insert(d);
-    }
-    if (g_stop_signal && !passed_on) {
-      for (const Shard& s : shards)
-        if (s.pid > 0) ::kill(s.pid, SIGINT);
-      passed_on = true;
-    }
-    bool running = false;
-    for (Shard& s : shards) {
-      if (s.pid <= 0) continue;
-      int status = 0;
-      const pid_t r = ::waitpid(s.pid, &status, WNOHANG);
-      if (r == s.pid) {
-        s.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+             opt.devices.size() == 1 ? "" : "s", fmt::join(opt.devices, ","), pending.size(), set.root.string());
+  try {
+    for (;;) {
+      for (size_t k = 0; k < opt.devices.size() && !pending.empty() && !g_stop_signal; ++k) {
+        const int d = opt.devices[k];
+        if (busy.count(d)) continue;
+        Shard& s = shards[pending.front()];
+        s.device = d;
+        s.pid = spawn_child(commands[pending.front()], visible[k], s.log);
+        pending.pop_front();
+        busy.insert(d);
+      }
+      if (g_stop_signal && signals_passed == 0) {
+        signal_children(shards, SIGINT);
+        signals_passed = 1;
+        g_stop_signal = 0;
+      } else if (g_stop_signal && signals_passed == 1) {
+        signal_children(shards, SIGKILL);
+        signals_passed = 2;
+      }
+      bool running = false;
+      for (Shard& s : shards) {
+        if (s.pid <= 0) continue;
+        int status = 0;
+        const pid_t r = ::waitpid(s.pid, &status, WNOHANG);
+        if (r == 0) {
+          running = true;
+          if (s.planned == 0) s.planned = planned_points(s.dir);
+          continue;
+        }
+        // Exited, or gone without a status to read (r == -1): its folder says how far it got.
+        s.exit_code = r == s.pid ? (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) : 128;
         s.pid = -1;
         busy.erase(s.device);
         s.planned = planned_points(s.dir);
-        if (*s.exit_code != 0 && *s.exit_code != 1)
+        if (!is_complete(s.dir))
           fmt::print(stderr, "{}tlbench: shard {}/{} on device {} exited {} (its log: {})\n", tty ? "\n" : "",
                      s.index, n, s.device, *s.exit_code, s.log.string());
-      } else {
-        running = true;
-        if (s.planned == 0) s.planned = planned_points(s.dir);
       }
+      if (!running && (pending.empty() || signals_passed)) break;
+      const auto now = Clock::now();
+      if (tty || now - last_line > std::chrono::seconds(30)) {
+        const std::string line =
+            progress_line(shards, done_at_start, std::chrono::duration<double>(now - start).count());
+        if (tty) fmt::print(stderr, "\r{}\033[K", line);
+        else fmt::print(stderr, "tlbench: {}\n", line);
+        last_line = now;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
-    if (!running && (pending.empty() || g_stop_signal)) break;
-    const auto now = Clock::now();
-    if (tty || now - last_line > std::chrono::seconds(30)) {
-      const std::string line = progress_line(shards, done_at_start, std::chrono::duration<double>(now - start).count());
-      if (tty) fmt::print(stderr, "\r{}\033[K", line);
-      else fmt::print(stderr, "tlbench: {}\n", line);
-      last_line = now;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  } catch (...) {
+    // Nothing is left running behind an error.
+    signal_children(shards, SIGINT);
+    for (Shard& s : shards)
+      if (s.pid > 0) ::waitpid(s.pid, nullptr, 0);
+    std::signal(SIGINT, old_int);
+    std::signal(SIGTERM, old_term);
+    throw;
   }
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
@@ -289,30 +367,32 @@ int run_fanout(const FanoutOptions& opt) {
   std::vector<std::string> devices;
   for (int d : opt.devices) devices.push_back(std::to_string(d));
   const std::string again = fmt::format("tlbench run --resume {} --devices {}", opt.out_dir, fmt::join(devices, ","));
-  int worst = 0, failed = 0;
   std::vector<int> incomplete;
+  int failed = 0;
   for (const Shard& s : shards) {
-    const int c = s.exit_code.value_or(130);
-    if (c == 0 || c == 1) {
-      worst = std::max(worst, c);
-    } else {
-      incomplete.push_back(s.index);
-      if (!failed) failed = c;
-    }
+    if (is_complete(s.dir)) continue;
+    incomplete.push_back(s.index);
+    if (!failed) failed = s.exit_code.value_or(130);
   }
   if (!incomplete.empty()) {
     fmt::print(stderr, "tlbench: shard{} {} of {} not complete; the other shards' points are kept. Continue with: "
                        "{}\n", incomplete.size() == 1 ? "" : "s", fmt::join(incomplete, ", "), n, again);
-    return g_stop_signal || failed == 130 ? 130 : failed;
+    return signals_passed || failed == 130 ? 130 : (failed == 0 || failed == 1 ? 3 : failed);
   }
   MergeOptions m;
   for (const Shard& s : shards) m.shard_dirs.push_back(s.dir.string());
   m.out_dir = opt.out_dir;
   m.command_line = opt.command_line;
   const MergeOutcome merged = merge_shards(m);
+  // The exit code of the merged points, as one run's would be (a shard complete before this
+  // invocation counts with its own rows).
+  const results::Results r = results::read_results(opt.out_dir);
+  std::vector<PointRow> rows(r.points.begin(), r.points.end());
+  const int code = run_exit_code("complete", rows);
   fmt::print(stderr, "tlbench: {} shards merged into {}: {} points in {} groups{}\n", merged.shards, opt.out_dir,
-             merged.points, merged.groups, worst == 1 ? " (some points failed the golden criterion)" : "");
-  return worst;
+             merged.points, merged.groups,
+             code == 1 ? " (a point failed the golden criterion)" : code == 3 ? " (a point could not run)" : "");
+  return code;
 }
 
 }  // namespace tlb

@@ -13,7 +13,8 @@
 namespace tlb {
 
 struct FanoutOptions {
-  std::vector<int> devices;             // CUDA device ordinals; shard i runs on devices[(i-1) % size]
+  std::vector<int> devices;             // device ordinals as this process sees them (its own
+                                        // CUDA_VISIBLE_DEVICES applies: ordinal d is its d-th entry)
   std::string out_dir;                  // the merged folder (must not exist)
   std::vector<std::string> child_args;  // `tlbench run` arguments every shard takes
   bool resume = false;                  // continue the shards of <out>-shards
@@ -28,10 +29,16 @@ std::vector<int> parse_devices(const std::string& spec, int available);
 // Where the shards of a fanned-out run live: "<out>-shards".
 std::string shards_dir_of(const std::string& out_dir);
 
-// Runs (or continues) the shards and merges them; returns the exit code: 0, 1 when a shard's
-// points failed the golden criterion (the merge still happens), a failed shard's own code (the
-// merge does not), 130 when interrupted. Bad input (an existing --out, a shards folder that
-// is not what a resume expects) is ConfigError before anything starts.
+// What CUDA_VISIBLE_DEVICES a child on ordinal `d` gets: the d-th entry of `parent_visible`
+// (this process's CUDA_VISIBLE_DEVICES, comma-separated ordinals, UUIDs or MIG names) where it
+// is set, else d itself. ConfigError when d is past its end.
+std::string child_visible_devices(int d, const char* parent_visible);
+
+// Runs (or continues) the shards and merges them; returns the exit code: that of the merged
+// points (0, 1 when a point failed the golden criterion, 3 when one could not run) once every
+// shard is complete, else the first incomplete shard's (130 when interrupted). Bad input (an
+// existing --out, a shards folder that is not what a resume expects, a device past the visible
+// ones) is ConfigError before anything starts.
 int run_fanout(const FanoutOptions& opt);
 
 }  // namespace tlb

@@ -268,7 +268,9 @@ DispatchTable build_dispatch_table(const std::vector<results::Results>& folders)
       const DispatchShape& s = e.shape;
       const auto shape = std::make_tuple(e.dtype, e.math, s.batch, s.seq, s.d_model, s.heads, s.d_ff, s.layers,
                                          static_cast<int>(s.mask));
-      if (const auto [it, fresh] = measured_in.emplace(shape, i); !fresh)
+      // Two cases of one folder may share a shape (each keeps its entry, as before); two
+      // folders may not.
+      if (const auto [it, fresh] = measured_in.emplace(shape, i); !fresh && it->second != i)
         throw ConfigError(fmt::format("{} and {} both measured the shape of case {} {} in {} ({}): which one the "
                                       "table should keep is not for it to guess",
                                       folders[it->second].dir, r.dir, e.case_id, e.case_name, e.dtype, e.math));

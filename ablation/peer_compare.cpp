@@ -138,6 +138,18 @@ std::string comparison_csv(const std::vector<Comparison>& rows) {
   return s;
 }
 
+std::string comparison_json(const std::vector<Comparison>& rows, const PeerFile& f) {
+  auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  json doc = {{"file", f.path}, {"versions", f.versions()}, {"rows", json::array()}};
+  for (const Comparison& c : rows)
+    doc["rows"].push_back({{"case_id", c.case_id}, {"case_name", c.case_name}, {"dtype", c.dtype}, {"math", c.math},
+                           {"auto_choice", c.auto_choice}, {"auto_ms", opt(c.auto_ms)},
+                           {"pytorch_mode", c.peer_mode.empty() ? json(nullptr) : json(c.peer_mode)},
+                           {"pytorch_ms", opt(c.peer_ms)}, {"pytorch_oom", c.peer_oom},
+                           {"auto_over_pytorch", opt(c.ratio)}});
+  return doc.dump();
+}
+
 void print_comparison(const std::vector<Comparison>& rows, const PeerFile& f, std::FILE* out) {
   fmt::print(out, "\nauto against PyTorch's fastest mode ({}: {}); auto / PyTorch, below 1 auto is faster\n",
              f.path, f.versions());

@@ -54,6 +54,11 @@ std::vector<Comparison> compare_auto(const results::Results& r, const PeerFile& 
 // case_id,case_name,dtype,math,auto_choice,auto_ms,pytorch_mode,pytorch_ms,auto_over_pytorch
 std::string comparison_csv(const std::vector<Comparison>& c);
 
+// The same as JSON, for `tlbench report --json`: {"file", "versions", "rows": [{case_id,
+// case_name, dtype, math, auto_choice, auto_ms, pytorch_mode, pytorch_ms, pytorch_oom,
+// auto_over_pytorch}]}, null for what is not known.
+std::string comparison_json(const std::vector<Comparison>& c, const PeerFile& f);
+
 // Per dtype and math: the geometric mean of auto / PyTorch, the worst case, and the cases where
 // PyTorch is faster.
 void print_comparison(const std::vector<Comparison>& c, const PeerFile& f, std::FILE* out);

@@ -276,6 +276,19 @@ std::optional<ShardCut> shard_cut_for(const RunOptions& opt, const json& doc, co
 
 }  // namespace
 
+RunInputs load_run_inputs(const RunOptions& opt) {
+  RunInputs in{load_cases(opt.cases_path), load_techniques_for(opt.techniques_path, opt.cases_path), {}, {}, {}};
+  in.sel = parse_selection(opt.cases_sel, opt.configs_sel, opt.dtypes_sel, in.cases, in.techniques);
+  apply_policy_option(in.sel, opt.policy);
+  if (opt.quick && !opt.aa) narrow_for_quick(in.sel, in.techniques);
+  in.grid = build_grid(in.cases, in.techniques, in.sel, opt.seed);
+  // The dispatch table is read (and checked) whenever one is named or a point needs it.
+  const bool any_auto =
+      !opt.aa && std::any_of(in.grid.begin(), in.grid.end(), [](const GridPoint& p) { return p.automatic; });
+  if (any_auto || !opt.dispatch_table.empty()) in.table = dispatch_table_for(opt.dispatch_table);
+  return in;
+}
+
 int run_command(RunOptions opt, const std::optional<ShardSpec>& shard) {
   json doc;
   const std::string command_line = opt.command_line;
@@ -290,17 +303,12 @@ int run_command(RunOptions opt, const std::optional<ShardSpec>& shard) {
   resolve_defaults(opt);
 
   // Load and validate everything before the first byte is written.
-  const CaseSet cases = load_cases(opt.cases_path);
-  const TechniqueSet techniques = load_techniques_for(opt.techniques_path, opt.cases_path);
-  Selection sel = parse_selection(opt.cases_sel, opt.configs_sel, opt.dtypes_sel, cases, techniques);
-  apply_policy_option(sel, opt.policy);
-  if (opt.quick && !opt.aa) narrow_for_quick(sel, techniques);
-  const std::vector<GridPoint> grid = build_grid(cases, techniques, sel, opt.seed);
-  // The dispatch table is read (and checked) whenever one is named or a point needs it.
-  const bool any_auto =
-      !opt.aa && std::any_of(grid.begin(), grid.end(), [](const GridPoint& p) { return p.automatic; });
-  std::optional<DispatchTable> table;
-  if (any_auto || !opt.dispatch_table.empty()) table = dispatch_table_for(opt.dispatch_table);
+  RunInputs in = load_run_inputs(opt);
+  const CaseSet& cases = in.cases;
+  const TechniqueSet& techniques = in.techniques;
+  const Selection& sel = in.sel;
+  const std::vector<GridPoint>& grid = in.grid;
+  const std::optional<DispatchTable>& table = in.table;
 
   if (!opt.resume) {
     if (opt.out_dir.empty()) opt.out_dir = "runs/" + utc_now("%Y%m%d-%H%M%S");

@@ -19,12 +19,29 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
+#include "config.hpp"
+#include "dispatch_table.hpp"
+#include "grid.hpp"
 #include "run_options.hpp"
 #include "shard.hpp"
 #include "text.hpp"
 
 namespace tlb {
+
+// What a run measures, loaded and checked from its options (cases, techniques, the selection,
+// the grid, the dispatch table where one is named or an auto point needs it): ConfigError on
+// bad input, nothing written, no device asked. `run --devices` checks its shards' inputs with it
+// before starting any.
+struct RunInputs {
+  CaseSet cases;
+  TechniqueSet techniques;
+  Selection sel;
+  std::vector<GridPoint> grid;
+  std::optional<DispatchTable> table;
+};
+RunInputs load_run_inputs(const RunOptions& opt);
 
 // Validates everything (configs, selection, output folder) before writing anything, checks for
 // a device, then runs. Returns the exit code: 0 ok; 1 a measured point failed the golden

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -57,7 +58,10 @@ const bool kRegistered = tlb::cli::register_command(60, [](CLI::App& root, int& 
     }
     const auto files = tlb::analysis::write_analysis(analysis, out, also);
     if (args->json) {
-      fmt::print("{}\n", tlb::analysis::summary_json(analysis));
+      // The summary, with PyTorch beside auto where the folder has a peer file.
+      nlohmann::json doc = nlohmann::json::parse(tlb::analysis::summary_json(analysis));
+      if (peer) doc["pytorch"] = nlohmann::json::parse(tlb::peer::comparison_json(against_pytorch, *peer));
+      fmt::print("{}\n", doc.dump());
     } else if (!args->quiet) {
       tlb::analysis::print_summary(analysis, stdout);
       if (peer) tlb::peer::print_comparison(against_pytorch, *peer, stdout);

@@ -70,9 +70,15 @@ std::string self_executable() {
   return p.string();
 }
 
+// How many devices this process sees; none is a device failure, with CUDA's reason.
 int visible_devices() {
   int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess)
+    throw tlb::DeviceError(fmt::format("--devices all: no CUDA device: {} ({})", cudaGetErrorString(e),
+                                       cudaGetErrorName(e)), false);
+  if (n == 0) throw tlb::DeviceError("--devices all: no CUDA device is visible here", false);
+  return n;
 }
 
 struct RunArgs {
@@ -161,9 +167,7 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
         throw tlb::ConfigError("--devices and --json exclude each other: each shard's summary is in its log; "
                                "tlbench report reads the merged folder");
       tlb::FanoutOptions f;
-      const int visible = a->devices == "all" ? visible_devices() : -1;
-      if (visible == 0) throw tlb::DeviceError("--devices all: no CUDA device is visible here", false);
-      f.devices = tlb::parse_devices(a->devices, visible);
+      f.devices = tlb::parse_devices(a->devices, a->devices == "all" ? visible_devices() : -1);
       f.self = self_executable();
       f.command_line = o.command_line;
       if (resume->count() > 0) {
@@ -174,6 +178,10 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
       } else {
         check_numeric_options(*cmd, *a);
         if (config->count() == 0) throw tlb::ConfigError("run: --config is required (or --resume DIR to continue a run)");
+        if (!tlb::parse_fp32_math(a->fp32_math, o.fp32_math))
+          throw tlb::ConfigError(fmt::format("--fp32-math \"{}\": expected tf32 or ieee", a->fp32_math));
+        // The shards' inputs are checked here, once, before any child or file exists.
+        tlb::load_run_inputs(o);
         f.out_dir = out->count() > 0 ? a->out : "runs/" + tlb::utc_now("%Y%m%d-%H%M%S");
         f.child_args = typed_args(*cmd, {"--devices", "--out", "--shard", "--json"});
       }

@@ -17,7 +17,10 @@ cmake --build --preset release
 build/release/tlbench plan --config configs/cases.json --policy auto
 if build/release/tlbench info >/dev/null 2>&1; then
   out="runs/official-$(date +%Y%m%d-%H%M%S)"
-  build/release/tlbench run --config configs/cases.json --policy auto --out "$out" "$@"
+  # A point that fails the golden criterion (exit 1) still leaves a run to compare and report.
+  rc=0
+  build/release/tlbench run --config configs/cases.json --policy auto --out "$out" "$@" || rc=$?
+  ((rc <= 1)) || exit "$rc"
   # The selection a finished run recorded: its cases, dtypes, fp32 math and --quick, one line
   # each (empty: all cases, all dtypes, not quick).
   recorded() {
@@ -57,13 +60,32 @@ if not torch.cuda.is_available():
   { read -r sweep_cases; read -r sweep_dtypes; read -r sweep_fp32_math; read -r sweep_quick; } < <(recorded "$out")
   if [[ ${sweep_fp32_math:-tf32} == tf32 && ( -z $sweep_dtypes || $sweep_dtypes == *fp32* ) ]]; then
     ieee="$out-fp32-ieee"
+    # The sweep's own options, but for the dtypes and math this pass sets (--cases and --quick
+    # come from its run.json).
+    pass_on=()
+    skip=0
+    for arg in "$@"; do
+      if ((skip)); then skip=0; continue; fi
+      case $arg in
+        --dtypes|--fp32-math|--out|--cases) skip=1 ;;
+        --dtypes=*|--fp32-math=*|--out=*|--cases=*|--quick) ;;
+        *) pass_on+=("$arg") ;;
+      esac
+    done
+    ieee_rc=0
     build/release/tlbench run --config configs/cases.json --policy auto --dtypes fp32 --fp32-math ieee \
-      ${sweep_cases:+--cases "$sweep_cases"} $sweep_quick --out "$ieee"
+      ${sweep_cases:+--cases "$sweep_cases"} $sweep_quick --out "$ieee" "${pass_on[@]}" || ieee_rc=$?
+    ((ieee_rc <= 1)) || exit "$ieee_rc"
+    ((rc >= ieee_rc)) || rc=$ieee_rc
     ((have_torch)) && peer "$ieee"
     build/release/tlbench report "$ieee"
-    build/release/tlbench dispatch --results "$out" --results "$ieee" -o "$out/dispatch-both.json" --quiet &&
+    if build/release/tlbench dispatch --results "$out" --results "$ieee" -o "$out/dispatch-both.json" --quiet; then
       echo "dispatch table of both maths: $out/dispatch-both.json (copied over configs/dispatch.json it becomes the built-in one)"
+    else
+      echo "(no dispatch table of both maths: tlbench dispatch refused the two folders, as said above)"
+    fi
   fi
+  exit "$rc"
 else
   echo
   echo "No usable CUDA device here, so the sweep was not run; 'tlbench info' says why:"

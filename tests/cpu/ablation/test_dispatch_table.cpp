@@ -443,6 +443,18 @@ TEST_CASE("dispatch table: several folders make one table whose entries name the
   // One folder still writes "source", as before.
   CHECK(json::parse(dispatch_table_json(build_dispatch_table(official))).contains("source"));
 
+  // Two cases of one folder with the same shape: both keep their entry, as before.
+  {
+    auto same = [](int case_id, const char* config) {
+      json r = row(case_id, "fp16", config, 2.0, 1.9, 2.1, true, true);
+      r["batch"] = 1, r["seq"] = 16, r["d_model"] = 64, r["heads"] = 1, r["d_ff"] = 128;
+      r["layers"] = 1, r["mask"] = "none";
+      return r;
+    };
+    const std::string twins = same(1, "01011").dump() + "\n" + same(3, "11111").dump() + "\n";
+    const DispatchTable one = build_dispatch_table(results::parse_results(twins, kRunJson, "twins"));
+    CHECK(one.entries.size() == 2);
+  }
   // A shape measured in two folders in one dtype and math: refused, naming both.
   try {
     build_dispatch_table({official, official});

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ablation_test_util.hpp"
+#include "device_fanout.hpp"
 #include "config.hpp"
 #include "grid.hpp"
 #include "shard.hpp"
@@ -167,11 +168,23 @@ TEST_CASE("run --resume --devices merges shards that are complete, starting none
   // Merged already: a second resume is refused and leaves it alone.
   const test::CommandResult again = run("run --resume out --devices 0,1");
   CHECK(again.exit_code == 2);
-  CHECK(again.err.find("--resume out: the shards are merged already") != std::string::npos);
+  CHECK(again.err.find("--resume out --devices: its shards are merged already") != std::string::npos);
   // No shards folder: refused, one line.
   const test::CommandResult none = run("run --resume elsewhere --devices 0");
   CHECK(none.exit_code == 2);
   CHECK(none.err.find("no elsewhere-shards") != std::string::npos);
+}
+
+TEST_CASE("run --devices gives a child the parent's own CUDA_VISIBLE_DEVICES entry", "[merge][devices]") {
+  CHECK(child_visible_devices(0, nullptr) == "0");
+  CHECK(child_visible_devices(3, nullptr) == "3");
+  CHECK(child_visible_devices(1, "2,3") == "3");  // a Slurm job given GPUs 2 and 3
+  CHECK(child_visible_devices(1, "GPU-aa, GPU-bb") == "GPU-bb");
+  CHECK(child_visible_devices(0, "MIG-1") == "MIG-1");
+  CHECK_THROWS_WITH(child_visible_devices(2, "2,3"),
+                    "--devices: device 2 is not among the 2 this process may use (CUDA_VISIBLE_DEVICES=2,3)");
+  CHECK(shards_dir_of("runs/sweep/") == "runs/sweep-shards");
+  CHECK(shards_dir_of("runs/./sweep") == "runs/sweep-shards");
 }
 
 TEST_CASE("run --devices: a shard whose device is missing fails alone, its log and the plan kept for a resume",
@@ -179,7 +192,7 @@ TEST_CASE("run --devices: a shard whose device is missing fails alone, its log a
   test::Scratch s("tlbench-devices", "fail");
   // Ordinals no host has: every child finds no device and exits 3, on any machine.
   const test::CommandResult r = test::run_command(
-      "cd " + s.dir.string() + " && " + TLBENCH_BINARY + " run --config " + kSource +
+      "cd " + s.dir.string() + " && env -u CUDA_VISIBLE_DEVICES " + TLBENCH_BINARY + " run --config " + kSource +
           "/configs/cases.json --cases 1 --dtypes fp16 --devices 60000,60001 --out out",
       s.dir);
   INFO(r.err);
@@ -195,7 +208,10 @@ TEST_CASE("run --devices: a shard whose device is missing fails alone, its log a
   CHECK(fanout["devices"] == json::array({60000, 60001}));
   CHECK(fanout["child_args"] == json::array({"--config", kSource + "/configs/cases.json", "--dtypes", "fp16", "--cases", "1"}));
   // Bad --devices, and --devices with --shard or --json: one line, exit 2, nothing written.
-  for (const char* bad : {"--devices 0,0", "--devices x", "--devices 1,", "--devices 0 --shard 1/2", "--devices 0 --json"}) {
+  // The shards' own inputs are checked once, before any child or file.
+  for (const char* bad : {"--devices 0,0", "--devices x", "--devices 1,", "--devices 0 --shard 1/2", "--devices 0 --json",
+                          "--devices 0 --cases 99", "--devices 0 --fp32-math fast", "--devices 0 --configs 0101",
+                          "--devices 0 --dispatch-table absent.json"}) {
     INFO(bad);
     const test::CommandResult b = test::run_command(
         "cd " + s.dir.string() + " && " + TLBENCH_BINARY + " run --config " + kSource + "/configs/cases.json " + bad +

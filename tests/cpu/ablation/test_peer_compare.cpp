@@ -190,6 +190,17 @@ TEST_CASE("tlbench report writes the comparison with PyTorch where the folder ha
   CHECK(r.out.find("fp32 tf32      geomean 1.500 over 1 cases") != std::string::npos);
   CHECK(tlb::test::slurp(dir / "analysis" / "pytorch_comparison.csv").find("1,case1,fp32,tf32,01011,0.3,graph,0.2,1.5000") !=
         std::string::npos);
+  // --json: the summary document with the comparison in "pytorch".
+  r = tlb::test::run_tlbench("report --json " + tlb::test::shell_quote(dir.string()), scratch.dir);
+  REQUIRE(r.exit_code == 0);
+  const json doc = json::parse(r.out);
+  REQUIRE(doc.contains("pytorch"));
+  CHECK(doc["pytorch"]["versions"] == "torch 2.11.0, cuDNN 91900, on Test GPU");
+  REQUIRE(doc["pytorch"]["rows"].size() == 5);
+  CHECK(doc["pytorch"]["rows"][2]["math"] == "ieee");
+  CHECK(doc["pytorch"]["rows"][2]["auto_over_pytorch"].get<double>() == Approx(0.9));
+  CHECK(doc["pytorch"]["rows"][4]["pytorch_oom"] == true);
+  CHECK(doc["pytorch"]["rows"][4]["pytorch_ms"].is_null());
   // A broken one: one line, exit 2, the analysis folder left as it was.
   fs::remove_all(dir / "analysis");
   std::ofstream(dir / tlb::peer::kPeerFile) << "{oops\n";
