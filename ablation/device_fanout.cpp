@@ -243,12 +243,21 @@ std::vector<std::string> shard_command(const FanoutOptions& opt, const ShardSet&
   std::error_code ec;
   if (fs::is_regular_file(s.dir / "run.json", ec)) {
     a.insert(a.end(), {"--resume", s.dir.string()});
+    a.insert(a.end(), opt.resume_files.begin(), opt.resume_files.end());
     return a;
   }
   if (!set.fanout.contains("child_args"))
     throw ConfigError(fmt::format("--resume {}: {} has no run.json and {} is missing, so how it was to be run is "
                                   "unknown", opt.out_dir, s.dir.string(), (set.root / kFanoutFile).string()));
-  for (const json& v : set.fanout["child_args"]) a.push_back(v.get<std::string>());
+  std::vector<std::string> args;
+  for (const json& v : set.fanout["child_args"]) args.push_back(v.get<std::string>());
+  // Where the files are now, in place of where they were.
+  for (size_t i = 0; i + 1 < opt.resume_files.size(); i += 2) {
+    const auto it = std::find(args.begin(), args.end(), opt.resume_files[i]);
+    if (it != args.end() && it + 1 != args.end()) *(it + 1) = opt.resume_files[i + 1];
+    else args.insert(args.end(), {opt.resume_files[i], opt.resume_files[i + 1]});
+  }
+  a.insert(a.end(), args.begin(), args.end());
   a.insert(a.end(), {"--shard", fmt::format("{}/{}", s.index, set.n), "--out", s.dir.string()});
   return a;
 }

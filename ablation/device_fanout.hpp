@@ -18,6 +18,9 @@ struct FanoutOptions {
   std::string out_dir;                  // the merged folder (must not exist)
   std::vector<std::string> child_args;  // `tlbench run` arguments every shard takes
   bool resume = false;                  // continue the shards of <out>-shards
+  // With resume: "--config", path and/or "--techniques", path as given, where the run's files
+  // are now; passed on to every shard (resumed, or started afresh from fanout.json's arguments).
+  std::vector<std::string> resume_files;
   std::string self;                     // this executable
   std::string command_line;             // for the merged run.json
 };

@@ -40,6 +40,7 @@ PeerRow parse_row(const json& o, const std::string& where) {
   if (id == o.end() || !id->is_number_integer() || id->get<int64_t>() < 1 || id->get<int64_t>() > (1 << 30))
     throw ConfigError(where + ": \"case_id\" missing or not a positive integer");
   r.case_id = static_cast<int>(id->get<int64_t>());
+  r.case_name = opt_string(o, "case_name");
   r.dtype = need_string(o, "dtype", where);
   r.math = need_string(o, "math", where);
   r.mode = need_string(o, "mode", where);
@@ -94,6 +95,7 @@ std::optional<PeerFile> read_peer_file(const std::string& results_dir) {
     pos = end + 1;
     if (s.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     f.rows.push_back(parse_row(json_fields::parse_line(s, f.path, line), fmt::format("{}:{}", f.path, line)));
+    f.rows.back().line = line;
   }
   return f;
 }
@@ -113,6 +115,9 @@ std::vector<Comparison> compare_auto(const results::Results& r, const PeerFile& 
     if (p.measured()) c.auto_ms = p.cand_ms;
     if (const auto it = peer.find({c.case_id, c.dtype, c.math}); it != peer.end()) {
       for (const PeerRow* row : it->second) {
+        if (!row->case_name.empty() && !p.case_name.empty() && row->case_name != p.case_name)
+          throw ConfigError(fmt::format("{}:{}: case {} is \"{}\" here but \"{}\" in {}: a peer file of other cases",
+                                        f.path, row->line, c.case_id, row->case_name, p.case_name, r.dir));
         if (row->status == "oom") c.peer_oom = true;
         if (row->median_ms && (!c.peer_ms || *row->median_ms < *c.peer_ms)) {
           c.peer_ms = row->median_ms;

@@ -18,9 +18,11 @@ constexpr const char* kPeerFile = "peer_pytorch.jsonl";
 // One row of the peer file: a PyTorch mode on one (case, dtype, math).
 struct PeerRow {
   int case_id = 0;
+  std::string case_name;                  // as the peer file says ("" when it does not)
   std::string dtype, math, mode, status;  // math: "native" for fp16/bf16, "tf32" | "ieee" for fp32
   std::optional<double> median_ms;        // ok rows
   std::string torch, cudnn, gpu;
+  int line = 0;  // in the peer file
 };
 
 struct PeerFile {
@@ -48,7 +50,9 @@ struct Comparison {
   std::optional<double> ratio;         // auto_ms / peer_ms: below 1, auto is faster
 };
 
-// Per auto row of `r`, in case order then fp16, bf16, fp32 (tf32 before ieee).
+// Per auto row of `r`, in case order then fp16, bf16, fp32 (tf32 before ieee). A peer row whose
+// case name differs from the results' for its case id is ConfigError naming file and line: the
+// peer file was measured on other cases.
 std::vector<Comparison> compare_auto(const results::Results& r, const PeerFile& f);
 
 // case_id,case_name,dtype,math,auto_choice,auto_ms,pytorch_mode,pytorch_ms,auto_over_pytorch

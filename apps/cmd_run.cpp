@@ -175,6 +175,17 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
           throw tlb::ConfigError("--out and --resume exclude each other: --resume continues the folder it names");
         f.out_dir = a->resume;
         f.resume = true;
+        // As for any resume: every option comes from the run; --config and --techniques say
+        // where its files are now.
+        for (const CLI::Option* opt : cmd->get_options()) {
+          const std::string name = opt->get_name();
+          if (opt->count() == 0 || opt == resume || opt == devices_opt || name == "--help") continue;
+          if (name == "--config" || name == "--techniques") {
+            f.resume_files.insert(f.resume_files.end(), {name, opt->results().front()});
+          } else {
+            fmt::print(stderr, "tlbench: note: --resume takes every option from the run; ignoring {}\n", name);
+          }
+        }
       } else {
         check_numeric_options(*cmd, *a);
         if (config->count() == 0) throw tlb::ConfigError("run: --config is required (or --resume DIR to continue a run)");

@@ -175,6 +175,28 @@ TEST_CASE("run --resume --devices merges shards that are complete, starting none
   CHECK(none.err.find("no elsewhere-shards") != std::string::npos);
 }
 
+TEST_CASE("run --resume --devices runs only the incomplete shards, with --config where the files are now",
+          "[merge][devices][cli]") {
+  test::Scratch s("tlbench-devices", "partial");
+  cut_official(s.dir / "out-shards", 2);
+  json doc = json::parse(test::slurp(s.dir / "out-shards" / "shard2" / "run.json"));
+  doc["state"] = "interrupted";
+  std::ofstream(s.dir / "out-shards" / "shard2" / "run.json") << doc.dump(2) << "\n";
+  // The shard's resume is handed the new --config: a file that is not there makes it exit 2.
+  const test::CommandResult r = test::run_command(
+      "cd " + s.dir.string() + " && env -u CUDA_VISIBLE_DEVICES " + TLBENCH_BINARY +
+          " run --resume out --devices 60000 --config moved/cases.json --seed 5",
+      s.dir);
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("ignoring --seed") != std::string::npos);
+  CHECK(r.err.find("2 shards on device 60000 (1 to run)") != std::string::npos);
+  CHECK(r.err.find("shard 2/2 on device 60000 exited 2") != std::string::npos);
+  CHECK(test::slurp(s.dir / "out-shards" / "shard2.log").find("moved/cases.json") != std::string::npos);
+  CHECK_FALSE(fs::exists(s.dir / "out-shards" / "shard1.log"));  // complete: not started
+  CHECK_FALSE(fs::exists(s.dir / "out"));
+}
+
 TEST_CASE("run --devices gives a child the parent's own CUDA_VISIBLE_DEVICES entry", "[merge][devices]") {
   CHECK(child_visible_devices(0, nullptr) == "0");
   CHECK(child_visible_devices(3, nullptr) == "3");

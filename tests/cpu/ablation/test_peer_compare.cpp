@@ -40,7 +40,8 @@ json point(int case_id, const std::string& dtype, const std::string& math, const
 
 json peer_row(int case_id, const std::string& dtype, const std::string& math, const std::string& mode,
               const std::string& status, double ms) {
-  json r = {{"case_id", case_id}, {"dtype", dtype}, {"math", math}, {"mode", mode}, {"status", status},
+  json r = {{"case_id", case_id}, {"case_name", "case" + std::to_string(case_id)}, {"dtype", dtype},
+            {"math", math}, {"mode", mode}, {"status", status},
             {"torch", "2.11.0"}, {"cudnn", "91900"}, {"gpu", "Test GPU"}};
   if (status == "ok") r["median_ms"] = ms;
   return r;
@@ -114,6 +115,13 @@ TEST_CASE("PyTorch's fastest mode of the same case, dtype and math beside each a
   CHECK_FALSE(none->peer_oom);
   CHECK_FALSE(none->peer_ms);
 
+  // A peer file of other cases (the name differs for an id) is refused, naming file and line.
+  {
+    tlb::peer::PeerFile other = *file;
+    other.rows[3].case_name = "not-case1";
+    CHECK_THROWS_WITH(tlb::peer::compare_auto(results, other),
+                      Catch::Contains("peer_pytorch.jsonl:4: case 1 is \"not-case1\" here but \"case1\" in"));
+  }
   const std::string csv = tlb::peer::comparison_csv(c);
   CHECK(csv.rfind("case_id,case_name,dtype,math,auto_choice,auto_ms,pytorch_mode,pytorch_ms,auto_over_pytorch\n", 0) == 0);
   CHECK(csv.find("\n1,case1,fp32,ieee,01011,0.9,graph,1,0.9000\n") != std::string::npos);
