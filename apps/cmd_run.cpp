@@ -81,6 +81,18 @@ int visible_devices() {
   return n;
 }
 
+// A resume takes the run's own options from `record` (its run.json): every other option given (but those
+// in `taken`, --json and --config / --techniques, which say where the run's files are now) is
+// named as ignored.
+void note_ignored_on_resume(const CLI::App& cmd, const std::string& record, const std::vector<const CLI::Option*>& taken) {
+  for (const CLI::Option* opt : cmd.get_options()) {
+    const std::string name = opt->get_name();
+    if (opt->count() == 0 || std::find(taken.begin(), taken.end(), opt) != taken.end()) continue;
+    if (name == "--json" || name == "--help" || name == "--config" || name == "--techniques") continue;
+    fmt::print(stderr, "tlbench: note: --resume takes every option from {}; ignoring {}\n", record, name);
+  }
+}
+
 struct RunArgs {
   tlb::RunOptions opt;
   std::string out, resume, fp32_math = "tf32", seed, shard, devices;
@@ -175,17 +187,11 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
           throw tlb::ConfigError("--out and --resume exclude each other: --resume continues the folder it names");
         f.out_dir = a->resume;
         f.resume = true;
-        // As for any resume: every option comes from the run; --config and --techniques say
-        // where its files are now.
-        for (const CLI::Option* opt : cmd->get_options()) {
-          const std::string name = opt->get_name();
-          if (opt->count() == 0 || opt == resume || opt == devices_opt || name == "--help") continue;
-          if (name == "--config" || name == "--techniques") {
+        // As for any resume: --config and --techniques say where the run's files are now.
+        note_ignored_on_resume(*cmd, tlb::shards_dir_of(a->resume) + "/fanout.json", {resume, devices_opt});
+        for (const char* name : {"--config", "--techniques"})
+          if (const CLI::Option* opt = cmd->get_option(name); opt->count() > 0)
             f.resume_files.insert(f.resume_files.end(), {name, opt->results().front()});
-          } else {
-            fmt::print(stderr, "tlbench: note: --resume takes every option from the run; ignoring {}\n", name);
-          }
-        }
       } else {
         check_numeric_options(*cmd, *a);
         if (config->count() == 0) throw tlb::ConfigError("run: --config is required (or --resume DIR to continue a run)");
@@ -203,16 +209,8 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
       if (out->count() > 0)
         throw tlb::ConfigError("--out and --resume exclude each other: --resume continues the "
                                "folder it names");
-      // The run's own options are recorded in run.json; anything else given is ignored, said so.
       // --config and --techniques name where the run's files are now (checked by fingerprint).
-      std::vector<std::string> ignored;
-      for (const CLI::Option* opt : cmd->get_options())
-        if (opt->count() > 0 && opt != resume && opt->get_name() != "--json" &&
-            opt->get_name() != "--help" && opt->get_name() != "--config" && opt->get_name() != "--techniques")
-          ignored.push_back(opt->get_name());
-      for (const std::string& n : ignored)
-        fmt::print(stderr, "tlbench: note: --resume takes every option from {}/run.json; "
-                           "ignoring {}\n", a->resume, n);
+      note_ignored_on_resume(*cmd, a->resume + "/run.json", {resume});
       o.out_dir = a->resume;
       o.resume = true;
     } else {

@@ -105,6 +105,11 @@ struct Shards {
   }
 };
 
+// tlbench ARGS run in `dir`, with no CUDA_VISIBLE_DEVICES of the host's in the way.
+test::CommandResult tlbench_in(const fs::path& dir, const std::string& args) {
+  return test::run_command("cd " + dir.string() + " && env -u CUDA_VISIBLE_DEVICES " + TLBENCH_BINARY + " " + args, dir);
+}
+
 // Exit 2, one line saying `what`, and no merged folder.
 void check_refused(const Shards& sh, const std::string& args, const std::string& what) {
   INFO(args);
@@ -155,9 +160,7 @@ TEST_CASE("run --resume --devices merges shards that are complete, starting none
   // The official run's two shards where `run --devices 0,1 --out out` keeps them.
   test::Scratch s("tlbench-devices", "resume");
   cut_official(s.dir / "out-shards", 2);
-  const auto run = [&](const std::string& args) {
-    return test::run_command("cd " + s.dir.string() + " && " + TLBENCH_BINARY + " " + args, s.dir);
-  };
+  const auto run = [&](const std::string& args) { return tlbench_in(s.dir, args); };
   const test::CommandResult r = run("run --resume out --devices 0,1");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -183,10 +186,7 @@ TEST_CASE("run --resume --devices runs only the incomplete shards, with --config
   doc["state"] = "interrupted";
   std::ofstream(s.dir / "out-shards" / "shard2" / "run.json") << doc.dump(2) << "\n";
   // The shard's resume is handed the new --config: a file that is not there makes it exit 2.
-  const test::CommandResult r = test::run_command(
-      "cd " + s.dir.string() + " && env -u CUDA_VISIBLE_DEVICES " + TLBENCH_BINARY +
-          " run --resume out --devices 60000 --config moved/cases.json --seed 5",
-      s.dir);
+  const test::CommandResult r = tlbench_in(s.dir, "run --resume out --devices 60000 --config moved/cases.json --seed 5");
   INFO(r.err);
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("ignoring --seed") != std::string::npos);
@@ -213,10 +213,8 @@ TEST_CASE("run --devices: a shard whose device is missing fails alone, its log a
           "[merge][devices][cli]") {
   test::Scratch s("tlbench-devices", "fail");
   // Ordinals no host has: every child finds no device and exits 3, on any machine.
-  const test::CommandResult r = test::run_command(
-      "cd " + s.dir.string() + " && env -u CUDA_VISIBLE_DEVICES " + TLBENCH_BINARY + " run --config " + kSource +
-          "/configs/cases.json --cases 1 --dtypes fp16 --devices 60000,60001 --out out",
-      s.dir);
+  const test::CommandResult r =
+      tlbench_in(s.dir, "run --config " + kSource + "/configs/cases.json --cases 1 --dtypes fp16 --devices 60000,60001 --out out");
   INFO(r.err);
   CHECK(r.exit_code == 3);
   CHECK(r.err.find("shard 1/2 on device 60000 exited 3 (its log: out-shards/shard1.log)") != std::string::npos);
@@ -235,10 +233,7 @@ TEST_CASE("run --devices: a shard whose device is missing fails alone, its log a
                           "--devices 0 --cases 99", "--devices 0 --fp32-math fast", "--devices 0 --configs 0101",
                           "--devices 0 --dispatch-table absent.json"}) {
     INFO(bad);
-    const test::CommandResult b = test::run_command(
-        "cd " + s.dir.string() + " && " + TLBENCH_BINARY + " run --config " + kSource + "/configs/cases.json " + bad +
-            " --out other",
-        s.dir);
+    const test::CommandResult b = tlbench_in(s.dir, "run --config " + kSource + "/configs/cases.json " + bad + " --out other");
     CHECK(b.exit_code == 2);
     CHECK(std::count(b.err.begin(), b.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(s.dir / "other"));
