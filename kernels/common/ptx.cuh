@@ -142,4 +142,18 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// ---- Flags between CTAs of one grid (gpu scope, sm_70+): a CTA publishes what its threads
+// wrote to global memory by a barrier among them, then one thread's fence and store of the
+// flag; the reader's one thread waits with acquiring loads, then a barrier, then its threads
+// read (past L1, which is not coherent between SMs: ld.global.cg / __ldcg).
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+__device__ __forceinline__ void store_flag_relaxed_gpu(int* flag, int value) {
+  asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
+}
+__device__ __forceinline__ int load_flag_acquire_gpu(const int* flag) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+  return v;
+}
+
 }  // namespace tlb::ptx

@@ -104,6 +104,16 @@ TileModel wgmma_model(WgmmaTile t) {
 // since no epilogue or pipeline fill stops its tensor cores.
 constexpr TileModel kPingpongModel{128, 128, 8, 1, 2.0};
 
+// Stream-K spreads the partial wave's k-tiles over every SM: its time is the tiles over the
+// SMs, unrounded, plus the hand-over of the cut tiles (a 64 KiB partial written by one CTA and
+// read back by the next), about four k-tiles of MMAs.
+double pingpong_stream_k_time(int64_t M, int64_t N, int64_t K, int elem_bytes, int sms) {
+  const TileModel& t = kPingpongModel;
+  const double tiles = static_cast<double>(((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn));
+  const double k_tiles = static_cast<double>((K * elem_bytes + 127) / 128);
+  return (tiles / sms + 4.0 / k_tiles) * t.bm * t.bn / t.speed;
+}
+
 TileModel fma_model(FmaTile t) {
   return t == FmaTile::m128n128 ? TileModel{128, 128, 8, 1, 1.0} : TileModel{64, 64, 8, 3, 0.6};
 }
@@ -112,7 +122,7 @@ TileModel fma_model(FmaTile t) {
 struct Candidate {
   std::string name;
   enum Kind { mma, fma, wgmma, pingpong } kind;
-  int tile;
+  int tile;  // pingpong: 1 for the stream-K schedule
   double time;
   int split = 1;  // wgmma only: CTAs of a cluster sharing one output tile's K
 
@@ -160,8 +170,14 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
         a.M, a.N, a.K, static_cast<int>(dtype_bytes(a.dtype)),
         [&](WgmmaTile t, int split) { return gemm_detail::wgmma_max_active_clusters(t, a.dtype, split); });
     if (gemm_detail::pingpong_supported(a.M, a.N)) {
-      c.push_back({gemm_detail::pingpong_variant_name(a.dtype), Candidate::pingpong, 0,
-                   small ? std::numeric_limits<double>::infinity() : model_time(kPingpongModel, a.M, a.N, dev.sms)});
+      const double inf = std::numeric_limits<double>::infinity();
+      c.push_back({gemm_detail::pingpong_variant_name(a.dtype, false), Candidate::pingpong, 0,
+                   small ? inf : model_time(kPingpongModel, a.M, a.N, dev.sms)});
+      if (gemm_detail::pingpong_stream_k_applies(a.M, a.N, 0)) {
+        c.push_back({gemm_detail::pingpong_variant_name(a.dtype, true), Candidate::pingpong, 1,
+                     small ? inf
+                           : pingpong_stream_k_time(a.M, a.N, a.K, static_cast<int>(dtype_bytes(a.dtype)), dev.sms)});
+      }
     }
     for (const gemm_detail::WgmmaOption& o : options) {
       const bool big_tile = gemm_detail::wgmma_tile_shape(o.tile).bm == 128;
@@ -211,7 +227,7 @@ void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
   if (c.kind == Candidate::fma) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
   } else if (c.kind == Candidate::pingpong) {
-    gemm_detail::launch_gemm_pingpong_sm90(a, 0, stream);
+    gemm_detail::launch_gemm_pingpong_sm90(a, 0, c.tile == 1, stream);
   } else if (c.kind == Candidate::wgmma) {
     gemm_detail::launch_gemm_wgmma_sm90(a, static_cast<WgmmaTile>(c.tile), c.split, stream);
   } else {

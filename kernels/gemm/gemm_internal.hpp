@@ -66,11 +66,30 @@ int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
 
 // Hopper, for grids that fill the chip: the persistent ping-pong kernel (one CTA per SM, two
 // consumer warpgroups taking 128 x 128 tiles in turn, so one's epilogue runs under the other's
-// MMAs). "sm90_pingpong_128x128x64_s7" ("_tf32" for fp32). max_ctas > 0 caps the grid below
+// MMAs). "sm90_pingpong_128x128x64_s6" ("_tf32" for fp32); with stream_k,
+// "sm90_pingpong_streamk_...": the tiles of the last full wave and the partial one are shared
+// out as equal runs of k-tiles, one per CTA, so no SM idles through the partial wave (a tile
+// cut between two CTAs is finished by the second, in a fixed order: results are
+// deterministic). stream_k needs pingpong_stream_k_applies. max_ctas > 0 caps the grid below
 // one CTA per SM (tests use it to give each CTA many tiles).
-std::string pingpong_variant_name(DType d);
+std::string pingpong_variant_name(DType d, bool stream_k);
 bool pingpong_supported(int64_t M, int64_t N);
-void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, cudaStream_t stream);
+// Whether the grid has a partial wave for stream-K to spread: more tiles than CTAs, and not a
+// multiple of them.
+bool pingpong_stream_k_applies(int64_t M, int64_t N, int max_ctas);
+void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, bool stream_k, cudaStream_t stream);
+
+// Stream-K's scratch (gemm_workspace.cpp): a 128 x 128 fp32 partial tile and a ready flag
+// (zero between launches) for each of up to `slots` CTAs, one per device and stream, made on
+// first use and kept (graphs hold its address). Launches on one stream run in order, so they
+// share it safely.
+inline constexpr int kStreamKPartialBytes = 128 * 128 * 4;
+struct StreamKWorkspace {
+  void* partials;
+  int* ready;
+  int slots;
+};
+StreamKWorkspace stream_k_workspace(cudaStream_t stream);
 
 // The wgmma variants offered for an M x N x K product of `elem_bytes`-byte elements, where
 // capacity(tile, split) is how many clusters of that split the device runs at once: the 128-row tiles unsplit; the 64-row tiles unsplit, and split 2 or 4 where one

@@ -1,5 +1,6 @@
 // Hopper persistent ping-pong GEMM, out = epilogue(A · W^T), for grids that fill the chip:
-// one CTA per SM walks a static schedule of 128 x 128 output tiles. A producer thread streams
+// one CTA per SM walks a static schedule of 128 x 128 output tiles (or, stream-K, of runs of
+// their k-tiles: see Schedule). A producer thread streams
 // every tile's A and W k-tiles with TMA into one ring of mbarrier stages; two consumer
 // warpgroups take the CTA's tiles in turn. While one issues its tile's MMAs, the other applies
 // the fused epilogue to its previous tile, so the tensor cores
@@ -8,10 +9,11 @@
 // tails); N and K multiples of 8. sm_90a only; elsewhere the kernel body traps and the host
 // never launches it.
 //
-// The parts, in the order a tile meets them: Schedule (which tiles a CTA owns), produce (the
-// TMA loop), mma_tile (a consumer's k-loop), store_tile (the epilogue, through the consumer's
-// Staging), and the turn barriers that keep the two consumers' MMAs from running at the same
-// time.
+// The parts, in the order a tile meets them: Schedule (which tiles, or runs of k-tiles, a CTA
+// owns), produce (the TMA loop), mma_tile (a consumer's k-loop), Partials (stream-K's hand-over
+// of a tile's first k-tiles from one CTA to the next), store_tile (the epilogue, through the
+// consumer's Staging), and the turn barriers that keep the two consumers' MMAs from running at
+// the same time.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -19,6 +21,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -77,17 +80,50 @@ inline constexpr uint32_t kStagingBarrier = 3;
 // stage is released).
 inline constexpr uint32_t kProducerSuspendNs = 20000;
 
-// The static persistent schedule: CTA c of G takes the raster-order tiles c, c + G, c + 2G, ...
-// (gemm_raster.cuh); its j-th tile goes to consumer j % 2.
-struct Schedule {
-  int tiles_m, tiles_n;
+// One unit of a consumer's work: k-tiles [k_begin, k_end) of one output tile.
+struct WorkUnit {
+  TileCoord tile;
+  int k_begin, k_end;
 
-  __device__ int tiles_of_this_cta() const {
-    const int total = tiles_m * tiles_n, c = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
-    return c < total ? (total - c + g - 1) / g : 0;
+  __device__ int k_count() const { return k_end - k_begin; }
+};
+
+// The static persistent schedule, in raster order (gemm_raster.cuh); a CTA's j-th unit goes to
+// consumer j % 2.
+// - Data-parallel (sk_tiles == 0): CTA c of G takes the tiles c, c + G, c + 2G, ..., whole.
+// - Stream-K (sk_tiles > 0): tiles below dp_rounds x G go so, dp_rounds to each CTA; the
+//   k-tiles of the last sk_tiles (G < sk_tiles < 2G: the last full wave and the partial one)
+//   are cut into G runs of equal length, CTA c taking run c, so no SM idles through the
+//   partial wave. A run is at least a tile long, so a tile meets at most two runs: CTA c - 1's
+//   ends in its head, which c - 1 leaves in the workspace as a partial (Partials), and CTA c's
+//   starts in its tail, which adds that partial before the epilogue. Each CTA takes its run's
+//   last tile first: every partial is then written at the start of a run, and no CTA waits for
+//   one whose writer is itself waiting.
+struct Schedule {
+  int tiles_m, tiles_n, k_tiles;
+  int dp_rounds, sk_tiles;
+
+  __device__ int64_t run_begin(int cta) const {
+    return static_cast<int64_t>(sk_tiles) * k_tiles * cta / static_cast<int>(gridDim.x);
   }
-  __device__ TileCoord tile(int j) const {
-    return raster_tile(static_cast<int>(blockIdx.x) + j * static_cast<int>(gridDim.x), tiles_m, tiles_n);
+  __device__ int units_of_this_cta() const {
+    const int c = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
+    if (sk_tiles == 0) {
+      const int total = tiles_m * tiles_n;
+      return c < total ? (total - c + g - 1) / g : 0;
+    }
+    const int64_t first = run_begin(c) / k_tiles, last = (run_begin(c + 1) - 1) / k_tiles;
+    return dp_rounds + static_cast<int>(last - first) + 1;
+  }
+  __device__ WorkUnit unit(int j) const {
+    const int c = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
+    if (sk_tiles == 0 || j < dp_rounds) return {raster_tile(c + j * g, tiles_m, tiles_n), 0, k_tiles};
+    const int64_t lo = run_begin(c), hi = run_begin(c + 1);
+    const int i = j - dp_rounds;
+    const int64_t s = i == 0 ? (hi - 1) / k_tiles : lo / k_tiles + i - 1;  // the run's last tile first
+    const int64_t base = s * k_tiles;
+    return {raster_tile(dp_rounds * g + static_cast<int>(s), tiles_m, tiles_n),
+            static_cast<int>(max(lo, base) - base), static_cast<int>(min(hi, base + k_tiles) - base)};
   }
 };
 
@@ -116,15 +152,17 @@ struct Ring {
   __device__ uint32_t empty(int s) const { return empty_bar + 8u * s; }
 };
 
-// The producer: one thread issues every TMA load of the CTA's tiles, k-tile by k-tile, each
+// The producer: one thread issues every TMA load of the CTA's units, k-tile by k-tile, each
 // into the next stage once its consumer has released it.
 template <class C>
-__device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, const Schedule& sched, int my_tiles,
-                        int k_tiles, const Ring<C>& ring) {
+__device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, const Schedule& sched,
+                        const Ring<C>& ring) {
   RingSlot<C::STAGES> slot;
-  for (int j = 0; j < my_tiles; ++j) {
-    const TileCoord t = sched.tile(j);
-    for (int kt = 0; kt < k_tiles; ++kt) {
+  const int units = sched.units_of_this_cta();
+  for (int j = 0; j < units; ++j) {
+    const WorkUnit u = sched.unit(j);
+    const TileCoord t = u.tile;
+    for (int kt = u.k_begin; kt < u.k_end; ++kt) {
       // A fresh barrier's "previous" phase counts as complete: the first round does not wait.
       // Past the first round the ring is mostly full and this waits about one k-tile's MMAs;
       // suspended, this thread's retries leave the issue slots of its scheduler to the
@@ -194,6 +232,55 @@ __device__ __forceinline__ void release_held(const Ring<C>& ring, RingSlot<C::ST
   }
   __syncwarp();
 }
+
+// Stream-K's hand-over between CTAs (Schedule): the workspace holds one partial tile per CTA
+// (a CTA's run ends inside at most one tile) and a ready flag each, zero between launches (the
+// reader clears it). A partial keeps the wgmma fragment layout: thread t's accumulators, 16
+// bytes at a time, at float4 q x 128 + t, so both sides move whole 512-byte lines per warp.
+struct Partials {
+  float* tiles;
+  int* ready;
+
+  template <int kAcc>
+  __device__ static float4* of(float* tiles, int cta) {
+    return reinterpret_cast<float4*>(tiles) + static_cast<int64_t>(cta) * (kAcc / 2) * 128 +
+           static_cast<int>(threadIdx.x) % 128;
+  }
+  // The consumer's accumulators as CTA `cta`'s partial; `barrier` is its 128 threads' own.
+  template <int kAcc>
+  __device__ void publish(const float (&acc)[2][kAcc], int cta, uint32_t barrier) const {
+    float4* dst = of<kAcc>(tiles, cta);
+#pragma unroll
+    for (int q = 0; q < kAcc / 2; ++q) {
+      const float* a = &acc[q / (kAcc / 4)][4 * (q % (kAcc / 4))];
+      __stcg(dst + q * 128, make_float4(a[0], a[1], a[2], a[3]));
+    }
+    ptx::named_barrier_sync(barrier, 128);
+    if (threadIdx.x % 128 == 0) {
+      ptx::fence_acq_rel_gpu();
+      ptx::store_flag_relaxed_gpu(ready + cta, 1);
+    }
+  }
+  // Adds CTA `cta`'s partial to the accumulators once it is there.
+  template <int kAcc>
+  __device__ void accumulate(float (&acc)[2][kAcc], int cta, uint32_t barrier) const {
+    if (threadIdx.x % 128 == 0) {
+      while (ptx::load_flag_acquire_gpu(ready + cta) == 0) __nanosleep(200);
+      ptx::store_flag_relaxed_gpu(ready + cta, 0);  // read once per launch: ready for the next
+    }
+    ptx::named_barrier_sync(barrier, 128);
+    const float4* src = of<kAcc>(tiles, cta);
+#pragma unroll
+    for (int q = 0; q < kAcc / 2; ++q) {
+      const float4 v = __ldcg(src + q * 128);
+      float* a = &acc[q / (kAcc / 4)][4 * (q % (kAcc / 4))];
+      a[0] += v.x;
+      a[1] += v.y;
+      a[2] += v.z;
+      a[3] += v.w;
+    }
+  }
+};
 
 // A consumer's epilogue staging: 128 rows x 32 fp32 columns, row-major, its 16-byte units
 // XOR-swizzled by row. The swizzle keeps both sides free of bank conflicts: the fragment
@@ -325,25 +412,34 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
   }
 }
 
-// Consumer c (0 or 1) runs the CTA's tiles c, c + 2, ...: waits for its turn, issues the
-// tile's MMAs, hands the turn to the other consumer, then finishes and stores the tile while
-// the other one's MMAs run.
+// Consumer c (0 or 1) runs the CTA's units c, c + 2, ...: waits for its turn, issues the
+// unit's MMAs, hands the turn to the other consumer, then finishes the unit while the other
+// one's MMAs run: a tile's head under stream-K goes to the workspace, anything else through
+// the epilogue (a tail adding its head's partial first).
 template <class C, EpilogueOp kOp>
-__device__ void consume(const GemmArgs& p, const Schedule& sched, int my_tiles, int k_tiles, const Ring<C>& ring,
-                        const Staging& staging, int consumer) {
+__device__ void consume(const GemmArgs& p, const Schedule& sched, const Ring<C>& ring, const Staging& staging,
+                        const Partials& partials, int consumer) {
   float acc[2][C::BN / 2];
+  const int units = sched.units_of_this_cta();
+  const uint32_t barrier = kStagingBarrier + consumer;
+  const int cta = static_cast<int>(blockIdx.x);
   RingSlot<C::STAGES> slot;
-  if (consumer == 1) slot.advance(k_tiles);  // tile 0's k-tiles are the other consumer's
-  for (int j = consumer; j < my_tiles; j += 2) {
+  if (consumer == 1 && units > 0) slot.advance(sched.unit(0).k_count());  // unit 0 is the other consumer's
+  for (int j = consumer; j < units; j += 2) {
+    const WorkUnit u = sched.unit(j);
     if (j > 0) ptx::named_barrier_sync(kTurnBarrier + consumer, kTurnThreads);
-    const RingSlot<C::STAGES> held = mma_tile<C>(acc, k_tiles, ring, slot);
-    if (j + 1 < my_tiles) ptx::named_barrier_arrive(kTurnBarrier + (1 - consumer), kTurnThreads);
+    const RingSlot<C::STAGES> held = mma_tile<C>(acc, u.k_count(), ring, slot);
+    if (j + 1 < units) ptx::named_barrier_arrive(kTurnBarrier + (1 - consumer), kTurnThreads);
     ptx::wgmma_wait_group<0>();
-    release_held(ring, held, k_tiles);
-    slot.advance(k_tiles);  // past the other consumer's next tile
-    const TileCoord t = sched.tile(j);
-    store_tile<C, kOp>(p, acc, staging, kStagingBarrier + consumer, static_cast<int64_t>(t.m) * C::BM,
-                  static_cast<int64_t>(t.n) * C::BN);
+    release_held(ring, held, u.k_count());
+    if (j + 1 < units) slot.advance(sched.unit(j + 1).k_count());  // past the other consumer's next unit
+    if (u.k_end < sched.k_tiles) {
+      partials.publish(acc, cta, barrier);
+      continue;
+    }
+    if (u.k_begin > 0) partials.accumulate(acc, cta - 1, barrier);
+    store_tile<C, kOp>(p, acc, staging, barrier, static_cast<int64_t>(u.tile.m) * C::BM,
+                       static_cast<int64_t>(u.tile.n) * C::BN);
   }
 }
 
@@ -357,7 +453,7 @@ using pingpong::PingpongConfig;
 template <class C, EpilogueOp kOp>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemm_pingpong_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_w,
-                              const GemmArgs p) {
+                              const GemmArgs p, const pingpong::Schedule sched, const pingpong::Partials partials) {
 #if TLB_PTX_SM90A
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = ptx::smem_addr(smem_raw);
@@ -366,9 +462,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const uint32_t bars = base + C::STAGES * C::kStageBytes + 2 * C::kStagingBytes;
   const Ring<C> ring{base, bars, bars + 8 * C::STAGES};
   unsigned char* staging_bytes = smem_raw + (base - raw_addr) + C::STAGES * C::kStageBytes;
-  const Schedule sched{static_cast<int>((p.M + C::BM - 1) / C::BM), static_cast<int>((p.N + C::BN - 1) / C::BN)};
-  const int my_tiles = sched.tiles_of_this_cta();
-  const int k_tiles = static_cast<int>((p.K + C::BK - 1) / C::BK);
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
@@ -391,28 +484,31 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<C::kProducerRegs>();
-    if (threadIdx.x == 0) produce<C>(&tmap_a, &tmap_w, sched, my_tiles, k_tiles, ring);
+    if (threadIdx.x == 0) produce<C>(&tmap_a, &tmap_w, sched, ring);
   } else {
     ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = warpgroup - 1;
     const Staging staging{reinterpret_cast<float*>(staging_bytes + consumer * C::kStagingBytes)};
-    consume<C, kOp>(p, sched, my_tiles, k_tiles, ring, staging, consumer);
+    consume<C, kOp>(p, sched, ring, staging, partials, consumer);
   }
 #else
   (void)tmap_a;
   (void)tmap_w;
   (void)p;
+  (void)sched;
+  (void)partials;
   __trap();  // never launched: the host checks for an sm_90a image first
 #endif
 }
 
 }  // namespace
 
-std::string pingpong_variant_name(DType d) {
-  return dispatch_dtype(d, [](auto tag) {
+std::string pingpong_variant_name(DType d, bool stream_k) {
+  return dispatch_dtype(d, [&](auto tag) {
     using C = PingpongConfig<decltype(tag)>;
-    return "sm90_pingpong_" + std::to_string(C::BM) + "x" + std::to_string(C::BN) + "x" + std::to_string(C::BK) +
-           "_s" + std::to_string(C::STAGES) + (sizeof(tag) == 4 ? "_tf32" : "");
+    return std::string(stream_k ? "sm90_pingpong_streamk_" : "sm90_pingpong_") + std::to_string(C::BM) + "x" +
+           std::to_string(C::BN) + "x" + std::to_string(C::BK) + "_s" + std::to_string(C::STAGES) +
+           (sizeof(tag) == 4 ? "_tf32" : "");
   });
 }
 
@@ -422,7 +518,26 @@ bool pingpong_supported(int64_t M, int64_t N) {
   return ((M + C::BM - 1) / C::BM) * ((N + C::BN - 1) / C::BN) <= INT_MAX;
 }
 
-void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, cudaStream_t stream) {
+namespace {
+
+int64_t pingpong_tiles(int64_t M, int64_t N) {
+  using C = PingpongConfig<__half>;
+  return ((M + C::BM - 1) / C::BM) * ((N + C::BN - 1) / C::BN);
+}
+
+int64_t pingpong_ctas(int64_t tiles, int max_ctas) {
+  int64_t ctas = std::min<int64_t>(tiles, device_caps().sms);
+  return max_ctas > 0 ? std::min<int64_t>(ctas, max_ctas) : ctas;
+}
+
+}  // namespace
+
+bool pingpong_stream_k_applies(int64_t M, int64_t N, int max_ctas) {
+  const int64_t tiles = pingpong_tiles(M, N), ctas = pingpong_ctas(tiles, max_ctas);
+  return tiles > ctas && tiles % ctas != 0;
+}
+
+void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, bool stream_k, cudaStream_t stream) {
   dispatch_dtype(a.dtype, [&](auto tag) {
     using C = PingpongConfig<decltype(tag)>;
     auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_pingpong_sm90_kernel<C, decltype(op)::value>; });
@@ -431,11 +546,23 @@ void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, cudaStream_t str
                                                         static_cast<uint64_t>(a.K), C::BM, C::BK);
     const CUtensorMap tmap_w = make_tensor_map_2d_sw128(a.W, a.dtype, static_cast<uint64_t>(a.N),
                                                         static_cast<uint64_t>(a.K), C::BN, C::BK);
-    const int64_t tiles = ((a.M + C::BM - 1) / C::BM) * ((a.N + C::BN - 1) / C::BN);
-    int64_t ctas = std::min<int64_t>(tiles, device_caps().sms);
-    if (max_ctas > 0) ctas = std::min<int64_t>(ctas, max_ctas);
+    const int64_t tiles = pingpong_tiles(a.M, a.N), ctas = pingpong_ctas(tiles, max_ctas);
+    pingpong::Schedule sched{static_cast<int>((a.M + C::BM - 1) / C::BM), static_cast<int>((a.N + C::BN - 1) / C::BN),
+                             static_cast<int>((a.K + C::BK - 1) / C::BK), 0, 0};
+    pingpong::Partials partials{nullptr, nullptr};
+    if (stream_k) {
+      if (!pingpong_stream_k_applies(a.M, a.N, max_ctas)) {
+        throw std::logic_error("stream-K ping-pong GEMM asked for a grid with no partial wave");
+      }
+      sched.dp_rounds = static_cast<int>(tiles / ctas) - 1;
+      sched.sk_tiles = static_cast<int>(tiles - sched.dp_rounds * ctas);
+      const StreamKWorkspace ws = stream_k_workspace(stream);
+      static_assert(C::BM * C::BN * 4 <= kStreamKPartialBytes, "a partial tile must fit its workspace slot");
+      if (ctas > ws.slots) throw std::logic_error("stream-K workspace has fewer slots than CTAs");
+      partials = {static_cast<float*>(ws.partials), ws.ready};
+    }
     launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads), C::kSmemBytes, stream, 1, tmap_a,
-                  tmap_w, a);
+                  tmap_w, a, sched, partials);
     TLB_LAUNCH_CHECK(stream);
   });
 }

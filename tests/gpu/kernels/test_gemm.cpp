@@ -319,7 +319,11 @@ TEST_CASE("gemm ping-pong kernel runs many tiles per CTA, in turn, in every dtyp
   // the ring's stages and phases run on across tile boundaries: 1 CTA (all tiles, one after
   // the other), 3 and 5 (uneven shares). K = 8 is one k-tile per tile (every stage of the ring
   // turns over every few tiles), K = 1000 has a K tail; M and N leave partial tiles.
-  const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}};
+  // Stream-K runs on every capped grid with a partial wave (2, 3, 4, 5 and 7 CTAs over 32, 15
+  // and 15 tiles): with 16 and 63 k-tiles per tile its runs cut tiles at many places, on
+  // either consumer, so partials are written and finished across CTAs; each such launch runs
+  // twice and must give the same bits.
+  const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}, {300, 520, 4000}};
   const struct {
     GemmEpilogue epi;
     tlb::Activation act;
@@ -327,6 +331,7 @@ TEST_CASE("gemm ping-pong kernel runs many tiles per CTA, in turn, in every dtyp
                    {GemmEpilogue::bias_activation, tlb::Activation::gelu},
                    {GemmEpilogue::bias_residual, tlb::Activation::gelu}};
   bool ran = false;
+  int stream_k_runs = 0;
   for (const Mode& mode : kModes) {
     if (mode.math == tlb::Fp32Math::ieee) continue;  // no tensor cores: not this kernel's
     for (const Shape& s : shapes) {
@@ -337,25 +342,39 @@ TEST_CASE("gemm ping-pong kernel runs many tiles per CTA, in turn, in every dtyp
         GemmArgs a = gemm_args(mode, s, p, e.epi, e.act);
         a.out = out.ptr();
         const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
-        const std::string name = tlb::gemm_detail::pingpong_variant_name(mode.dtype);
+        const std::string name = tlb::gemm_detail::pingpong_variant_name(mode.dtype, false);
         if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
         ran = true;
-        for (int ctas : {1, 3, 5}) {
-          INFO(mode.name << " M=" << s.M << " N=" << s.N << " K=" << s.K << " epilogue "
-                         << static_cast<int>(e.epi) << " CTAs " << ctas);
+        auto run = [&](int ctas, bool stream_k) {
           out.poison();
-          tlb::gemm_detail::launch_gemm_pingpong_sm90(a, ctas, nullptr);
+          tlb::gemm_detail::launch_gemm_pingpong_sm90(a, ctas, stream_k, nullptr);
           TLB_CUDA_CHECK(cudaDeviceSynchronize());
           bool guards_intact = false;
-          const tlb::test::ErrorStats err = tlb::test::compare_finite(out.read(&guards_intact), ref);
+          std::vector<float> got = out.read(&guards_intact);
           CHECK(guards_intact);
+          const tlb::test::ErrorStats err = tlb::test::compare_finite(got, ref);
           CHECK(err.nan + err.inf == 0);
           CHECK(err.rel_l2 <= mode.tolerance);
+          return got;
+        };
+        for (int ctas : {1, 2, 3, 4, 5, 7}) {
+          INFO(mode.name << " M=" << s.M << " N=" << s.N << " K=" << s.K << " epilogue "
+                         << static_cast<int>(e.epi) << " CTAs " << ctas);
+          if (ctas == 1 || ctas == 3 || ctas == 5) run(ctas, false);
+          if (!tlb::gemm_detail::pingpong_stream_k_applies(s.M, s.N, ctas)) continue;
+          INFO("stream-K");
+          const std::vector<float> first = run(ctas, true);
+          CHECK(tlb::test::bit_identical(first, run(ctas, true)));
+          ++stream_k_runs;
         }
       }
     }
   }
-  if (!ran) WARN("no sm_90a image or no compute capability 9.0 GPU: the ping-pong kernel does not exist here");
+  if (!ran) {
+    WARN("no sm_90a image or no compute capability 9.0 GPU: the ping-pong kernel does not exist here");
+    return;
+  }
+  CHECK(stream_k_runs > 0);
 }
 
 // The small-grid latency model, without a device: an H200's 132 SMs and the cluster
