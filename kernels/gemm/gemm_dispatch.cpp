@@ -104,14 +104,18 @@ TileModel wgmma_model(WgmmaTile t) {
 // since no epilogue or pipeline fill stops its tensor cores.
 constexpr TileModel kPingpongModel{128, 128, 8, 1, 2.0};
 
-// Stream-K spreads the partial wave's k-tiles over every SM: its time is the tiles over the
-// SMs, unrounded, plus the hand-over of the cut tiles (a 64 KiB partial written by one CTA and
-// read back by the next), about four k-tiles of MMAs.
-double pingpong_stream_k_time(int64_t M, int64_t N, int64_t K, int elem_bytes, int sms) {
+// Stream-K over `waves` waves (1: the partial one; 2: it and the last full one) spreads their
+// k-tiles over every SM: the time is the tiles over the SMs, unrounded, plus the hand-over of
+// the cut tiles, each 64 KiB partial written by one CTA and read back by the one finishing
+// the tile (about a k-tile and a half of MMAs each). Over the partial wave alone the runs are
+// shorter than a tile and a tile meets about SMs / (tiles in that wave) of them.
+double pingpong_stream_k_time(int64_t M, int64_t N, int64_t K, int elem_bytes, int sms, int waves) {
   const TileModel& t = kPingpongModel;
-  const double tiles = static_cast<double>(((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn));
+  const int64_t tiles = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
   const double k_tiles = static_cast<double>((K * elem_bytes + 127) / 128);
-  return (tiles / sms + 4.0 / k_tiles) * t.bm * t.bn / t.speed;
+  const int64_t region = tiles % sms + (waves - 1) * sms;
+  const double partials_per_tile = std::max(1.0, static_cast<double>(sms) / static_cast<double>(region));
+  return (static_cast<double>(tiles) / sms + 1.5 * (1.0 + partials_per_tile) / k_tiles) * t.bm * t.bn / t.speed;
 }
 
 TileModel fma_model(FmaTile t) {
@@ -122,7 +126,7 @@ TileModel fma_model(FmaTile t) {
 struct Candidate {
   std::string name;
   enum Kind { mma, fma, wgmma, pingpong } kind;
-  int tile;  // pingpong: 1 for the stream-K schedule
+  int tile;  // pingpong: the waves under stream-K (0: none)
   double time;
   int split = 1;  // wgmma only: CTAs of a cluster sharing one output tile's K
 
@@ -171,12 +175,13 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
         [&](WgmmaTile t, int split) { return gemm_detail::wgmma_max_active_clusters(t, a.dtype, split); });
     if (gemm_detail::pingpong_supported(a.M, a.N)) {
       const double inf = std::numeric_limits<double>::infinity();
-      c.push_back({gemm_detail::pingpong_variant_name(a.dtype, false), Candidate::pingpong, 0,
+      c.push_back({gemm_detail::pingpong_variant_name(a.dtype, 0), Candidate::pingpong, 0,
                    small ? inf : model_time(kPingpongModel, a.M, a.N, dev.sms)});
       if (gemm_detail::pingpong_stream_k_applies(a.M, a.N, 0)) {
-        c.push_back({gemm_detail::pingpong_variant_name(a.dtype, true), Candidate::pingpong, 1,
-                     small ? inf
-                           : pingpong_stream_k_time(a.M, a.N, a.K, static_cast<int>(dtype_bytes(a.dtype)), dev.sms)});
+        for (int waves : {1, 2}) {
+          const double time = pingpong_stream_k_time(a.M, a.N, a.K, static_cast<int>(dtype_bytes(a.dtype)), dev.sms, waves);
+          c.push_back({gemm_detail::pingpong_variant_name(a.dtype, waves), Candidate::pingpong, waves, small ? inf : time});
+        }
       }
     }
     for (const gemm_detail::WgmmaOption& o : options) {
@@ -227,7 +232,7 @@ void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
   if (c.kind == Candidate::fma) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
   } else if (c.kind == Candidate::pingpong) {
-    gemm_detail::launch_gemm_pingpong_sm90(a, 0, c.tile == 1, stream);
+    gemm_detail::launch_gemm_pingpong_sm90(a, 0, c.tile, stream);
   } else if (c.kind == Candidate::wgmma) {
     gemm_detail::launch_gemm_wgmma_sm90(a, static_cast<WgmmaTile>(c.tile), c.split, stream);
   } else {

@@ -66,18 +66,18 @@ int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
 
 // Hopper, for grids that fill the chip: the persistent ping-pong kernel (one CTA per SM, two
 // consumer warpgroups taking 128 x 128 tiles in turn, so one's epilogue runs under the other's
-// MMAs). "sm90_pingpong_128x128x64_s6" ("_tf32" for fp32); with stream_k,
-// "sm90_pingpong_streamk_...": the tiles of the last full wave and the partial one are shared
-// out as equal runs of k-tiles, one per CTA, so no SM idles through the partial wave (a tile
-// cut between two CTAs is finished by the second, in a fixed order: results are
-// deterministic). stream_k needs pingpong_stream_k_applies. max_ctas > 0 caps the grid below
-// one CTA per SM (tests use it to give each CTA many tiles).
-std::string pingpong_variant_name(DType d, bool stream_k);
+// MMAs). "sm90_pingpong_128x128x64_s6" ("_tf32" for fp32). With stream_k_waves 1 or 2
+// ("sm90_pingpong_streamk1_..."): the tiles of the partial wave (1), or of the last full wave
+// and the partial one (2), are shared out as equal runs of k-tiles, one per CTA, so no SM
+// idles through the partial wave; a tile cut between CTAs is finished by the last of them, in
+// a fixed order (results are deterministic). Stream-K needs pingpong_stream_k_applies.
+// max_ctas > 0 caps the grid below one CTA per SM (tests use it to give each CTA many tiles).
+std::string pingpong_variant_name(DType d, int stream_k_waves);
 bool pingpong_supported(int64_t M, int64_t N);
 // Whether the grid has a partial wave for stream-K to spread: more tiles than CTAs, and not a
 // multiple of them.
 bool pingpong_stream_k_applies(int64_t M, int64_t N, int max_ctas);
-void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, bool stream_k, cudaStream_t stream);
+void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, int stream_k_waves, cudaStream_t stream);
 
 // Stream-K's scratch (gemm_workspace.cpp): a 128 x 128 fp32 partial tile and a ready flag
 // (zero between launches) for each of up to `slots` CTAs, one per device and stream, made on

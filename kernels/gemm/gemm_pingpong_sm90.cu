@@ -92,17 +92,21 @@ struct WorkUnit {
 // consumer j % 2.
 // - Data-parallel (sk_tiles == 0): CTA c of G takes the tiles c, c + G, c + 2G, ..., whole.
 // - Stream-K (sk_tiles > 0): tiles below dp_rounds x G go so, dp_rounds to each CTA; the
-//   k-tiles of the last sk_tiles (G < sk_tiles < 2G: the last full wave and the partial one)
-//   are cut into G runs of equal length, CTA c taking run c, so no SM idles through the
-//   partial wave. A run is at least a tile long, so a tile meets at most two runs: CTA c - 1's
-//   ends in its head, which c - 1 leaves in the workspace as a partial (Partials), and CTA c's
-//   starts in its tail, which adds that partial before the epilogue. Each CTA takes its run's
-//   last tile first: every partial is then written at the start of a run, and no CTA waits for
-//   one whose writer is itself waiting.
+//   k-tiles of the sk_tiles after them (the partial wave, or the last full wave and the
+//   partial one: fewer than 2G) are cut into G runs of equal length, CTA c taking run c, so
+//   that no SM idles through the partial wave. A run meets at most three tiles and stops short
+//   of a tile's end at most once (at its own end); what it computes of a tile whose end it
+//   does not reach is left in the workspace as a partial (Partials), and the run that ends the
+//   tile adds the partials of the runs before it that meet the tile, nearest first, then runs
+//   the epilogue. A CTA takes its units longest first: the first one's MMAs hide the epilogue
+//   of its last whole tile, and with three units the first is the whole middle tile, so the
+//   one that writes a partial never waits behind the one that waits for partials on the same
+//   consumer (a CTA's units alternate between its two consumers, and writing never waits).
 struct Schedule {
   int tiles_m, tiles_n, k_tiles;
   int dp_rounds, sk_tiles;
 
+  // Where CTA `cta`'s run starts, in k-tiles from the first stream-K tile's first.
   __device__ int64_t run_begin(int cta) const {
     return static_cast<int64_t>(sk_tiles) * k_tiles * cta / static_cast<int>(gridDim.x);
   }
@@ -112,15 +116,25 @@ struct Schedule {
       const int total = tiles_m * tiles_n;
       return c < total ? (total - c + g - 1) / g : 0;
     }
-    const int64_t first = run_begin(c) / k_tiles, last = (run_begin(c + 1) - 1) / k_tiles;
-    return dp_rounds + static_cast<int>(last - first) + 1;
+    const int64_t lo = run_begin(c), hi = run_begin(c + 1);
+    if (lo == hi) return dp_rounds;
+    return dp_rounds + 1 + static_cast<int>((hi - 1) / k_tiles - lo / k_tiles);
   }
   __device__ WorkUnit unit(int j) const {
     const int c = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
     if (sk_tiles == 0 || j < dp_rounds) return {raster_tile(c + j * g, tiles_m, tiles_n), 0, k_tiles};
     const int64_t lo = run_begin(c), hi = run_begin(c + 1);
+    // The run's tiles, longest first: the whole middle one of three, then the longer end
+    // (ties: the first).
+    const int64_t first = lo / k_tiles, last = (hi - 1) / k_tiles;
     const int i = j - dp_rounds;
-    const int64_t s = i == 0 ? (hi - 1) / k_tiles : lo / k_tiles + i - 1;  // the run's last tile first
+    const bool last_longer = hi - last * k_tiles > (first + 1) * k_tiles - lo;
+    int64_t s;
+    if (last - first == 2) {
+      s = i == 0 ? first + 1 : (i == 1) == last_longer ? last : first;
+    } else {
+      s = (i == 0) == last_longer ? last : first;
+    }
     const int64_t base = s * k_tiles;
     return {raster_tile(dp_rounds * g + static_cast<int>(s), tiles_m, tiles_n),
             static_cast<int>(max(lo, base) - base), static_cast<int>(min(hi, base + k_tiles) - base)};
@@ -234,7 +248,7 @@ __device__ __forceinline__ void release_held(const Ring<C>& ring, RingSlot<C::ST
 }
 
 // Stream-K's hand-over between CTAs (Schedule): the workspace holds one partial tile per CTA
-// (a CTA's run ends inside at most one tile) and a ready flag each, zero between launches (the
+// (a CTA's run stops short of a tile's end at most once) and a ready flag each, zero between launches (the
 // reader clears it). A partial keeps the wgmma fragment layout: thread t's accumulators, 16
 // bytes at a time, at float4 q x 128 + t, so both sides move whole 512-byte lines per warp.
 struct Partials {
@@ -437,7 +451,17 @@ __device__ void consume(const GemmArgs& p, const Schedule& sched, const Ring<C>&
       partials.publish(acc, cta, barrier);
       continue;
     }
-    if (u.k_begin > 0) partials.accumulate(acc, cta - 1, barrier);
+    if (u.k_begin > 0) {
+      // The runs before this one that meet the tile, nearest first (a run may be empty).
+      int64_t end = sched.run_begin(cta);
+      const int64_t tile_begin = end - u.k_begin;
+#pragma unroll 1
+      for (int c = cta - 1; end > tile_begin; --c) {
+        const int64_t begin = sched.run_begin(c);
+        if (begin < end) partials.accumulate(acc, c, barrier);
+        end = begin;
+      }
+    }
     store_tile<C, kOp>(p, acc, staging, barrier, static_cast<int64_t>(u.tile.m) * C::BM,
                        static_cast<int64_t>(u.tile.n) * C::BN);
   }
@@ -503,10 +527,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
 }  // namespace
 
-std::string pingpong_variant_name(DType d, bool stream_k) {
+std::string pingpong_variant_name(DType d, int stream_k_waves) {
   return dispatch_dtype(d, [&](auto tag) {
     using C = PingpongConfig<decltype(tag)>;
-    return std::string(stream_k ? "sm90_pingpong_streamk_" : "sm90_pingpong_") + std::to_string(C::BM) + "x" +
+    const std::string schedule = stream_k_waves > 0 ? "streamk" + std::to_string(stream_k_waves) + "_" : "";
+    return "sm90_pingpong_" + schedule + std::to_string(C::BM) + "x" +
            std::to_string(C::BN) + "x" + std::to_string(C::BK) + "_s" + std::to_string(C::STAGES) +
            (sizeof(tag) == 4 ? "_tf32" : "");
   });
@@ -537,7 +562,7 @@ bool pingpong_stream_k_applies(int64_t M, int64_t N, int max_ctas) {
   return tiles > ctas && tiles % ctas != 0;
 }
 
-void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, bool stream_k, cudaStream_t stream) {
+void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, int stream_k_waves, cudaStream_t stream) {
   dispatch_dtype(a.dtype, [&](auto tag) {
     using C = PingpongConfig<decltype(tag)>;
     auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_pingpong_sm90_kernel<C, decltype(op)::value>; });
@@ -550,12 +575,13 @@ void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, bool stream_k, c
     pingpong::Schedule sched{static_cast<int>((a.M + C::BM - 1) / C::BM), static_cast<int>((a.N + C::BN - 1) / C::BN),
                              static_cast<int>((a.K + C::BK - 1) / C::BK), 0, 0};
     pingpong::Partials partials{nullptr, nullptr};
-    if (stream_k) {
-      if (!pingpong_stream_k_applies(a.M, a.N, max_ctas)) {
-        throw std::logic_error("stream-K ping-pong GEMM asked for a grid with no partial wave");
+    if (stream_k_waves > 0) {
+      if (stream_k_waves > 2 || !pingpong_stream_k_applies(a.M, a.N, max_ctas)) {
+        throw std::logic_error("stream-K ping-pong GEMM asked for a grid with no partial wave, or over " +
+                               std::to_string(stream_k_waves) + " waves");
       }
-      sched.dp_rounds = static_cast<int>(tiles / ctas) - 1;
-      sched.sk_tiles = static_cast<int>(tiles - sched.dp_rounds * ctas);
+      sched.dp_rounds = static_cast<int>(tiles / ctas) - (stream_k_waves - 1);
+      sched.sk_tiles = static_cast<int>(tiles - static_cast<int64_t>(sched.dp_rounds) * ctas);
       const StreamKWorkspace ws = stream_k_workspace(stream);
       static_assert(C::BM * C::BN * 4 <= kStreamKPartialBytes, "a partial tile must fit its workspace slot");
       if (ctas > ws.slots) throw std::logic_error("stream-K workspace has fewer slots than CTAs");

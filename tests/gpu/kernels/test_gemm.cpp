@@ -319,9 +319,10 @@ TEST_CASE("gemm ping-pong kernel runs many tiles per CTA, in turn, in every dtyp
   // the ring's stages and phases run on across tile boundaries: 1 CTA (all tiles, one after
   // the other), 3 and 5 (uneven shares). K = 8 is one k-tile per tile (every stage of the ring
   // turns over every few tiles), K = 1000 has a K tail; M and N leave partial tiles.
-  // Stream-K runs on every capped grid with a partial wave (2, 3, 4, 5 and 7 CTAs over 32, 15
-  // and 15 tiles): with 16 and 63 k-tiles per tile its runs cut tiles at many places, on
-  // either consumer, so partials are written and finished across CTAs; each such launch runs
+  // Stream-K, over the partial wave and over it and the last full one, runs on every capped
+  // grid with a partial wave (2, 3, 4, 5 and 7 CTAs over 32, 15 and 15 tiles): with 16 and 63
+  // k-tiles per tile its runs cut tiles at many places, on either consumer, a tile meeting up
+  // to seven runs (one partial wave tile over 7 CTAs), so partials are written and finished across CTAs; each such launch runs
   // twice and must give the same bits.
   const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}, {300, 520, 4000}};
   const struct {
@@ -342,12 +343,12 @@ TEST_CASE("gemm ping-pong kernel runs many tiles per CTA, in turn, in every dtyp
         GemmArgs a = gemm_args(mode, s, p, e.epi, e.act);
         a.out = out.ptr();
         const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
-        const std::string name = tlb::gemm_detail::pingpong_variant_name(mode.dtype, false);
+        const std::string name = tlb::gemm_detail::pingpong_variant_name(mode.dtype, 0);
         if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
         ran = true;
-        auto run = [&](int ctas, bool stream_k) {
+        auto run = [&](int ctas, int stream_k_waves) {
           out.poison();
-          tlb::gemm_detail::launch_gemm_pingpong_sm90(a, ctas, stream_k, nullptr);
+          tlb::gemm_detail::launch_gemm_pingpong_sm90(a, ctas, stream_k_waves, nullptr);
           TLB_CUDA_CHECK(cudaDeviceSynchronize());
           bool guards_intact = false;
           std::vector<float> got = out.read(&guards_intact);
@@ -360,12 +361,14 @@ TEST_CASE("gemm ping-pong kernel runs many tiles per CTA, in turn, in every dtyp
         for (int ctas : {1, 2, 3, 4, 5, 7}) {
           INFO(mode.name << " M=" << s.M << " N=" << s.N << " K=" << s.K << " epilogue "
                          << static_cast<int>(e.epi) << " CTAs " << ctas);
-          if (ctas == 1 || ctas == 3 || ctas == 5) run(ctas, false);
+          if (ctas == 1 || ctas == 3 || ctas == 5) run(ctas, 0);
           if (!tlb::gemm_detail::pingpong_stream_k_applies(s.M, s.N, ctas)) continue;
-          INFO("stream-K");
-          const std::vector<float> first = run(ctas, true);
-          CHECK(tlb::test::bit_identical(first, run(ctas, true)));
-          ++stream_k_runs;
+          for (int waves : {1, 2}) {
+            INFO("stream-K over " << waves << " waves");
+            const std::vector<float> first = run(ctas, waves);
+            CHECK(tlb::test::bit_identical(first, run(ctas, waves)));
+            ++stream_k_runs;
+          }
         }
       }
     }
