@@ -104,18 +104,21 @@ TileModel wgmma_model(WgmmaTile t) {
 // since no epilogue or pipeline fill stops its tensor cores.
 constexpr TileModel kPingpongModel{128, 128, 8, 1, 2.0};
 
-// Stream-K over `waves` waves (1: the partial one; 2: it and the last full one) spreads their
-// k-tiles over every SM: the time is the tiles over the SMs, unrounded, plus the hand-over of
-// the cut tiles, each 64 KiB partial written by one CTA and read back by the one finishing
-// the tile (about a k-tile and a half of MMAs each). Over the partial wave alone the runs are
-// shorter than a tile and a tile meets about SMs / (tiles in that wave) of them.
+// Stream-K over `waves` waves (1: the partial one; 2: it and the last full one), as measured
+// on an H200 (results/perf-log.md, 2026-12-03): over two waves it gains 1.5-2.5 % where the
+// grid is many waves deep (the partial wave is a small share of one, the runs a tile and a
+// bit, and each cut tile's 64 KiB partial costs about a k-tile and a half to hand over); on
+// grids under 16 waves deep (7.76 on case 8 and 12's down projections, the 4096^2
+// out-projection) both schedules lost 2-7 % to the plain one, short units exposing the
+// previous tile's epilogue, and over the partial wave alone (runs shorter than a tile) they
+// lost everywhere. Those rank just behind the plain schedule: offered, measured, not picked.
 double pingpong_stream_k_time(int64_t M, int64_t N, int64_t K, int elem_bytes, int sms, int waves) {
   const TileModel& t = kPingpongModel;
   const int64_t tiles = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
+  const double plain = model_time(t, M, N, sms) * (1.0 + 1e-6 * waves);
+  if (waves != 2 || tiles < 16 * static_cast<int64_t>(sms)) return plain;
   const double k_tiles = static_cast<double>((K * elem_bytes + 127) / 128);
-  const int64_t region = tiles % sms + (waves - 1) * sms;
-  const double partials_per_tile = std::max(1.0, static_cast<double>(sms) / static_cast<double>(region));
-  return (static_cast<double>(tiles) / sms + 1.5 * (1.0 + partials_per_tile) / k_tiles) * t.bm * t.bn / t.speed;
+  return std::min(plain, (static_cast<double>(tiles) / sms + 3.0 / k_tiles) * t.bm * t.bn / t.speed);
 }
 
 TileModel fma_model(FmaTile t) {
