@@ -181,9 +181,10 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
       c.push_back({gemm_detail::pingpong_variant_name(a.dtype, 0), Candidate::pingpong, 0,
                    small ? inf : model_time(kPingpongModel, a.M, a.N, dev.sms)});
       if (gemm_detail::pingpong_stream_k_applies(a.M, a.N, 0)) {
+        const int elem_bytes = static_cast<int>(dtype_bytes(a.dtype));
         for (int waves : {1, 2}) {
-          const double time = pingpong_stream_k_time(a.M, a.N, a.K, static_cast<int>(dtype_bytes(a.dtype)), dev.sms, waves);
-          c.push_back({gemm_detail::pingpong_variant_name(a.dtype, waves), Candidate::pingpong, waves, small ? inf : time});
+          const double time = small ? inf : pingpong_stream_k_time(a.M, a.N, a.K, elem_bytes, dev.sms, waves);
+          c.push_back({gemm_detail::pingpong_variant_name(a.dtype, waves), Candidate::pingpong, waves, time});
         }
       }
     }

@@ -11,7 +11,7 @@
 //
 // The parts, in the order a tile meets them: Schedule (which tiles, or runs of k-tiles, a CTA
 // owns), produce (the TMA loop), mma_tile (a consumer's k-loop), Partials (stream-K's hand-over
-// of a tile's first k-tiles from one CTA to the next), store_tile (the epilogue, through the
+// of a cut tile's k-tiles from the runs that meet it to the one that ends it), store_tile (the epilogue, through the
 // consumer's Staging), and the turn barriers that keep the two consumers' MMAs from running at
 // the same time.
 #include <cuda.h>
@@ -248,8 +248,8 @@ __device__ __forceinline__ void release_held(const Ring<C>& ring, RingSlot<C::ST
 }
 
 // Stream-K's hand-over between CTAs (Schedule): the workspace holds one partial tile per CTA
-// (a CTA's run stops short of a tile's end at most once) and a ready flag each, zero between launches (the
-// reader clears it). A partial keeps the wgmma fragment layout: thread t's accumulators, 16
+// (a CTA's run stops short of a tile's end at most once) and a ready flag each, zero between
+// launches (the reader clears it). A partial keeps the wgmma fragment layout: thread t's accumulators, 16
 // bytes at a time, at float4 q x 128 + t, so both sides move whole 512-byte lines per warp.
 struct Partials {
   float* tiles;
@@ -428,8 +428,9 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
 
 // Consumer c (0 or 1) runs the CTA's units c, c + 2, ...: waits for its turn, issues the
 // unit's MMAs, hands the turn to the other consumer, then finishes the unit while the other
-// one's MMAs run: a tile's head under stream-K goes to the workspace, anything else through
-// the epilogue (a tail adding its head's partial first).
+// one's MMAs run: under stream-K a unit that stops short of its tile's end goes to the
+// workspace, and the one that ends a cut tile adds the earlier runs' partials first; every
+// other unit goes straight through the epilogue.
 template <class C, EpilogueOp kOp>
 __device__ void consume(const GemmArgs& p, const Schedule& sched, const Ring<C>& ring, const Staging& staging,
                         const Partials& partials, int consumer) {
@@ -537,14 +538,9 @@ std::string pingpong_variant_name(DType d, int stream_k_waves) {
   });
 }
 
-bool pingpong_supported(int64_t M, int64_t N) {
-  // Linear tile indices are 32-bit (every dtype's tile is the same size).
-  using C = PingpongConfig<__half>;
-  return ((M + C::BM - 1) / C::BM) * ((N + C::BN - 1) / C::BN) <= INT_MAX;
-}
-
 namespace {
 
+// Every dtype's tile is the same size.
 int64_t pingpong_tiles(int64_t M, int64_t N) {
   using C = PingpongConfig<__half>;
   return ((M + C::BM - 1) / C::BM) * ((N + C::BN - 1) / C::BN);
@@ -556,6 +552,9 @@ int64_t pingpong_ctas(int64_t tiles, int max_ctas) {
 }
 
 }  // namespace
+
+// Linear tile indices are 32-bit.
+bool pingpong_supported(int64_t M, int64_t N) { return pingpong_tiles(M, N) <= INT_MAX; }
 
 bool pingpong_stream_k_applies(int64_t M, int64_t N, int max_ctas) {
   const int64_t tiles = pingpong_tiles(M, N), ctas = pingpong_ctas(tiles, max_ctas);

@@ -322,8 +322,8 @@ TEST_CASE("gemm ping-pong kernel runs many tiles per CTA, in turn, in every dtyp
   // Stream-K, over the partial wave and over it and the last full one, runs on every capped
   // grid with a partial wave (2, 3, 4, 5 and 7 CTAs over 32, 15 and 15 tiles): with 16 and 63
   // k-tiles per tile its runs cut tiles at many places, on either consumer, a tile meeting up
-  // to seven runs (one partial wave tile over 7 CTAs), so partials are written and finished across CTAs; each such launch runs
-  // twice and must give the same bits.
+  // to seven runs (one partial-wave tile over 7 CTAs), so partials are written and finished
+  // across CTAs; each such launch runs twice and must give the same bits.
   const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}, {300, 520, 4000}};
   const struct {
     GemmEpilogue epi;
