@@ -104,11 +104,6 @@ __device__ __forceinline__ void cp_async_16_zfill(uint32_t smem, const void* gme
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
                "r"(src_bytes));
 }
-// 4 bytes (cp.async.cg takes only 16): through L1, zero-filled where !valid.
-__device__ __forceinline__ void cp_async_4_zfill(uint32_t smem, const void* gmem, bool valid) {
-  const int src_bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes));
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most `kPending` of this thread's committed groups are still in flight.
 template <int kPending>

@@ -122,7 +122,6 @@ double pingpong_stream_k_time(int64_t M, int64_t N, int64_t K, int elem_bytes, i
 }
 
 TileModel fma_model(FmaTile t) {
-  if (t == FmaTile::m128n128_rot) return TileModel{128, 128, 8, 1, 1.0 - 1e-6};  // measured beside it, not picked
   return t == FmaTile::m128n128 ? TileModel{128, 128, 8, 1, 1.0} : TileModel{64, 64, 8, 3, 0.6};
 }
 

@@ -20,15 +20,9 @@ namespace {
 // cp.async copies them without a transpose; a thread reads one chunk (four k) of each of its
 // rows at a time. Chunk q of row r sits at q ^ (r / 4 % 8): the 16 rows a warp reads at once
 // (one per tx, four apart) then fall in distinct banks.
-//
-// kRotatedA_: A is copied 4 bytes at a time (a warp copies one row's 32 floats) and each chunk
-// holds its k rotated by one, (k1, k2, k3, k0): the float4 a thread reads of A then pairs
-// each k with the other register parity of W's float4 (a.x, holding k1, meets w.y), instead
-// of both multiplicands of every FFMA in the same register bank (a.x with w.x).
-template <int BM_, int BN_, int TM_, int TN_, int kMinBlocks_, bool kRotatedA_ = false>
+template <int BM_, int BN_, int TM_, int TN_, int kMinBlocks_>
 struct FmaConfig {
   static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, kMinBlocks = kMinBlocks_;
-  static constexpr bool kRotatedA = kRotatedA_;
   static constexpr int BK = 32, kChunks = BK / 4;
   static constexpr int kStages = 3;
   static constexpr int kThreads = 256;
@@ -37,8 +31,6 @@ struct FmaConfig {
   static constexpr int kStageFloats = (BM + BN) * BK;
   static constexpr int kSmemBytes = kStages * kStageFloats * 4;
   static constexpr int kALoads = BM * kChunks / kThreads, kWLoads = BN * kChunks / kThreads;
-  static constexpr int kARotCopies = BM * BK / kThreads;  // 4-byte copies of A per thread, rotated
-  static_assert(!kRotatedA || kThreads % 32 == 0, "a warp copies one row of A");
   static_assert(BM / kGroupsM == kGroupStride && BN / kGroupsN == kGroupStride, "16x16 threads, 4x4 groups");
   static_assert(kALoads * kThreads == BM * kChunks && kWLoads * kThreads == BN * kChunks, "whole chunks per thread");
   static_assert(BK == 32, "chunk_offset's rows are 32 floats, eight chunks");
@@ -68,35 +60,14 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_fp32_fma_kern
   const float* a_src = A + (m0 + load_row) * K + load_chunk * 4;
   const float* w_src = W + (n0 + load_row) * K + load_chunk * 4;
   constexpr int kSlotRows = C::kThreads / C::kChunks;
-  // Rotated A: lane k of warp w copies k of rows w + 8 i into position (k - 1) % 4 of its chunk
-  // (chunk_offset's rows are 128 bytes, so a warp's 32 copies land in 32 distinct banks).
-  const int lane = tid % 32, rot_row = tid / 32;
-  constexpr int kRotRows = C::kThreads / 32;
-  const uint32_t rot_dst = static_cast<uint32_t>(4 * (chunk_offset(rot_row, lane / 4) + ((lane + 3) & 3)));
-  // Rows past M copy row M - 1 (their outputs are never stored); k past K is zero-filled from an
-  // address inside the row.
-  const char* rot_src = reinterpret_cast<const char*>(A + (m0 + rot_row) * K);
-  const int rot_last = static_cast<int>(p.M - m0 < C::BM ? p.M - m0 : C::BM) - 1 - rot_row;  // may be < 0
-  const int64_t row_bytes = K * 4;
   auto load_stage = [&](int stage, int64_t k0) {
     const uint32_t a_base = smem_base + static_cast<uint32_t>(stage * C::kStageFloats * 4) + load_dst;
     const uint32_t w_base = a_base + static_cast<uint32_t>(C::BM * C::BK * 4);
     const bool k_in = k0 + load_chunk * 4 < K;
-    if constexpr (C::kRotatedA) {
-      const uint32_t a_rot = smem_base + static_cast<uint32_t>(stage * C::kStageFloats * 4) + rot_dst;
-      const bool k_ok = k0 + lane < K;
-      const char* src = rot_src + 4 * (k0 + lane < K ? k0 + lane : K - 1);
 #pragma unroll
-      for (int i = 0; i < C::kARotCopies; ++i) {
-        const int r = min(i * kRotRows, rot_last);
-        ptx::cp_async_4_zfill(a_rot + i * kRotRows * C::BK * 4, src + static_cast<int64_t>(r) * row_bytes, k_ok);
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < C::kALoads; ++i) {
-        const bool valid = k_in && m0 + load_row + i * kSlotRows < p.M;
-        ptx::cp_async_16_zfill(a_base + i * kSlotRows * C::BK * 4, valid ? a_src + i * kSlotRows * K + k0 : A, valid);
-      }
+    for (int i = 0; i < C::kALoads; ++i) {
+      const bool valid = k_in && m0 + load_row + i * kSlotRows < p.M;
+      ptx::cp_async_16_zfill(a_base + i * kSlotRows * C::BK * 4, valid ? a_src + i * kSlotRows * K + k0 : A, valid);
     }
 #pragma unroll
     for (int i = 0; i < C::kWLoads; ++i) {
@@ -151,17 +122,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_fp32_fma_kern
 #pragma unroll
           for (int j = 0; j < C::TN; ++j) {
             float& o = acc[g * 4 + i][j];
-            if constexpr (C::kRotatedA) {
-              o = fmaf(a[i].w, w[j].x, o);
-              o = fmaf(a[i].x, w[j].y, o);
-              o = fmaf(a[i].y, w[j].z, o);
-              o = fmaf(a[i].z, w[j].w, o);
-            } else {
-              o = fmaf(a[i].x, w[j].x, o);
-              o = fmaf(a[i].y, w[j].y, o);
-              o = fmaf(a[i].z, w[j].z, o);
-              o = fmaf(a[i].w, w[j].w, o);
-            }
+            o = fmaf(a[i].x, w[j].x, o);
+            o = fmaf(a[i].y, w[j].y, o);
+            o = fmaf(a[i].z, w[j].z, o);
+            o = fmaf(a[i].w, w[j].w, o);
           }
       }
     }
@@ -194,11 +158,7 @@ void launch_config(const GemmArgs& a, cudaStream_t stream) {
 }  // namespace
 
 std::string fma_tile_name(FmaTile t) {
-  switch (t) {
-    case FmaTile::m128n128: return "fma_128x128x32_fp32";
-    case FmaTile::m128n128_rot: return "fma_128x128x32_rot_fp32";
-    default: return "fma_64x64x32_fp32";
-  }
+  return t == FmaTile::m128n128 ? "fma_128x128x32_fp32" : "fma_64x64x32_fp32";
 }
 
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream) {
@@ -209,8 +169,6 @@ void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream) {
   // KiB, three per SM.
   if (t == FmaTile::m128n128) {
     launch_config<FmaConfig<128, 128, 8, 8, 1>>(a, stream);
-  } else if (t == FmaTile::m128n128_rot) {
-    launch_config<FmaConfig<128, 128, 8, 8, 1, true>>(a, stream);
   } else {
     launch_config<FmaConfig<64, 64, 4, 4, 3>>(a, stream);
   }

@@ -37,8 +37,8 @@ void launch_gemm_mma(const GemmArgs& a, MmaTile t, cudaStream_t stream);
 int mma_image_ptx_version();
 
 // fp32 `ieee`: plain FMA, no tensor cores.
-enum class FmaTile : int { m128n128 = 0, m64n64, m128n128_rot };
-constexpr int kNumFmaTiles = 3;
+enum class FmaTile : int { m128n128 = 0, m64n64 };
+constexpr int kNumFmaTiles = 2;
 std::string fma_tile_name(FmaTile t);
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream);
 
