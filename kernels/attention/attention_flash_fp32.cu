@@ -251,26 +251,33 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
       __syncthreads();
       load_fma_tile<kD, kFmaKV, false>(sV, w.v, kv0, p.seq, tid);
 
-      // S = Q K^T, head-dim columns ascending per score.
+      // S = Q K^T, head-dim columns ascending per score, in runs of eight chunks (32 columns):
+      // the swizzles touch only a chunk's low three bits, so within a run they are the same for
+      // every run, and the loop stays a run long (the whole head_dim unrolled overflowed the
+      // instruction cache: 5 000 instructions a step at head_dim 128).
       float s[4][8] = {};
+#pragma unroll 1
+      for (int run = 0; run < kD / 32; ++run) {
 #pragma unroll
-      for (int ch = 0; ch < kD / 4; ++ch) {
-        float4 qa[4], kb[8];
+        for (int u = 0; u < 8; ++u) {
+          float4 qa[4], kb[8];
 #pragma unroll
-        for (int r = 0; r < 4; ++r) qa[r] = *reinterpret_cast<const float4*>(q_rows + r * kD + ((ch ^ q_sw) << 2));
+          for (int r = 0; r < 4; ++r)
+            qa[r] = *reinterpret_cast<const float4*>(q_rows + r * kD + 32 * run + ((u ^ q_sw) << 2));
 #pragma unroll
-        for (int c = 0; c < 8; ++c)
-          kb[c] = *reinterpret_cast<const float4*>(k_rows + ((c / 4) * 32 + c % 4) * kD + ((ch ^ tx) << 2));
+          for (int c = 0; c < 8; ++c)
+            kb[c] = *reinterpret_cast<const float4*>(k_rows + ((c / 4) * 32 + c % 4) * kD + 32 * run + ((u ^ tx) << 2));
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
+          for (int r = 0; r < 4; ++r)
 #pragma unroll
-          for (int c = 0; c < 8; ++c) {
-            float& x = s[r][c];
-            x = fmaf(qa[r].x, kb[c].x, x);
-            x = fmaf(qa[r].y, kb[c].y, x);
-            x = fmaf(qa[r].z, kb[c].z, x);
-            x = fmaf(qa[r].w, kb[c].w, x);
-          }
+            for (int c = 0; c < 8; ++c) {
+              float& x = s[r][c];
+              x = fmaf(qa[r].x, kb[c].x, x);
+              x = fmaf(qa[r].y, kb[c].y, x);
+              x = fmaf(qa[r].z, kb[c].z, x);
+              x = fmaf(qa[r].w, kb[c].w, x);
+            }
+        }
       }
       if (tile_needs_mask(p, kv0, kFmaKV, w.kr.end, row0)) {
 #pragma unroll
@@ -315,12 +322,17 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
       __syncthreads();
       if (it + 1 < w.n_tiles) load_fma_tile<kD, kFmaKV, true>(sK, w.k, kv0 + kFmaKV, p.seq, tid);
 
-      // O += P V, keys ascending per output.
-#pragma unroll 2
-      for (int k4 = 0; k4 < kFmaKV / 4; ++k4) {
+      // O += P V, keys ascending per output, in runs of four chunks of P (16 keys): P's
+      // swizzle touches a chunk's low two bits, the same in every run.
+#pragma unroll 1
+      for (int run = 0; run < kFmaKV / 16; ++run) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int k4 = 4 * run + u;
         float4 pr[4];
 #pragma unroll
-        for (int r = 0; r < 4; ++r) pr[r] = *reinterpret_cast<const float4*>(p_rows + r * kFmaKV + ((k4 ^ p_sw) << 2));
+        for (int r = 0; r < 4; ++r)
+          pr[r] = *reinterpret_cast<const float4*>(p_rows + r * kFmaKV + 16 * run + ((u ^ p_sw) << 2));
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
@@ -336,6 +348,7 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
             }
           }
         }
+      }
       }
     }
   }
