@@ -291,20 +291,17 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
       // Online softmax; the 8 lanes sharing a row are lanes with the same lane/8.
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        float mx = m[r];
-#pragma unroll
-        for (int c = 0; c < 8; ++c) mx = fmaxf(mx, s[r][c]);
+        // Pairwise, not a chain: eight dependent steps a row were the step's longest wait.
+        float mx = fmaxf(m[r], fmaxf(fmaxf(fmaxf(s[r][0], s[r][1]), fmaxf(s[r][2], s[r][3])),
+                                     fmaxf(fmaxf(s[r][4], s[r][5]), fmaxf(s[r][6], s[r][7]))));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
         const float ms = mx == neg_inf() ? 0.0f : mx * p.scale_log2;
         const float alpha = ptx::ex2_approx(fmaf(m[r], p.scale_log2, -ms));
-        float sum = 0.0f;
 #pragma unroll
-        for (int c = 0; c < 8; ++c) {
-          s[r][c] = ptx::ex2_approx(fmaf(s[r][c], p.scale_log2, -ms));
-          sum += s[r][c];
-        }
+        for (int c = 0; c < 8; ++c) s[r][c] = ptx::ex2_approx(fmaf(s[r][c], p.scale_log2, -ms));
+        const float sum = ((s[r][0] + s[r][1]) + (s[r][2] + s[r][3])) + ((s[r][4] + s[r][5]) + (s[r][6] + s[r][7]));
         l[r] = fmaf(l[r], alpha, sum);
         m[r] = mx;
 #pragma unroll
