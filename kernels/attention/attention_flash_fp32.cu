@@ -49,6 +49,18 @@ __device__ __forceinline__ void load_rows_async(float* tile, const float* g, int
                                                 At at) {
   constexpr int kChunks = kD / 4;
   static_assert((kTileRows * kChunks) % kThreads == 0, "tile must split evenly over the threads");
+  if (row0 + kTileRows <= seq) {
+    // Every row inside: one base address, the copies at fixed offsets from it, no selects (the
+    // general form below was most of a step's integer work, all of it in one dependent run).
+    const float* src = g + row0 * kD;
+#pragma unroll
+    for (int it = 0; it < kTileRows * kChunks / kThreads; ++it) {
+      const int i = tid + it * kThreads;
+      const int r = i / kChunks, ch = i % kChunks;
+      ptx::cp_async_16_zfill(ptx::smem_addr(tile + at(r, ch)), src + i * 4, true);
+    }
+    return;
+  }
 #pragma unroll
   for (int it = 0; it < kTileRows * kChunks / kThreads; ++it) {
     const int i = tid + it * kThreads;
