@@ -51,6 +51,8 @@ struct Shard {
   std::optional<int> exit_code;
   bool was_complete = false;  // complete before this invocation: not run again
   int64_t planned = 0;        // grid.points of its run.json, once it exists
+  int64_t points = 0;         // lines of its points.jsonl counted so far,
+  std::streamoff counted = 0;  // over its first `counted` bytes
 };
 
 bool is_complete(const fs::path& dir) {
@@ -65,12 +67,20 @@ bool is_complete(const fs::path& dir) {
   }
 }
 
-int64_t lines_in(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  int64_t n = 0;
+// Brings s.points up to date, reading only what was appended to points.jsonl since the last
+// count (the progress line asks twice a second); a file that shrank is counted again.
+void count_points(Shard& s) {
+  std::ifstream in(s.dir / "points.jsonl", std::ios::binary);
+  if (!in) return;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < s.counted) s.points = s.counted = 0;
+  in.seekg(s.counted);
   char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) n += std::count(buf, buf + in.gcount(), '\n');
-  return n;
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    s.points += std::count(buf, buf + in.gcount(), '\n');
+    s.counted += in.gcount();
+  }
 }
 
 int64_t planned_points(const fs::path& dir) {
@@ -120,20 +130,27 @@ std::string duration(double s) {
   return t >= 60 ? fmt::format("{}m{:02d}s", t / 60, t % 60) : fmt::format("{}s", t);
 }
 
-// "devices 0: 123/700, 1: 98/690 | 221/1390 points, 2m10s, ETA 1m55s"
-std::string progress_line(const std::vector<Shard>& shards, int64_t done_at_start, double elapsed_s) {
+// "devices 0: 123/700, 1: 98/690 | 221/1390 points, 2m10s, ETA 1m55s". A shard whose run.json
+// is not written yet has no plan to count against: "1: starting", and the total reads "?".
+std::string progress_line(std::vector<Shard>& shards, int64_t done_at_start, double elapsed_s) {
   int64_t done = 0, planned = 0;
+  bool plans_known = true;
   std::string per;
-  for (const Shard& s : shards) {
-    const int64_t d = lines_in(s.dir / "points.jsonl");
-    done += d;
+  for (Shard& s : shards) {
+    count_points(s);
+    done += s.points;
     planned += s.planned;
-    if (s.pid > 0) per += fmt::format("{}{}: {}/{}", per.empty() ? "" : ", ", s.device, d, s.planned);
+    plans_known = plans_known && s.planned > 0;
+    if (s.pid > 0) {
+      per += per.empty() ? "" : ", ";
+      per += s.planned > 0 ? fmt::format("{}: {}/{}", s.device, s.points, s.planned) : fmt::format("{}: starting", s.device);
+    }
   }
-  std::string line = fmt::format("devices {} | {}/{} points, {}", per.empty() ? "-" : per, done, planned,
-                                 duration(elapsed_s));
+  std::string line = fmt::format("devices {} | {}/{} points, {}", per.empty() ? "none running" : per, done,
+                                 plans_known ? std::to_string(planned) : "?", duration(elapsed_s));
   const int64_t now = done - done_at_start;
-  if (now > 0 && planned > done) line += ", ETA " + duration(elapsed_s / static_cast<double>(now) * (planned - done));
+  if (plans_known && now > 0 && planned > done)
+    line += ", ETA " + duration(elapsed_s / static_cast<double>(now) * (planned - done));
   return line;
 }
 
@@ -306,9 +323,12 @@ int run_fanout(const FanoutOptions& opt) {
   std::set<int> busy;
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto start = Clock::now();
-  auto last_line = start - std::chrono::hours(1);
+  auto last_line = start;  // off a terminal, the first line comes 30 s in, when there is something to say
   int64_t done_at_start = 0;
-  for (const Shard& s : shards) done_at_start += lines_in(s.dir / "points.jsonl");
+  for (Shard& s : shards) {
+    count_points(s);
+    done_at_start += s.points;
+  }
   fmt::print(stderr, "tlbench: {} shard{} on device{} {} ({} to run); logs in {}\n", n, n == 1 ? "" : "s",
              opt.devices.size() == 1 ? "" : "s", fmt::join(opt.devices, ","), pending.size(), set.root.string());
   try {
@@ -371,7 +391,10 @@ int run_fanout(const FanoutOptions& opt) {
   }
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
-  if (tty) fmt::print(stderr, "\n");
+  const std::string last =
+      progress_line(shards, done_at_start, std::chrono::duration<double>(Clock::now() - start).count());
+  if (tty) fmt::print(stderr, "\r{}\033[K\n", last);
+  else fmt::print(stderr, "tlbench: {}\n", last);
 
   std::vector<std::string> devices;
   for (int d : opt.devices) devices.push_back(std::to_string(d));

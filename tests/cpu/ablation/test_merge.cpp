@@ -165,6 +165,9 @@ TEST_CASE("run --resume --devices merges shards that are complete, starting none
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.find("2 shards on devices 0,1 (0 to run)") != std::string::npos);
+  // The closing progress line counts what the shards hold, against their plans.
+  CHECK(r.err.find("devices none running | 1386/1386 points") != std::string::npos);
+  CHECK(r.err.find("0/0") == std::string::npos);
   CHECK(r.err.find("2 shards merged into out: 1386 points in 42 groups") != std::string::npos);
   CHECK(test::slurp(s.dir / "out" / "points.jsonl") == test::slurp(kOfficial + "/points.jsonl"));
   CHECK(run("gate --results out --thresholds " + kSource + "/configs/gates.json").exit_code == 0);
@@ -271,7 +274,8 @@ TEST_CASE("merge refuses shards of another plan: fingerprint, techniques, commit
   };
   refused_with("/cases_file/fingerprint", "fnv1a64:0000000000000000", "cases file fingerprint");
   refused_with("/techniques_file/fingerprint", "fnv1a64:0000000000000000", "techniques file fingerprint");
-  refused_with("/tool/git_commit", "0123456789ab", "commit \"0123456789ab\" vs \"30b6209378ac\"");
+  const std::string commit = original["tool"]["git_commit"];
+  refused_with("/tool/git_commit", "0123456789ab", "commit \"0123456789ab\" vs \"" + commit + "\"");
   refused_with("/techniques/0/name", "fused_qkv", "techniques");
   refused_with("/options/quick", true, "option quick");
   refused_with("/shard/count", 3, "shard count 3 vs 2");
