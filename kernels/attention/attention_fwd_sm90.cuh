@@ -13,8 +13,8 @@
 // (the scheduler) lets one warpgroup issue its two GEMMs while the others run their softmax,
 // so the tensor cores see a steady stream of work. The producer gives its registers to the
 // consumers (setmaxnreg). Every head_dim that is a multiple of 8 up to 256 runs on the compiled
-// width above it (64, 128, 192, 256): TMA fills the missing columns of Q, K and V with zeros,
-// which leaves the scores unchanged and the extra output columns unstored.
+// width above it (32, 64, 80, 96, 128, 192, 256): TMA fills the missing columns of Q, K and V
+// with zeros, which leaves the scores unchanged and the extra output columns unstored.
 //
 // A block runs one work item (a query tile of one head and key range), or, persistent, one
 // item after another (item blockIdx.x, then + gridDim.x, ...): the producer then loads the next
@@ -26,6 +26,8 @@
 #pragma once
 
 #include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -42,11 +44,13 @@
 
 namespace tlb::attn::sm90 {
 
-// The block shape: kD compiled head-dim columns (a multiple of 64: one 128-byte swizzle row per
-// 64 columns), kBlockN keys per tile, kConsumers warpgroups of 64 query rows.
-template <int kD_, int kBlockN_, int kConsumers_>
+// The block shape: kWidth head-dim columns computed (a multiple of 16), laid out in shared memory
+// as kD columns (kWidth rounded up to 64: one 128-byte swizzle row per 64 columns), kBlockN keys
+// per tile, kConsumers warpgroups of 64 query rows.
+template <int kWidth_, int kBlockN_, int kConsumers_>
 struct FwdShape {
-  static constexpr int kD = kD_, kBlockN = kBlockN_, kConsumers = kConsumers_;
+  static constexpr int kWidth = kWidth_, kD = sm90_layout_width(kWidth_);
+  static constexpr int kBlockN = kBlockN_, kConsumers = kConsumers_;
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kStages = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -67,7 +71,7 @@ struct FwdShape {
   // measured it up to head_dim 128); wider heads spend their time in the GEMMs.
   static constexpr bool kPingpong = kD <= 128;
 
-  static_assert(kD % 64 == 0 && kD <= 256, "compiled widths are 64, 128, 192 and 256");
+  static_assert(kWidth % 16 == 0 && kD <= 256, "S runs k16 steps over the head's columns");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "P V runs k16 steps over the key tile");
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 64 * 1024, "register file");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
@@ -154,7 +158,7 @@ __device__ void produce(const Smem<S>& sm, const CUtensorMap* tmap_q, const CUte
 
 template <typename T, class S>
 __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork<T>& w, int wg, Ring& ring) {
-  constexpr int kNT = S::kBlockN / 8, kDN = S::kD / 8;
+  constexpr int kNT = S::kBlockN / 8, kDN = S::kWidth / 8;
   const int tid = static_cast<int>(threadIdx.x) % 128, lane = tid % 32;
   const int64_t row0 = w.c.q0 + 64 * wg + 16 * (tid / 32);  // this warp's first query row
 
@@ -178,7 +182,7 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
     auto issue_scores = [&](int j) {
       const uint64_t k_desc = ptx::wgmma_desc_sw128(sm.k(stage(j)), 16, 1024);
 #pragma unroll
-      for (int ks = 0; ks < S::kD / 16; ++ks) {
+      for (int ks = 0; ks < S::kWidth / 16; ++ks) {
         const uint32_t off = (ks % 4) * 32;
         const uint64_t a = ptx::wgmma_desc_advance(q_desc, (ks / 4) * S::kQColBytes + off);
         const uint64_t b = ptx::wgmma_desc_advance(k_desc, (ks / 4) * S::kKVColBytes + off);
@@ -187,13 +191,14 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
       ptx::wgmma_commit_group();
     };
     // O += P_j V_j: V is the MN-major operand; a k16 step is 16 key rows (2048 bytes), the next
-    // 64 head-dim columns are the next column block.
+    // 64 head-dim columns are the next column block (N = kWidth reads only the head's own
+    // columns of a layout wider than it).
     auto issue_pv = [&](int j) {
       const uint64_t v_desc = ptx::wgmma_desc_sw128(sm.v(stage(j)), S::kKVColBytes, 1024);
 #pragma unroll
       for (int kk = 0; kk < S::kBlockN / 16; ++kk) {
         const uint64_t b = ptx::wgmma_desc_advance(v_desc, kk * 16 * 128);
-        ptx::wgmma_rs<T, S::kD, 1>(o_flat, pa[kk], b, 1);
+        ptx::wgmma_rs<T, S::kWidth, 1>(o_flat, pa[kk], b, 1);
       }
       ptx::wgmma_commit_group();
     };
@@ -255,7 +260,7 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
     ring.tile += w.n_tiles;
     ++ring.q_round;
   }
-  store_rows<T, S::kD, true>(p, w.c, w.split, row0, o, m, l, lane);
+  store_rows<T, S::kWidth, true>(p, w.c, w.split, row0, o, m, l, lane);
 }
 
 // kPersistent: gridDim.x blocks walk the items (every (query tile, batch*head) of every key
@@ -342,6 +347,13 @@ void launch_width(const FlashLaunch& l, cudaStream_t stream) {
   if (causal) return launch_fwd<T, PlannedShape<kD, true>, false>(l, stream);
   if (l.persistent) return launch_fwd<T, PlannedShape<kD, false>, true>(l, stream);
   return launch_fwd<T, PlannedShape<kD, false>, false>(l, stream);
+}
+
+// One compiled width in fp16 and bf16: what each attention_fwd_sm90_d*.cu instantiates.
+template <int kWidth>
+void launch_width_fp16_bf16(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.dtype == DType::bf16) return launch_width<__nv_bfloat16, kWidth>(l, stream);
+  return launch_width<__half, kWidth>(l, stream);
 }
 
 }  // namespace tlb::attn::sm90

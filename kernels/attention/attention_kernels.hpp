@@ -85,17 +85,25 @@ constexpr int tile_kv_cols(Family f, TileShape t, int head_dim) {
 }
 
 // The warp-specialised sm_90a kernel: the width it compiles a head_dim to, and per width and
-// mask its query rows (64 per consumer warpgroup) and keys per tile. Registers bound the key
-// tile: S (kv_cols / 2), P (kv_cols / 4) and O (width / 2) fp32 registers per thread stay live
-// together, within the 240 (two consumers) or 160 (three) a consumer thread gets. Shared memory
-// (Q plus two stages of K and V) bounds it too: 208 KB at 128 x 176, 224 KB at 256 x 80.
+// mask its query rows (64 per consumer warpgroup) and keys per tile. A head runs on the
+// narrowest compiled width at or above it; TMA fills its missing columns with zeros. Shared
+// memory holds heads in 64-column blocks (one 128-byte swizzle row each), so widths 32, 80 and
+// 96 keep the layout of 64 or 128 but their MMAs stop at their own width: a head of 80 costs
+// 5/8 of a head of 128, not the whole of it. Registers bound the key tile: S (kv_cols / 2), P
+// (kv_cols / 4) and O (width / 2) fp32 registers per thread stay live together, within the 240
+// (two consumers) or 160 (three) a consumer thread gets. Shared memory (Q plus two stages of K
+// and V) bounds it too: 208 KB at 128 x 176, 224 KB at 256 x 80.
 constexpr bool sm90_head_dim_ok(int64_t head_dim) { return head_dim >= 8 && head_dim <= 256 && head_dim % 8 == 0; }
-constexpr int sm90_width(int64_t head_dim) { return static_cast<int>((head_dim + 63) / 64 * 64); }
+constexpr int sm90_width(int64_t head_dim) {
+  return head_dim <= 32 ? 32 : head_dim <= 64 ? 64 : head_dim <= 80 ? 80 : head_dim <= 96 ? 96
+       : head_dim <= 128 ? 128 : head_dim <= 192 ? 192 : 256;
+}
+constexpr int sm90_layout_width(int width) { return (width + 63) / 64 * 64; }
 struct Sm90Tile {
   int q_rows, kv_cols;
 };
 constexpr Sm90Tile sm90_tile(int64_t head_dim, bool causal) {
-  switch (sm90_width(head_dim)) {
+  switch (sm90_layout_width(sm90_width(head_dim))) {
     case 64: return {192, 128};                                   // three consumers
     case 128: return causal ? Sm90Tile{128, 128} : Sm90Tile{128, 176};  // causal: tiles on the diagonal
     case 192: return {128, 112};

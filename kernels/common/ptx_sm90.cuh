@@ -363,10 +363,22 @@ TLB_WGMMA_SS(wgmma_m64n256k8_tf32, 128, "%128, %129", "%130",
 // a1: row g+8; a2: row g, k 2t+8..; a3: row g+8, k 2t+8..); d is in the accumulator layout
 // described above and accumulates unless `accumulate` is 0 (then d = A*B). kTransB = 0: B is
 // K-major; 1: B is MN-major (N contiguous, e.g. V stored [keys][head_dim]).
+TLB_WGMMA_RS(wgmma_m64n32k16_rs_f16, 16, "{%16, %17, %18, %19}", "%20", "%21", "%22",
+             "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16")
+TLB_WGMMA_RS(wgmma_m64n32k16_rs_bf16, 16, "{%16, %17, %18, %19}", "%20", "%21", "%22",
+             "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16")
 TLB_WGMMA_RS(wgmma_m64n64k16_rs_f16, 32, "{%32, %33, %34, %35}", "%36", "%37", "%38",
              "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16")
 TLB_WGMMA_RS(wgmma_m64n64k16_rs_bf16, 32, "{%32, %33, %34, %35}", "%36", "%37", "%38",
              "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16")
+TLB_WGMMA_RS(wgmma_m64n80k16_rs_f16, 40, "{%40, %41, %42, %43}", "%44", "%45", "%46",
+             "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16")
+TLB_WGMMA_RS(wgmma_m64n80k16_rs_bf16, 40, "{%40, %41, %42, %43}", "%44", "%45", "%46",
+             "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16")
+TLB_WGMMA_RS(wgmma_m64n96k16_rs_f16, 48, "{%48, %49, %50, %51}", "%52", "%53", "%54",
+             "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16")
+TLB_WGMMA_RS(wgmma_m64n96k16_rs_bf16, 48, "{%48, %49, %50, %51}", "%52", "%53", "%54",
+             "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16")
 TLB_WGMMA_RS(wgmma_m64n128k16_rs_f16, 64, "{%64, %65, %66, %67}", "%68", "%69", "%70",
              "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16")
 TLB_WGMMA_RS(wgmma_m64n128k16_rs_bf16, 64, "{%64, %65, %66, %67}", "%68", "%69", "%70",
@@ -431,9 +443,11 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
     else wgmma_m64n##n##k16_rs_f16<kTransB>(d, a, desc_b, accumulate);                   \
     return;                                                                               \
   }
-  TLB_WGMMA_RS_CASE(64) TLB_WGMMA_RS_CASE(128) TLB_WGMMA_RS_CASE(192) TLB_WGMMA_RS_CASE(256)
+  TLB_WGMMA_RS_CASE(32) TLB_WGMMA_RS_CASE(64) TLB_WGMMA_RS_CASE(80) TLB_WGMMA_RS_CASE(96)
+  TLB_WGMMA_RS_CASE(128) TLB_WGMMA_RS_CASE(192) TLB_WGMMA_RS_CASE(256)
 #undef TLB_WGMMA_RS_CASE
-  static_assert(N == 64 || N == 128 || N == 192 || N == 256, "no wgmma_rs wrapper for this N");
+  static_assert(N == 32 || N == 64 || N == 80 || N == 96 || N == 128 || N == 192 || N == 256,
+                "no wgmma_rs wrapper for this N");
 }
 
 }  // namespace tlb::ptx

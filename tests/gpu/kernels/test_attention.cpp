@@ -257,7 +257,7 @@ void check_sweep(const Mode& mode) {
       }
 }
 
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 // The key ranges a split-KV variant name reports ("flash_splitkv_x3_..." -> 3), or 0. A forced
 // count is an upper bound: the ranges are equal whole key tiles, so a sequence of few (large)
@@ -441,10 +441,10 @@ TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width"
     WARN("not an sm_90 GPU running an sm_90a build: the TMA kernel cannot run here");
     return;
   }
-  // Each compiled width (64, 128, 192, 256) and head_dims that round up to one of them.
+  // Each compiled width (32, 64, 80, 96, 128, 192, 256) and a head_dim that rounds up to each.
   int idx = 0;
   for (const Mode& mode : {kFp16, kBf16})
-    for (int64_t head_dim : {8, 32, 64, 80, 96, 128, 160, 192, 256})
+    for (int64_t head_dim : {8, 24, 32, 48, 64, 72, 80, 88, 96, 112, 128, 160, 192, 240, 256})
       for (MaskKind mask : kMasks)
         for (int64_t seq : {1, 7, 257, 1500}) {
           ++idx;
@@ -453,8 +453,13 @@ TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width"
           if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, static_cast<uint64_t>(idx));
           const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 9));
           const std::vector<double> ref = reference_attention(p);
-          CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma,persistent"), "flash_fwd_sm90_tma_d"));
-          CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma,tiles"), "flash_fwd_sm90_tma_d"));
+          // The width it runs on is named after the head: "d72w80" is a head of 72 on width 80.
+          const int64_t w = head_dim <= 32 ? 32 : head_dim <= 64 ? 64 : head_dim <= 80 ? 80 : head_dim <= 96 ? 96
+                          : head_dim <= 128 ? 128 : head_dim <= 192 ? 192 : 256;
+          const std::string name = "flash_fwd_sm90_tma_d" + std::to_string(head_dim) +
+                                   (w != head_dim ? "w" + std::to_string(w) : std::string()) + "_q";
+          CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma,persistent"), name));
+          CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma,tiles"), name));
           if (seq >= 257) {
             const std::string v = check_against_fp64(p, ref, mode, "splitkv:3,tma");
             CHECK((split_count(v) >= 2 && split_count(v) <= 3));
@@ -495,9 +500,9 @@ TEST_CASE("the sm_90a TMA kernel on small shapes, for the sanitizers", "[gpu][ke
     WARN("not an sm_90 GPU running an sm_90a build: the TMA kernel cannot run here");
     return;
   }
-  for (int64_t head_dim : {64, 96, 160, 256})
+  for (int64_t head_dim : {32, 64, 80, 96, 160, 256})
     for (MaskKind mask : {MaskKind::none, MaskKind::causal}) {
-      const Mode& mode = head_dim == 96 ? kBf16 : kFp16;
+      const Mode& mode = head_dim == 96 || head_dim == 32 ? kBf16 : kFp16;
       Shape s{2, 2, 457, head_dim, mask, {}};
       const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 12));
       const std::vector<double> ref = reference_attention(p);
