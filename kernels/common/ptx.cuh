@@ -92,7 +92,7 @@ __device__ __forceinline__ uint32_t to_tf32(uint32_t fp32_bits) {
   return r;
 }
 
-// ---- cp.async: 16-byte global -> shared copies that bypass L1 (.cg), grouped by commit.
+// ---- cp.async: global -> shared copies, grouped by commit; the 16-byte ones bypass L1 (.cg).
 __device__ __forceinline__ void cp_async_16(uint32_t smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem));
 }
@@ -103,6 +103,15 @@ __device__ __forceinline__ void cp_async_16_zfill(uint32_t smem, const void* gme
   const int src_bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
                "r"(src_bytes));
+}
+// The 4-byte forms go through L1 (.ca: .cg takes only 16 bytes); they let a copy transpose
+// element by element. Same zero-fill rule.
+__device__ __forceinline__ void cp_async_4(uint32_t smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_4_zfill(uint32_t smem, const void* gmem, bool valid) {
+  const int src_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most `kPending` of this thread's committed groups are still in flight.
