@@ -21,6 +21,22 @@ steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(build test)
 
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/summary.txt"; }
+# `clocked NAME CMD...`: runs CMD with the card's SM clock and power sampled every 100 ms, and
+# writes its output to $OUT/NAME.log and, each line after the median clock and power since
+# the line before, to $OUT/NAME-clocks.log. Returns CMD's exit status.
+clocked() {
+  local name=$1; shift
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 \
+    >"$OUT/clocks-$name.csv" 2>/dev/null &
+  local smi=$!
+  stdbuf -oL "$@" 2>&1 | python3 scripts/clock_trace.py stamp >"$OUT/$name.stamped"
+  local rc=${PIPESTATUS[0]}
+  kill $smi 2>/dev/null; wait $smi 2>/dev/null
+  cut -d' ' -f2- "$OUT/$name.stamped" >"$OUT/$name.log"
+  python3 scripts/clock_trace.py annotate "$OUT/clocks-$name.csv" "$OUT/$name.stamped" >"$OUT/$name-clocks.log"
+  rm -f "$OUT/$name.stamped"
+  return $rc
+}
 
 for step in "${steps[@]}"; do
   case $step in
@@ -109,18 +125,19 @@ for step in "${steps[@]}"; do
     gemmbench)
       # Our layer GEMMs beside cuBLAS on the same products, turns taken, one record each.
       log "GEMM speed table: ours (every big-grid sm_90a variant) and cuBLAS"
-      timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-ours.jsonl" ${GEMM_MATCH:+--match "$GEMM_MATCH"} \
-        >>"$OUT/bench.log" 2>&1
+      clocked gemmbench timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-ours.jsonl" \
+        ${GEMM_MATCH:+--match "$GEMM_MATCH"}
       echo "rc=$?" | tee -a "$OUT/summary.txt"
-      grep -E "^(gemm|      sm90)" "$OUT/bench.log" | tee -a "$OUT/summary.txt"
+      grep -E "\] (gemm|      sm90)" "$OUT/gemmbench-clocks.log" | tee -a "$OUT/summary.txt"
       cat "$OUT/gemm-ours.jsonl" >>"$OUT/kernels.jsonl"
       ;;
     attnbench)
       # Ours, PyTorch SDPA (cuDNN, FlashAttention-2) on the same shapes, then ours again: the mean
       # of ours before and after is set against the peer.
       log "attention speed table: ours, PyTorch SDPA's backends, ours again"
-      timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench attn "$OUT/attn-ours.jsonl" >>"$OUT/bench.log" 2>&1
+      clocked attnbench timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench attn "$OUT/attn-ours.jsonl"
       echo "rc=$?" | tee -a "$OUT/summary.txt"
+      grep -E "\] attn" "$OUT/attnbench-clocks.log" | tee -a "$OUT/summary.txt"
       python3 scripts/attention_peer.py "$OUT/attn-ours.jsonl" "$OUT/kernels.jsonl" --append \
         --rerun $BUILD/tlbench_kernel_bench 2>&1 | tee -a "$OUT/summary.txt"
       ;;
