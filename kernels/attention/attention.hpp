@@ -40,9 +40,6 @@ struct AttentionArgs {
   // variable it is strict: a spec that cannot run the shape throws std::invalid_argument. Size
   // the workspace with flash_attention_workspace_bytes(args).
   const char* force = nullptr;
-  // Causal: how many heads' query tiles run heaviest first together (the grid's order); 0 sizes
-  // the group so its K and V stay in L2. Tests set it to cover groups that do not divide the heads.
-  int64_t head_group = 0;
 };
 
 // Whether the hand-written kernel covers this shape; `why` says why not (a visible fallback).

@@ -283,15 +283,6 @@ void size_workspace(Plan& plan, int64_t batch, int64_t heads, int64_t seq, int64
   plan.workspace_bytes = plan.o_part_bytes + align256(rows * 2 * 4);
 }
 
-// Causal grids run their query tiles heaviest first over groups of heads (block_coord): as
-// many heads as keep their K and V within half of L2 together, so that the order can balance
-// the grid's end while every K and V tile is still read from memory about once.
-int64_t causal_head_group(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, DType dtype) {
-  const int64_t kv_bytes = 2 * seq * head_dim * dtype_bytes(dtype);
-  const int64_t fit = device_caps().l2_bytes / 2 / std::max<int64_t>(kv_bytes, 1);
-  return std::clamp<int64_t>(fit, 1, batch * heads);
-}
-
 std::string variant_name(const Plan& plan, int64_t head_dim, MaskKind mask) {
   const std::string d = std::to_string(head_dim);
   const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile, static_cast<int>(head_dim));
@@ -426,10 +417,6 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   l.p.scale_log2 = a.scale * 1.4426950408889634f;  // log2(e): the kernels use exp2
   l.p.splits = plan.splits;
   l.p.keys_per_split = plan.keys_per_split;
-  if (a.head_group < 0) reject("head_group must be 0 (sized to L2) or positive");
-  if (a.mask == MaskKind::causal)
-    l.p.head_group = a.head_group > 0 ? std::min(a.head_group, a.batch * a.heads)
-                                      : causal_head_group(a.batch, a.heads, a.seq, a.head_dim, a.dtype);
   if (plan.splits > 1) {
     if (!a.workspace) reject(name + " needs a workspace of " + std::to_string(plan.workspace_bytes) + " bytes");
     if (reinterpret_cast<uintptr_t>(a.workspace) % 256 != 0) reject("workspace must be 256-byte aligned");

@@ -42,7 +42,6 @@ struct FlashParams {
   int64_t keys_per_split = 0;        // a multiple of the kernel's key tile
   float* o_part = nullptr;           // [splits, batch*heads, seq, head_dim], unnormalised
   float* ml_part = nullptr;          // [splits, batch*heads, seq, 2]: (max*scale_log2, sum)
-  int64_t head_group = 1;            // causal: heads whose query tiles run heaviest first together
 };
 
 struct FlashLaunch {

@@ -18,12 +18,11 @@ namespace tlb::attn {
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 
-// Which (batch*head, query tile) this block computes. Causal tiles differ in work (a tile's
-// keys end at its last row), so they run longest first, over groups of p.head_group heads at a
-// time: within a group every head's heaviest tile comes before any head's next one, and the
-// grid ends on the lightest tiles of the last group rather than on a heavy tile started late (a
-// head at a time, the last head's heaviest tile ran alone at the end of the grid). A group's K
-// and V are sized to stay in L2 while its tiles run.
+// Which (batch*head, query tile) this block computes. Causal blocks are numbered heaviest
+// tile first within each head, so the long rows start early and the short ones fill the tail
+// of the grid. (Heaviest first across groups of heads sized to L2, every head's heaviest tile
+// before any head's next, measured 2-5 % slower on an H200 at head_dim 128: 16 heads of 16384
+// keys 651 -> 619 TFLOP/s, 8 x 16 heads of 4096 keys 562 -> 550.)
 struct BlockCoord {
   int64_t bh, b, h, q0;
 };
@@ -31,15 +30,9 @@ struct BlockCoord {
 // of a persistent block.
 __device__ __forceinline__ BlockCoord block_coord(const FlashParams& p, int q_rows, int64_t index) {
   const int64_t n_qt = (p.seq + q_rows - 1) / q_rows;
-  int64_t qt = index % n_qt, bh = index / n_qt;
-  if (p.mask == static_cast<int>(MaskKind::causal)) {
-    const int64_t group = index / (p.head_group * n_qt), first_head = group * p.head_group;
-    const int64_t r = index - group * p.head_group * n_qt;
-    const int64_t total = p.batch * p.heads;
-    const int64_t heads = total - first_head < p.head_group ? total - first_head : p.head_group;
-    qt = n_qt - 1 - r / heads;
-    bh = first_head + r % heads;
-  }
+  int64_t qt = index % n_qt;
+  const int64_t bh = index / n_qt;
+  if (p.mask == static_cast<int>(MaskKind::causal)) qt = n_qt - 1 - qt;
   return {bh, bh / p.heads, bh % p.heads, qt * q_rows};
 }
 

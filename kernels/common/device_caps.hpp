@@ -3,14 +3,11 @@
 // files alike include it.
 #pragma once
 
-#include <cstdint>
-
 namespace tlb {
 
 struct DeviceCaps {
   int sms = 0;
   int major = 0, minor = 0;
-  int64_t l2_bytes = 0;
 };
 
 // The current device's; throws DeviceError where there is no usable device.

@@ -157,7 +157,7 @@ struct Run {
 };
 
 // One call of flash_attention: output fenced by guard bytes and NaN inside, workspace NaN too.
-Run run_flash(const Problem& p, const Mode& mode, const char* force, int64_t head_group = 0) {
+Run run_flash(const Problem& p, const Mode& mode, const char* force) {
   const Shape& s = p.shape;
 
   AttentionArgs a;
@@ -174,7 +174,6 @@ Run run_flash(const Problem& p, const Mode& mode, const char* force, int64_t hea
   a.v = p.v.dev.get();
   a.scale = s.scale();
   a.force = force;
-  a.head_group = head_group;
 
   tlb::test::GuardedOutput out(s.elems(), mode.dtype);
   out.poison();
@@ -206,11 +205,10 @@ Errors compare(const std::vector<float>& got, const std::vector<Ref>& ref) {
 
 // Runs and checks against fp64; returns the variant name.
 std::string check_against_fp64(const Problem& p, const std::vector<double>& ref, const Mode& mode,
-                               const char* force, int64_t head_group = 0) {
-  const Run r = run_flash(p, mode, force, head_group);
+                               const char* force) {
+  const Run r = run_flash(p, mode, force);
   const Errors e = compare(r.out, ref);
-  INFO(mode.name << ", " << p.shape.describe() << ", force " << (force ? force : "(none)") << ", head group "
-                 << head_group << " -> "
+  INFO(mode.name << ", " << p.shape.describe() << ", force " << (force ? force : "(none)") << " -> "
                  << r.variant << ": rel L2 " << e.rel_l2 << ", non-finite " << e.nonfinite);
   CHECK(r.guards_intact);
   CHECK(e.nonfinite == 0);
@@ -490,28 +488,6 @@ TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width"
         CHECK(e.nonfinite == 0);
         CHECK(e.rel_l2 <= mode.tolerance);
       }
-}
-
-// Causal grids run their query tiles heaviest first over groups of heads: every kernel family
-// shares that order, so each family runs groups that divide the heads, that leave a short last
-// group, and one that spans them all, each grid of the TMA kernel included.
-TEST_CASE("causal tiles in every head-group order match fp64 attention", "[gpu][kernels][attention]") {
-  TLB_REQUIRE_GPU();
-  const bool sm90a = tlb::flash_attention_has_sm90a();
-  for (const Mode& mode : kModes)
-    for (int64_t head_dim : {64, 128}) {
-      Shape s{2, 5, 457, head_dim, MaskKind::causal, {}};  // 10 heads of 3 or 4 query tiles
-      const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 13));
-      const std::vector<double> ref = reference_attention(p);
-      std::vector<const char*> forces = {"standard"};
-      if (mode.dtype != DType::fp32) forces.push_back("standard,q128w8,mma");
-      if (sm90a && mode.dtype != DType::fp32) {
-        forces.push_back("standard,tma,tiles");
-        forces.push_back("standard,tma,persistent");
-      }
-      for (const char* force : forces)
-        for (int64_t group : {1, 3, 5, 10, 64}) check_against_fp64(p, ref, mode, force, group);
-    }
 }
 
 // ---- Host-only: no device needed.
