@@ -1,6 +1,6 @@
 // fp32 `ieee` GEMM, out = epilogue(A · W^T) with plain fp32 FMA (no tensor cores, no TF32):
 // register-blocked outer products over k-major shared-memory tiles that cp.async streams in
-// (transposing on the way) through a four-stage ring, fused epilogue on 16-byte output runs.
+// (transposing on the way) through a three-stage ring, fused epilogue on 16-byte output runs.
 // Any M; N and K multiples of 8.
 #include <cstdint>
 
@@ -24,8 +24,8 @@ namespace {
 template <int BM_, int BN_, int TM_, int TN_, int kMinBlocks_>
 struct FmaConfig {
   static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, kMinBlocks = kMinBlocks_;
-  static constexpr int BK = 16;
-  static constexpr int kStages = 4;
+  static constexpr int BK = 32;
+  static constexpr int kStages = 3;
   static constexpr int kThreads = 256;
   static constexpr int kGroupsM = TM / 4, kGroupsN = TN / 4;
   static constexpr int kGroupStride = 64;  // 16 threads x 4 rows (columns)
@@ -33,19 +33,17 @@ struct FmaConfig {
   static constexpr int kPitchA = BM + 4, kPitchW = BN + 4;
   static constexpr int kStageFloats = BK * (kPitchA + kPitchW);
   static constexpr int kSmemBytes = kStages * kStageFloats * 4;
-  static constexpr int kASlots = BM * BK / kThreads, kWSlots = BN * BK / kThreads;
   static_assert(BM / kGroupsM == kGroupStride && BN / kGroupsN == kGroupStride, "16x16 threads, 4x4 groups");
-  static_assert(BK == 16 && kASlots % 2 == 0 && kWSlots % 2 == 0, "a slot pair covers a row's 16 k");
+  static_assert(BM % 32 == 0 && BN % 32 == 0 && BK % 8 == 0, "copies of 32 rows x 8 k");
 };
 
 // One operand tile's copies into k-major shared memory: 4-byte cp.async, each warp reading
-// 4 rows x 8 k (four 32-byte sectors) per slot. Slot s of a thread copies row
-// (s / 2) * 32 + warp * 4 + lane / 8 at k = lane % 8 + 8 * (s % 2). Rows past the tensor read
-// its last row instead: they only reach outputs that are never stored. A K that ends in the
-// first half of a tile zero-fills the second half.
-template <int kSlots, int kPitch>
+// 4 rows x 8 k (four 32-byte sectors) per copy. Copy (r, g) of a thread is row
+// 32 r + warp * 4 + lane / 8 at k = 8 g + lane % 8. Rows past the tensor read its last row
+// instead: they only reach outputs that are never stored. The k groups of a last tile that
+// lie past K are zero-filled.
+template <int kRows, int kKGroups, int kPitch>
 struct TileCopy {
-  static constexpr int kRows = kSlots / 2;
   const float* src[kRows];  // row r's element at k = lane % 8 of the next tile
   uint32_t dst;             // this thread's offset in bytes in a stage's tile
 
@@ -56,28 +54,26 @@ struct TileCopy {
     for (int r = 0; r < kRows; ++r) src[r] = base + min(row0 + row + 32 * r, rows - 1) * K + lane % 8;
   }
 
-  // Copies the tile at the pointers and moves them on by `BK`. `second_half` is false only on
-  // a last tile where K ends at its first 8 k: those copies then read nothing and write zeros
-  // (a branch of its own, so that every other tile's copies are plain 4-byte loads at fixed
-  // offsets from the row pointers).
-  template <int BK>
-  __device__ __forceinline__ void issue_and_advance(uint32_t tile, bool second_half) {
-    const uint32_t to = tile + dst, second = 4 * 8 * kPitch;
-    if (second_half) {
+  // Copies the tile at the pointers and moves them on by the tile's k. `groups` of its k groups
+  // lie inside K: all of them but on a last tile that K ends inside, which takes a branch of
+  // its own, so that every other tile's copies are plain loads at fixed offsets from the row
+  // pointers.
+  __device__ __forceinline__ void issue_and_advance(uint32_t tile, int groups) {
+    const uint32_t to = tile + dst;
+    if (groups == kKGroups) {
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        ptx::cp_async_4(to + 4 * 32 * r, src[r]);
-        ptx::cp_async_4(to + 4 * 32 * r + second, src[r] + 8);
-      }
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int g = 0; g < kKGroups; ++g) ptx::cp_async_4(to + 4 * (32 * r + 8 * g * kPitch), src[r] + 8 * g);
     } else {
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        ptx::cp_async_4(to + 4 * 32 * r, src[r]);
-        ptx::cp_async_4_zfill(to + 4 * 32 * r + second, src[r], false);
-      }
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int g = 0; g < kKGroups; ++g)
+          ptx::cp_async_4_zfill(to + 4 * (32 * r + 8 * g * kPitch), g < groups ? src[r] + 8 * g : src[r], g < groups);
     }
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) src[r] += BK;
+    for (int r = 0; r < kRows; ++r) src[r] += 8 * kKGroups;
   }
 };
 
@@ -95,16 +91,17 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_fp32_fma_kern
   const int64_t K = p.K;
   const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
-  TileCopy<C::kASlots, C::kPitchA> copy_a(A, m0, p.M, K, tid);
-  TileCopy<C::kWSlots, C::kPitchW> copy_w(W, n0, p.N, K, tid);
+  TileCopy<C::BM / 32, C::BK / 8, C::kPitchA> copy_a(A, m0, p.M, K, tid);
+  TileCopy<C::BN / 32, C::BK / 8, C::kPitchW> copy_w(W, n0, p.N, K, tid);
   const int k_tiles = static_cast<int>((K + C::BK - 1) / C::BK);
   // The copies of tile `kt` (none past the last: its stage's group is left empty).
   auto load_tile = [&](int kt) {
     if (kt >= k_tiles) return;
     const uint32_t a_tile = smem_base + static_cast<uint32_t>((kt % C::kStages) * C::kStageFloats * 4);
-    const bool second_half = static_cast<int64_t>(kt) * C::BK + 8 < K;
-    copy_a.template issue_and_advance<C::BK>(a_tile, second_half);
-    copy_w.template issue_and_advance<C::BK>(a_tile + C::BK * C::kPitchA * 4, second_half);
+    const int64_t left = K - static_cast<int64_t>(kt) * C::BK;  // K is a multiple of 8
+    const int groups = left >= C::BK ? C::BK / 8 : static_cast<int>(left / 8);
+    copy_a.issue_and_advance(a_tile, groups);
+    copy_w.issue_and_advance(a_tile + C::BK * C::kPitchA * 4, groups);
   };
 
   float acc[C::TM][C::TN];
@@ -176,12 +173,12 @@ void launch_config(const GemmArgs& a, cudaStream_t stream) {
 }  // namespace
 
 std::string fma_tile_name(FmaTile t) {
-  return t == FmaTile::m128n128 ? "fma_128x128x16_fp32" : "fma_64x64x16_fp32";
+  return t == FmaTile::m128n128 ? "fma_128x128x32_fp32" : "fma_64x64x32_fp32";
 }
 
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream) {
-  // 128x128 (8x8 per thread): the throughput tile, 66 KiB of ring, two CTAs per SM in 128
-  // registers. 64x64 (4x4): small GEMMs that would leave most SMs idle with 128x128 tiles, 34
+  // 128x128 (8x8 per thread): the throughput tile, 99 KiB of ring, two CTAs per SM in 128
+  // registers. 64x64 (4x4): small GEMMs that would leave most SMs idle with 128x128 tiles, 51
   // KiB, three per SM.
   if (t == FmaTile::m128n128) {
     launch_config<FmaConfig<128, 128, 8, 8, 2>>(a, stream);
