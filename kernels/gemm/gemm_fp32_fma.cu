@@ -1,6 +1,6 @@
 // fp32 `ieee` GEMM, out = epilogue(A · W^T) with plain fp32 FMA (no tensor cores, no TF32):
 // register-blocked outer products over k-major shared-memory tiles that cp.async streams in
-// (transposing on the way) through a four-stage ring, fused epilogue on 16-byte output runs.
+// (transposing on the way) through a three-stage ring, fused epilogue on 16-byte output runs.
 // Any M; N and K multiples of 8.
 #include <cstdint>
 
@@ -14,38 +14,36 @@
 namespace tlb::gemm_detail {
 namespace {
 
-// kThreads threads as a (kThreads / 16) x 16 grid (ty, tx = tid / 16, tid % 16); each thread
-// owns TM x TN outputs in 4x4 groups, kStrideM rows and 64 columns apart. Shared memory holds
-// each tile k-major, a row of BM (BN) floats per k, so one k of a thread's operands is
-// TM / 4 + TN / 4 16-byte loads feeding TM x TN FMAs. The 128x128 tile runs 128 threads of
-// 16x8 outputs: 128 FMAs for six loads a k (with 256 threads of 8x8, 64 for four, issue slots
-// were 75 % busy, a third of the stalls waiting on the dispatch and the barrier, and it ran at
-// 0.85x of cuBLAS on an H200; so did k-contiguous tiles, whose operands took 64 registers a
-// step).
-template <int BM_, int BN_, int TM_, int TN_, int kThreads_, int kMinBlocks_>
+// 256 threads as a 16x16 grid (ty, tx = tid / 16, tid % 16); each thread owns TM x TN outputs
+// in 4x4 groups 64 rows and 64 columns apart. Shared memory holds each tile k-major, a row of
+// BM (BN) floats per k, so one k of a thread's operands is TM / 4 + TN / 4 16-byte loads and
+// feeds TM x TN FMAs: the 8x8 tile keeps a k of operands (16 registers) in flight while the
+// previous k's 64 FMAs issue, and fits two CTAs per SM in 128 registers. Measured on an H200
+// against cuBLAS: 0.85-0.86x, as much as tiles kept k-contiguous as in memory (64 registers
+// of operands a step, one CTA per SM). 128 threads of 16x8 outputs, cuBLAS's shape, ran at
+// 0.68-0.79x: two warps per scheduler left it waiting on the copies and on instruction fetch.
+template <int BM_, int BN_, int TM_, int TN_, int kMinBlocks_>
 struct FmaConfig {
-  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, kThreads = kThreads_, kMinBlocks = kMinBlocks_;
-  // 16 k a tile: the main loop (every k unrolled) is 2048 FMAs of the 16x8 tile, 37 KB of
-  // code; at 32 k it missed the instruction cache (ncu: no-instruction stalls, 0.70-0.79x).
-  static constexpr int BK = 16;
-  static constexpr int kStages = 4;
+  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, kMinBlocks = kMinBlocks_;
+  static constexpr int BK = 32;
+  static constexpr int kStages = 3;
+  static constexpr int kThreads = 256;
   static constexpr int kGroupsM = TM / 4, kGroupsN = TN / 4;
-  static constexpr int kStrideM = kThreads / 16 * 4, kStrideN = 16 * 4;  // threads x 4 rows (columns)
-  static constexpr int kCopyRows = kThreads / 8;  // rows of 8 k one copy of every thread covers
+  static constexpr int kGroupStride = 64;  // 16 threads x 4 rows (columns)
   // A k-row is padded by four floats: the copies' 8 k x 4 rows per warp land in 32 banks.
   static constexpr int kPitchA = BM + 4, kPitchW = BN + 4;
   static constexpr int kStageFloats = BK * (kPitchA + kPitchW);
   static constexpr int kSmemBytes = kStages * kStageFloats * 4;
-  static_assert(BM == kGroupsM * kStrideM && BN == kGroupsN * kStrideN, "4x4 groups over the thread grid");
-  static_assert(BM % kCopyRows == 0 && BN % kCopyRows == 0 && BK % 8 == 0, "whole copies of 8 k");
+  static_assert(BM / kGroupsM == kGroupStride && BN / kGroupsN == kGroupStride, "16x16 threads, 4x4 groups");
+  static_assert(BM % 32 == 0 && BN % 32 == 0 && BK % 8 == 0, "copies of 32 rows x 8 k");
 };
 
 // One operand tile's copies into k-major shared memory: 4-byte cp.async, each warp reading
 // 4 rows x 8 k (four 32-byte sectors) per copy. Copy (r, g) of a thread is row
-// kCopyRows r + warp * 4 + lane / 8 at k = 8 g + lane % 8. Rows past the tensor read its last row
+// 32 r + warp * 4 + lane / 8 at k = 8 g + lane % 8. Rows past the tensor read its last row
 // instead: they only reach outputs that are never stored. The k groups of a last tile that
 // lie past K are zero-filled.
-template <int kRows, int kKGroups, int kPitch, int kCopyRows>
+template <int kRows, int kKGroups, int kPitch>
 struct TileCopy {
   const float* src[kRows];  // row r's element at k = lane % 8 of the next tile
   uint32_t dst;             // this thread's offset in bytes in a stage's tile
@@ -54,7 +52,7 @@ struct TileCopy {
     const int lane = tid % 32, row = (tid / 32) * 4 + lane / 8;
     dst = static_cast<uint32_t>(4 * ((lane % 8) * kPitch + row));
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) src[r] = base + min(row0 + row + kCopyRows * r, rows - 1) * K + lane % 8;
+    for (int r = 0; r < kRows; ++r) src[r] = base + min(row0 + row + 32 * r, rows - 1) * K + lane % 8;
   }
 
   // Copies the tile at the pointers and moves them on by the tile's k. `groups` of its k groups
@@ -67,14 +65,13 @@ struct TileCopy {
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
 #pragma unroll
-        for (int g = 0; g < kKGroups; ++g) ptx::cp_async_4(to + 4 * (kCopyRows * r + 8 * g * kPitch), src[r] + 8 * g);
+        for (int g = 0; g < kKGroups; ++g) ptx::cp_async_4(to + 4 * (32 * r + 8 * g * kPitch), src[r] + 8 * g);
     } else {
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
 #pragma unroll
         for (int g = 0; g < kKGroups; ++g)
-          ptx::cp_async_4_zfill(to + 4 * (kCopyRows * r + 8 * g * kPitch), g < groups ? src[r] + 8 * g : src[r],
-                                g < groups);
+          ptx::cp_async_4_zfill(to + 4 * (32 * r + 8 * g * kPitch), g < groups ? src[r] + 8 * g : src[r], g < groups);
     }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) src[r] += 8 * kKGroups;
@@ -95,8 +92,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_fp32_fma_kern
   const int64_t K = p.K;
   const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
-  TileCopy<C::BM / C::kCopyRows, C::BK / 8, C::kPitchA, C::kCopyRows> copy_a(A, m0, p.M, K, tid);
-  TileCopy<C::BN / C::kCopyRows, C::BK / 8, C::kPitchW, C::kCopyRows> copy_w(W, n0, p.N, K, tid);
+  TileCopy<C::BM / 32, C::BK / 8, C::kPitchA> copy_a(A, m0, p.M, K, tid);
+  TileCopy<C::BN / 32, C::BK / 8, C::kPitchW> copy_w(W, n0, p.N, K, tid);
   const int k_tiles = static_cast<int>((K + C::BK - 1) / C::BK);
   // The copies of tile `kt` (none past the last: its stage's group is left empty).
   auto load_tile = [&](int kt) {
@@ -137,11 +134,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_fp32_fma_kern
 #pragma unroll
       for (int g = 0; g < C::kGroupsM; ++g)
         *reinterpret_cast<float4*>(&a[4 * g]) =
-            *reinterpret_cast<const float4*>(As + k * C::kPitchA + g * C::kStrideM);
+            *reinterpret_cast<const float4*>(As + k * C::kPitchA + g * C::kGroupStride);
 #pragma unroll
       for (int g = 0; g < C::kGroupsN; ++g)
         *reinterpret_cast<float4*>(&w[4 * g]) =
-            *reinterpret_cast<const float4*>(Ws + k * C::kPitchW + g * C::kStrideN);
+            *reinterpret_cast<const float4*>(Ws + k * C::kPitchW + g * C::kGroupStride);
       // k ascending per output, as a plain loop over K would add them.
 #pragma unroll
       for (int i = 0; i < C::TM; ++i)
@@ -153,11 +150,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_fp32_fma_kern
 
 #pragma unroll
   for (int i = 0; i < C::TM; ++i) {
-    const int64_t m = m0 + (i / 4) * C::kStrideM + ty * 4 + i % 4;
+    const int64_t m = m0 + (i / 4) * C::kGroupStride + ty * 4 + i % 4;
     if (m >= p.M) continue;
 #pragma unroll
     for (int g = 0; g < C::kGroupsN; ++g) {
-      const int64_t n = n0 + g * C::kStrideN + tx * 4;
+      const int64_t n = n0 + g * C::kGroupStride + tx * 4;
       if (n >= p.N) continue;
       float v[4] = {acc[i][g * 4], acc[i][g * 4 + 1], acc[i][g * 4 + 2], acc[i][g * 4 + 3]};
       epilogue_store<float>(p, m, n, v);
@@ -177,17 +174,17 @@ void launch_config(const GemmArgs& a, cudaStream_t stream) {
 }  // namespace
 
 std::string fma_tile_name(FmaTile t) {
-  return t == FmaTile::m128n128 ? "fma_128x128x16_fp32" : "fma_64x64x16_fp32";
+  return t == FmaTile::m128n128 ? "fma_128x128x32_fp32" : "fma_64x64x32_fp32";
 }
 
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream) {
-  // 128x128 (16x8 per thread): the throughput tile, 66 KiB of ring, two CTAs of four warps
-  // per SM. 64x64 (4x4): small GEMMs that would leave most SMs idle with 128x128 tiles, 34
+  // 128x128 (8x8 per thread): the throughput tile, 99 KiB of ring, two CTAs per SM in 128
+  // registers. 64x64 (4x4): small GEMMs that would leave most SMs idle with 128x128 tiles, 51
   // KiB, three per SM.
   if (t == FmaTile::m128n128) {
-    launch_config<FmaConfig<128, 128, 16, 8, 128, 2>>(a, stream);
+    launch_config<FmaConfig<128, 128, 8, 8, 2>>(a, stream);
   } else {
-    launch_config<FmaConfig<64, 64, 4, 4, 256, 3>>(a, stream);
+    launch_config<FmaConfig<64, 64, 4, 4, 3>>(a, stream);
   }
 }
 
