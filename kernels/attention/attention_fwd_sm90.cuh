@@ -1,8 +1,8 @@
 // Flash attention forward for Hopper (sm_90a), warp-specialised. One block owns 64 query rows
 // per consumer warpgroup (128 or 192 rows) of one (batch, head); its warpgroups split the work:
 //
-//   producer (warpgroup 0, one thread)  Q once, then K and V tiles by TMA into a two-stage
-//                                       ring of mbarrier-guarded buffers, K one tile ahead of V
+//   producer (warpgroup 0, one thread)  Q once, then K and V tiles by TMA into a ring of two or
+//                                       three mbarrier-guarded stages, K one tile ahead of V
 //   consumers (warpgroups 1..)          per key tile: S = Q K^T (wgmma, both operands in shared
 //                                       memory), mask, online softmax, O += P V (wgmma, P from
 //                                       registers), the next tile's S overlapping this tile's
@@ -52,7 +52,8 @@ struct FwdShape {
   static constexpr int kWidth = kWidth_, kD = sm90_layout_width(kWidth_);
   static constexpr int kBlockN = kBlockN_, kConsumers = kConsumers_;
   static constexpr int kBlockM = 64 * kConsumers;
-  static constexpr int kStages = 2;
+  // Three K/V stages where they fit beside Q (head_dim 64: 24 + 3 x 32 KiB), two elsewhere.
+  static constexpr int kStages = kD == 64 ? 3 : 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / 64;
   // Each operand tile is kColBlocks column blocks of [rows][64] elements, 128-byte swizzled
