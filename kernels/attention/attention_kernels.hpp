@@ -91,12 +91,16 @@ constexpr int tile_kv_cols(Family f, TileShape t, int head_dim) {
 // 96 keep the layout of 64 or 128 but their MMAs stop at their own width: a head of 80 costs
 // 5/8 of a head of 128, not the whole of it. Registers bound the key tile: S (kv_cols / 2), P
 // (kv_cols / 4) and O (width / 2) fp32 registers per thread stay live together, within the 240
-// (two consumers) or 160 (three) a consumer thread gets. Shared memory (Q plus two stages of K
-// and V) bounds it too: 208 KB at 128 x 176, 224 KB at 256 x 80.
+// (two consumers) or 160 (three) a consumer thread gets. Shared memory (Q plus the K/V stages)
+// bounds it too: 208 KB at 128 x 176, 224 KB at 256 x 80, 120 KB at 64 x 128 with three stages.
 constexpr bool sm90_head_dim_ok(int64_t head_dim) { return head_dim >= 8 && head_dim <= 256 && head_dim % 8 == 0; }
+// The compiled widths, ascending: each has its attention_fwd_sm90_d<width>.cu and its entry in
+// launch_flash_sm90's table, which checks that it lists these.
+inline constexpr int kSm90Widths[] = {32, 64, 80, 96, 128, 192, 256};
 constexpr int sm90_width(int64_t head_dim) {
-  return head_dim <= 32 ? 32 : head_dim <= 64 ? 64 : head_dim <= 80 ? 80 : head_dim <= 96 ? 96
-       : head_dim <= 128 ? 128 : head_dim <= 192 ? 192 : 256;
+  for (int w : kSm90Widths)
+    if (head_dim <= w) return w;
+  return kSm90Widths[sizeof(kSm90Widths) / sizeof(kSm90Widths[0]) - 1];
 }
 constexpr int sm90_layout_width(int width) { return (width + 63) / 64 * 64; }
 struct Sm90Tile {
