@@ -7,8 +7,8 @@
 
 `stamp` prefixes every line of stdin with the time it arrived. `annotate` prints each stamped
 line after the median SM clock (MHz) and power (W) the samples show between it and the line
-before: a benchmark that prints one line per shape gets the clocks its shape ran at (fp16 and
-bf16 MMAs on random data draw different power, and a card at its power limit slows its clock).
+before: a benchmark that prints one line per shape gets the clocks its shape ran at, so a
+number that came from a lower clock (a card at its power or thermal limit) shows as such.
 """
 import statistics
 import sys
