@@ -37,21 +37,39 @@ def read_samples(path: str) -> list[tuple[float, float, float]]:
     return samples
 
 
-def annotate(samples_path: str, stamped_path: str) -> None:
-    samples = read_samples(samples_path)
-    prev = None
-    with open(stamped_path, encoding="utf-8") as f:
-        for raw in f:
+class BadInput(Exception):
+    """One line naming the file and what is wrong with it."""
+
+
+def read_stamped(path: str) -> list[tuple[float, str]]:
+    lines = []
+    with open(path, encoding="utf-8") as f:
+        for n, raw in enumerate(f, 1):
             t_text, _, line = raw.partition(" ")
-            t = float(t_text)
-            inside = [s for s in samples if (prev is None or s[0] > prev) and s[0] <= t]
-            if inside:
-                mhz = statistics.median(s[1] for s in inside)
-                watts = statistics.median(s[2] for s in inside)
-                sys.stdout.write(f"[{mhz:5.0f} MHz {watts:4.0f} W] {line}")
-            else:
-                sys.stdout.write(f"[    - MHz    - W] {line}")
-            prev = t
+            try:
+                lines.append((float(t_text), line))
+            except ValueError:
+                raise BadInput(f"{path}:{n}: not a stamped line (expected 'SECONDS TEXT')") from None
+    return lines
+
+
+def annotate(samples_path: str, stamped_path: str) -> None:
+    samples = sorted(read_samples(samples_path))
+    i = 0  # the first sample after the line before
+    for t, line in read_stamped(stamped_path):
+        start = i
+        while i < len(samples) and samples[i][0] <= t:
+            i += 1
+        inside = samples[start:i]
+        if inside:
+            mhz = statistics.median(s[1] for s in inside)
+            watts = statistics.median(s[2] for s in inside)
+            sys.stdout.write(f"[{mhz:5.0f} MHz {watts:4.0f} W] {line}")
+        else:
+            sys.stdout.write(f"[    - MHz    - W] {line}")
+
+
+USAGE = "usage: clock_trace.py stamp | clock_trace.py annotate SAMPLES.csv STAMPED"
 
 
 def main() -> int:
@@ -59,9 +77,16 @@ def main() -> int:
         stamp()
         return 0
     if len(sys.argv) == 4 and sys.argv[1] == "annotate":
-        annotate(sys.argv[2], sys.argv[3])
+        try:
+            annotate(sys.argv[2], sys.argv[3])
+        except BadInput as e:
+            print(f"clock_trace.py: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:
+            print(f"clock_trace.py: {e.filename}: {e.strerror}", file=sys.stderr)
+            return 2
         return 0
-    print(__doc__, file=sys.stderr)
+    print(f"clock_trace.py: {USAGE}", file=sys.stderr)
     return 2
 
 

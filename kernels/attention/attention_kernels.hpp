@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <iterator>
 
 #include "attention/attention.hpp"
 
@@ -100,7 +101,7 @@ inline constexpr int kSm90Widths[] = {32, 64, 80, 96, 128, 192, 256};
 constexpr int sm90_width(int64_t head_dim) {
   for (int w : kSm90Widths)
     if (head_dim <= w) return w;
-  return kSm90Widths[sizeof(kSm90Widths) / sizeof(kSm90Widths[0]) - 1];
+  return kSm90Widths[std::size(kSm90Widths) - 1];
 }
 constexpr int sm90_layout_width(int width) { return (width + 63) / 64 * 64; }
 struct Sm90Tile {

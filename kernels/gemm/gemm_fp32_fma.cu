@@ -120,8 +120,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_fp32_fma_kern
     // Tile kt has landed for every thread; the stage refilled next was read in kt - 1.
     ptx::cp_async_wait<C::kStages - 2>();
     __syncthreads();
-    const float* As = smem + (kt % C::kStages) * C::kStageFloats + ty * 4;
-    const float* Ws = smem + (kt % C::kStages) * C::kStageFloats + C::BK * C::kPitchA + tx * 4;
+    const float* stage = smem + (kt % C::kStages) * C::kStageFloats;
+    const float* As = stage + ty * 4;
+    const float* Ws = stage + C::BK * C::kPitchA + tx * 4;
 #pragma unroll
     for (int k = 0; k < C::BK; ++k) {
       if (k == 1) {
