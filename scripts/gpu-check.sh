@@ -21,12 +21,13 @@ steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(build test)
 
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/summary.txt"; }
-# `clocked NAME CMD...`: runs CMD with the card's SM clock and power sampled every 100 ms, and
+# `clocked NAME CMD...`: runs CMD with the card's SM clock, power and clock-limiting reasons
+# sampled every 100 ms, and
 # writes its output to $OUT/NAME.log and, each line after the median clock and power since
 # the line before, to $OUT/NAME-clocks.log. Returns CMD's exit status.
 clocked() {
   local name=$1; shift
-  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 \
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.active --format=csv,noheader,nounits -lms 100 \
     >"$OUT/clocks-$name.csv" 2>/dev/null &
   local smi=$!
   stdbuf -oL "$@" 2>&1 | python3 scripts/clock_trace.py stamp >"$OUT/$name.stamped"
@@ -90,13 +91,14 @@ for step in "${steps[@]}"; do
         timeout 300 ncu --clock-control none --kernel-name-base mangled -k "regex:${kernels[$i]}" -c 1 \
           --section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats \
           --section WarpStateStats --section Occupancy --section SourceCounters --section InstructionStats \
-          --metrics "sm__cycles_elapsed.avg.per_second,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active,regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+          --section MemoryWorkloadAnalysis \
+          --metrics "sm__cycles_elapsed.avg.per_second,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active,regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
           -f -o "/tmp/ncu-$i" $BUILD/tlbench_kernel_bench ${NCU_BENCH:-attn} ${NCU_MATCH:+--match "$NCU_MATCH"} \
           >"$OUT/ncu-run-$i.log" 2>&1
         echo "rc=$?" | tee -a "$OUT/summary.txt"
         ncu -i "/tmp/ncu-$i.ncu-rep" --print-details all >"$OUT/ncu-$i.log" 2>&1
         ncu -i "/tmp/ncu-$i.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu-source-$i.csv" 2>&1
-        grep -E "SM Frequency|cycles_elapsed.avg.per_second|Compute \(SM\) Throughput|Issue Slots Busy|pipe_(tensor|xu|fma|alu|fmaheavy|uniform).*(pct|%)|Duration" "$OUT/ncu-$i.log" | head -40 | tee -a "$OUT/summary.txt"
+        grep -E "SM Frequency|cycles_elapsed.avg.per_second|lts__throughput|data_bank_(reads|writes)|L2 Cache Throughput|Compute \(SM\) Throughput|Issue Slots Busy|pipe_(tensor|xu|fma|alu|fmaheavy|uniform).*(pct|%)|Duration" "$OUT/ncu-$i.log" | head -40 | tee -a "$OUT/summary.txt"
       done
       ;;
     sanitize)
