@@ -101,19 +101,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t smem_dst, const void* tenso
       : "memory");
 #endif
 }
-// The same box multicast to the CTAs of this cluster in `cta_mask`: it lands at smem_dst's
-// offset in each of their shared memories and completes on the barrier at bar's offset in
-// each (every destination expects the box's bytes).
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t smem_dst, const void* tensor_map, int32_t c_inner,
-                                                      int32_t c_outer, uint32_t bar, uint16_t cta_mask) {
-#if TLB_PTX_SM90
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_dst),
-      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c_inner), "r"(c_outer), "r"(bar), "h"(cta_mask)
-      : "memory");
-#endif
-}
 // One 3-D box (coordinates innermost first) with an L2 eviction policy from l2_policy_*():
 // operands that other blocks read again (attention's K and V) stay in L2, those read once go
 // first.
@@ -151,41 +138,6 @@ __device__ __forceinline__ void prefetch_tensor_map(const void* tensor_map) {
 __device__ __forceinline__ void fence_proxy_async_shared() {
 #if TLB_PTX_SM90
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-
-// ---- Thread-block clusters.
-// This CTA's rank in its cluster.
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t rank = 0;
-#if TLB_PTX_SM90
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-#endif
-  return rank;
-}
-// Every thread of every CTA of the cluster arrives (release) and waits (acquire); a warp may
-// reach it diverged.
-__device__ __forceinline__ void cluster_sync() {
-#if TLB_PTX_SM90
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-#endif
-}
-// The address in CTA `rank`'s shared memory (a shared::cluster address) of what sits at
-// `smem_addr` in this CTA's.
-__device__ __forceinline__ uint32_t map_shared_rank(uint32_t smem_addr, uint32_t rank) {
-  uint32_t mapped = smem_addr;
-#if TLB_PTX_SM90
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(mapped) : "r"(smem_addr), "r"(rank));
-#endif
-  return mapped;
-}
-// One arrival on an mbarrier of any CTA of the cluster, by its shared::cluster address. The
-// default (CTA-scope) release orders this thread's own accesses only: enough to hand back a
-// stage whose readers were wgmma or TMA, complete before the arrival; .release.cluster would
-// add a GPU-wide fence to every arrival.
-__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t cluster_bar) {
-#if TLB_PTX_SM90
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
 #endif
 }
 

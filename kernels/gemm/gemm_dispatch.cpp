@@ -121,16 +121,6 @@ double pingpong_stream_k_time(int64_t M, int64_t N, int64_t K, int elem_bytes, i
   return std::min(plain, (static_cast<double>(tiles) / sms + 3.0 / k_tiles) * t.bm * t.bn / t.speed);
 }
 
-// Pairs of ping-pong CTAs sharing W's k-tiles (cluster 2): the same tensor-core work for
-// three quarters of the L2 traffic, which under the card's power cap buys clock (prediction:
-// 3 %, until measured). A pair over an odd count of tile rows computes one phantom row.
-constexpr double kPairSpeedup = 1.03;
-double pair_time(double time, int64_t M) {
-  const int64_t tiles_m = (M + kPingpongModel.bm - 1) / kPingpongModel.bm;
-  const double phantom = tiles_m % 2 ? static_cast<double>(tiles_m + 1) / static_cast<double>(tiles_m) : 1.0;
-  return time * phantom / kPairSpeedup;
-}
-
 TileModel fma_model(FmaTile t) {
   return t == FmaTile::m128n128 ? TileModel{128, 128, 8, 2, 1.0} : TileModel{64, 64, 8, 3, 0.6};
 }
@@ -142,7 +132,6 @@ struct Candidate {
   int tile;  // pingpong: the waves under stream-K (0: none)
   double time;
   int split = 1;  // wgmma only: CTAs of a cluster sharing one output tile's K
-  int cluster = 1;  // pingpong only: CTAs of a cluster sharing W's k-tiles
 
   bool sm90() const { return kind == wgmma || kind == pingpong; }
 };
@@ -189,16 +178,13 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
         [&](WgmmaTile t, int split) { return gemm_detail::wgmma_max_active_clusters(t, a.dtype, split); });
     if (gemm_detail::pingpong_supported(a.M, a.N)) {
       const double inf = std::numeric_limits<double>::infinity();
-      const int elem_bytes = static_cast<int>(dtype_bytes(a.dtype));
-      for (int cluster : {1, 2}) {
-        if (!gemm_detail::pingpong_cluster_applies(a.M, cluster)) continue;
-        auto time_of = [&](double t) { return small ? inf : cluster == 2 ? pair_time(t, a.M) : t; };
-        c.push_back({gemm_detail::pingpong_variant_name(a.dtype, 0, cluster), Candidate::pingpong, 0,
-                     time_of(model_time(kPingpongModel, a.M, a.N, dev.sms)), 1, cluster});
-        if (!gemm_detail::pingpong_stream_k_applies(a.dtype, a.M, a.N, 0, cluster)) continue;
+      c.push_back({gemm_detail::pingpong_variant_name(a.dtype, 0), Candidate::pingpong, 0,
+                   small ? inf : model_time(kPingpongModel, a.M, a.N, dev.sms)});
+      if (gemm_detail::pingpong_stream_k_applies(a.M, a.N, 0)) {
+        const int elem_bytes = static_cast<int>(dtype_bytes(a.dtype));
         for (int waves : {1, 2}) {
-          c.push_back({gemm_detail::pingpong_variant_name(a.dtype, waves, cluster), Candidate::pingpong, waves,
-                       time_of(pingpong_stream_k_time(a.M, a.N, a.K, elem_bytes, dev.sms, waves)), 1, cluster});
+          const double time = small ? inf : pingpong_stream_k_time(a.M, a.N, a.K, elem_bytes, dev.sms, waves);
+          c.push_back({gemm_detail::pingpong_variant_name(a.dtype, waves), Candidate::pingpong, waves, time});
         }
       }
     }
@@ -250,7 +236,7 @@ void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
   if (c.kind == Candidate::fma) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
   } else if (c.kind == Candidate::pingpong) {
-    gemm_detail::launch_gemm_pingpong_sm90(a, 0, c.tile, c.cluster, stream);
+    gemm_detail::launch_gemm_pingpong_sm90(a, 0, c.tile, stream);
   } else if (c.kind == Candidate::wgmma) {
     gemm_detail::launch_gemm_wgmma_sm90(a, static_cast<WgmmaTile>(c.tile), c.split, stream);
   } else {

@@ -70,19 +70,14 @@ int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
 // ("sm90_pingpong_streamk1_..."): the tiles of the partial wave (1), or of the last full wave
 // and the partial one (2), are shared out as equal runs of k-tiles, one per CTA, so no SM
 // idles through the partial wave; a tile cut between CTAs is finished by the last of them, in
-// a fixed order (results are deterministic). Stream-K needs pingpong_stream_k_applies. With
-// cluster 2 ("sm90_pingpong_c2_..."), CTAs run in pairs on two vertically adjacent tiles,
-// each loading half of their shared W k-tiles for both (TMA multicast): half W's traffic from
-// L2; it needs pingpong_cluster_applies (two tile rows or more). max_ctas > 0 caps the grid
-// below one CTA per SM (tests use it to give each CTA many tiles).
-std::string pingpong_variant_name(DType d, int stream_k_waves, int cluster);
+// a fixed order (results are deterministic). Stream-K needs pingpong_stream_k_applies.
+// max_ctas > 0 caps the grid below one CTA per SM (tests use it to give each CTA many tiles).
+std::string pingpong_variant_name(DType d, int stream_k_waves);
 bool pingpong_supported(int64_t M, int64_t N);
-bool pingpong_cluster_applies(int64_t M, int cluster);
-// Whether the grid has a partial wave for stream-K to spread: more (cluster) tiles than
-// clusters launched, and not a multiple of them.
-bool pingpong_stream_k_applies(DType d, int64_t M, int64_t N, int max_ctas, int cluster);
-void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, int stream_k_waves, int cluster,
-                               cudaStream_t stream);
+// Whether the grid has a partial wave for stream-K to spread: more tiles than CTAs, and not a
+// multiple of them.
+bool pingpong_stream_k_applies(int64_t M, int64_t N, int max_ctas);
+void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, int stream_k_waves, cudaStream_t stream);
 
 // Stream-K's scratch (gemm_workspace.cpp): a 128 x 128 fp32 partial tile and a ready flag
 // (zero between launches) for each of up to `slots` CTAs, one per device and stream, made on

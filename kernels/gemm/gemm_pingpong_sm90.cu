@@ -9,13 +9,6 @@
 // tails); N and K multiples of 8. sm_90a only; elsewhere the kernel body traps and the host
 // never launches it.
 //
-// In clusters of two CTAs (kCluster = 2) the schedule hands a cluster two vertically adjacent
-// tiles at a time, which read the same W k-tiles: each CTA loads its own A and half of W's rows
-// and multicasts that half into both CTAs' stages, so W crosses from L2 once for the pair. A
-// fed tensor core was never what these GEMMs lacked (ncu: 98 % busy, beside cuBLAS's 98.7 %);
-// under the card's power cap the clock is, and bytes moved from L2 cost power (ours moved 64 %
-// of the L2's peak rate against cuBLAS's 45 % and ran at 1.41 GHz against its 1.53).
-//
 // The parts, in the order a tile meets them: Schedule (which tiles, or runs of k-tiles, a CTA
 // owns), produce (the TMA loop), mma_tile (a consumer's k-loop), Partials (stream-K's hand-over
 // of a cut tile's k-tiles from the runs that meet it to the one that ends it), store_tile (the epilogue, through the
@@ -28,11 +21,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include "common/cuda_check.hpp"
@@ -51,11 +41,9 @@
 // kernel stub and would otherwise flag every part as unreferenced.
 namespace tlb::gemm_detail::pingpong {
 
-template <typename T, int kCluster_>
+template <typename T>
 struct PingpongConfig {
   using Elem = T;
-  // CTAs per cluster along M (1 or 2): each loads BN / kCluster of a W k-tile's rows for all.
-  static constexpr int kCluster = kCluster_;
   // A consumer's tile: two 64-row wgmma blocks over the full width, 128 fp32 accumulators per
   // thread. (128 x 256 would need 256 of them: more than a thread has.)
   static constexpr int BM = 128, BN = 128;
@@ -64,7 +52,6 @@ struct PingpongConfig {
   static constexpr int kKSteps = kRowBytes / 32;  // wgmma k16 (halves) or k8 (tf32): 32 bytes
   static constexpr int kThreads = 384;            // the producer warpgroup, then two consumers
   static constexpr int kTileBytes = BM * kRowBytes;  // an A or W k-tile: 16 KiB
-  static constexpr int kWSliceRows = BN / kCluster, kWSliceBytes = kWSliceRows * kRowBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;
   // Six 32 KiB stages (about 2.5 us of loads in flight at the rate the tensor cores consume
   // them) and each consumer's 16 KiB epilogue staging: 227 KiB with the barriers, the most a
@@ -79,8 +66,6 @@ struct PingpongConfig {
   // so the consumers' accumulators and epilogue get 232 (128 x 40 + 256 x 232 = 64 Ki).
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static_assert(BM == BN, "A's and W's k-tiles share one size");
-  static_assert(kCluster == 1 || kCluster == 2, "one CTA, or a pair sharing W");
-  static_assert(kWSliceBytes % 1024 == 0, "a W slice keeps the 1024-byte swizzle anchor");
   static_assert(kStageBytes % 1024 == 0, "stages must stay 1024-byte aligned");
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 64 * 1024, "registers must fit the SM's file");
 };
@@ -103,15 +88,12 @@ struct WorkUnit {
   __device__ int k_count() const { return k_end - k_begin; }
 };
 
-// The static persistent schedule, in raster order (gemm_raster.cuh), over the tiles of the
-// clusters: `cluster` (1 or 2) vertically adjacent 128 x 128 tiles, rank r of a cluster
-// computing tile row cluster x m + r of cluster tile row m (past M's last tile it computes on
-// TMA's zeros and stores nothing). A cluster's j-th unit goes to consumer j % 2 of each of its
-// CTAs. Below, G is the number of clusters and "cluster c" cluster c's CTAs.
-// - Data-parallel (sk_tiles == 0): cluster c of G takes the tiles c, c + G, c + 2G, ..., whole.
-// - Stream-K (sk_tiles > 0): tiles below dp_rounds x G go so, dp_rounds to each cluster; the
+// The static persistent schedule, in raster order (gemm_raster.cuh); a CTA's j-th unit goes to
+// consumer j % 2.
+// - Data-parallel (sk_tiles == 0): CTA c of G takes the tiles c, c + G, c + 2G, ..., whole.
+// - Stream-K (sk_tiles > 0): tiles below dp_rounds x G go so, dp_rounds to each CTA; the
 //   k-tiles of the sk_tiles after them (the partial wave, or the last full wave and the
-//   partial one: fewer than 2G) are cut into G runs of equal length, cluster c taking run c, so
+//   partial one: fewer than 2G) are cut into G runs of equal length, CTA c taking run c, so
 //   that no SM idles through the partial wave. A run meets at most three tiles and stops short
 //   of a tile's end at most once (at its own end); what it computes of a tile whose end it
 //   does not reach is left in the workspace as a partial (Partials), and the run that ends the
@@ -121,24 +103,15 @@ struct WorkUnit {
 //   one that writes a partial never waits behind the one that waits for partials on the same
 //   consumer (a CTA's units alternate between its two consumers, and writing never waits).
 struct Schedule {
-  int tiles_m, tiles_n, k_tiles;  // tiles_m counts the clusters' tile rows
+  int tiles_m, tiles_n, k_tiles;
   int dp_rounds, sk_tiles;
-  int cluster;  // CTAs per cluster
 
-  __device__ int group() const { return static_cast<int>(blockIdx.x) / cluster; }  // this CTA's cluster
-  __device__ int groups() const { return static_cast<int>(gridDim.x) / cluster; }
-  __device__ int rank() const { return static_cast<int>(blockIdx.x) % cluster; }
-  // The stream-K workspace slot of cluster c's partial (this CTA's rank in it).
-  __device__ int slot(int c) const { return c * cluster + rank(); }
-  // Where cluster c's run starts, in k-tiles from the first stream-K tile's first.
-  __device__ int64_t run_begin(int c) const { return static_cast<int64_t>(sk_tiles) * k_tiles * c / groups(); }
-  // This CTA's tile of the cluster's tile `linear`.
-  __device__ TileCoord own_tile(int linear) const {
-    const TileCoord t = raster_tile(linear, tiles_m, tiles_n);
-    return {t.m * cluster + rank(), t.n};
+  // Where CTA `cta`'s run starts, in k-tiles from the first stream-K tile's first.
+  __device__ int64_t run_begin(int cta) const {
+    return static_cast<int64_t>(sk_tiles) * k_tiles * cta / static_cast<int>(gridDim.x);
   }
   __device__ int units_of_this_cta() const {
-    const int c = group(), g = groups();
+    const int c = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
     if (sk_tiles == 0) {
       const int total = tiles_m * tiles_n;
       return c < total ? (total - c + g - 1) / g : 0;
@@ -148,8 +121,8 @@ struct Schedule {
     return dp_rounds + 1 + static_cast<int>((hi - 1) / k_tiles - lo / k_tiles);
   }
   __device__ WorkUnit unit(int j) const {
-    const int c = group(), g = groups();
-    if (sk_tiles == 0 || j < dp_rounds) return {own_tile(c + j * g), 0, k_tiles};
+    const int c = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
+    if (sk_tiles == 0 || j < dp_rounds) return {raster_tile(c + j * g, tiles_m, tiles_n), 0, k_tiles};
     const int64_t lo = run_begin(c), hi = run_begin(c + 1);
     // The run's tiles, longest first: the whole middle one of three, then the longer end
     // (ties: the first).
@@ -163,8 +136,8 @@ struct Schedule {
       s = (i == 0) == last_longer ? last : first;
     }
     const int64_t base = s * k_tiles;
-    return {own_tile(dp_rounds * g + static_cast<int>(s)), static_cast<int>(max(lo, base) - base),
-            static_cast<int>(min(hi, base + k_tiles) - base)};
+    return {raster_tile(dp_rounds * g + static_cast<int>(s), tiles_m, tiles_n),
+            static_cast<int>(max(lo, base) - base), static_cast<int>(min(hi, base + k_tiles) - base)};
   }
 };
 
@@ -183,8 +156,7 @@ struct RingSlot {
 };
 
 // The shared memory of one CTA: the stages, then each stage's full barrier (its k-tiles have
-// landed) and empty barrier (its consumer is done with them; in a cluster, the consumers of
-// every CTA the stage's W slices are multicast to).
+// landed) and empty barrier (its consumer is done with them).
 template <class C>
 struct Ring {
   uint32_t stages, full_bar, empty_bar;
@@ -195,14 +167,11 @@ struct Ring {
 };
 
 // The producer: one thread issues every TMA load of the CTA's units, k-tile by k-tile, each
-// into the next stage once its consumers (in a cluster, every CTA's) have released it. In a
-// cluster it loads its own A k-tile and its rank's slice of the W k-tile, the slice multicast
-// to the same place in every CTA's stage; each CTA's full barrier expects the whole stage.
+// into the next stage once its consumer has released it.
 template <class C>
 __device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, const Schedule& sched,
                         const Ring<C>& ring) {
   RingSlot<C::STAGES> slot;
-  const int rank = sched.rank();
   const int units = sched.units_of_this_cta();
   for (int j = 0; j < units; ++j) {
     const WorkUnit u = sched.unit(j);
@@ -216,12 +185,7 @@ __device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, co
       const uint32_t dst = ring.stage(slot.stage), full = ring.full(slot.stage);
       ptx::mbarrier_arrive_expect_tx(full, C::kStageBytes);
       ptx::tma_load_2d(dst, tmap_a, kt * C::BK, t.m * C::BM, full);
-      if constexpr (C::kCluster == 1) {
-        ptx::tma_load_2d(dst + C::kTileBytes, tmap_w, kt * C::BK, t.n * C::BN, full);
-      } else {
-        ptx::tma_load_2d_multicast(dst + C::kTileBytes + rank * C::kWSliceBytes, tmap_w, kt * C::BK,
-                                   t.n * C::BN + rank * C::kWSliceRows, full, (1u << C::kCluster) - 1u);
-      }
+      ptx::tma_load_2d(dst + C::kTileBytes, tmap_w, kt * C::BK, t.n * C::BN, full);
       slot.advance(1);
     }
   }
@@ -235,18 +199,6 @@ __device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, co
 // min(k_tiles, kMmaGroupsInFlight) stages still held, from `held` on: the caller hands the turn
 // on first, then waits for the MMAs and releases them (release_held).
 inline constexpr int kMmaGroupsInFlight = 2;
-
-// Lane 0 of each consumer warp hands a stage back: to its own CTA's producer, and in a cluster
-// to every CTA's, whose multicasts write into this CTA's copy of the stage.
-template <class C>
-__device__ __forceinline__ void release_stage(const Ring<C>& ring, int stage) {
-  if constexpr (C::kCluster == 1) {
-    ptx::mbarrier_arrive(ring.empty(stage));
-  } else {
-#pragma unroll
-    for (uint32_t r = 0; r < C::kCluster; ++r) ptx::mbarrier_arrive_cluster(ptx::map_shared_rank(ring.empty(stage), r));
-  }
-}
 
 template <class C>
 __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(float (&acc)[2][C::BN / 2], int k_tiles, const Ring<C>& ring,
@@ -275,7 +227,7 @@ __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(float (&acc)[2][C::BN / 
     // One arrival per warp (the empty barriers count four): this warp's MMAs of k-tile
     // kt - kMmaGroupsInFlight are done, so the stage they read is free.
     if (kt >= kMmaGroupsInFlight) {
-      if (lane0) release_stage(ring, held.stage);
+      if (lane0) ptx::mbarrier_arrive(ring.empty(held.stage));
       __syncwarp();
       held.advance(1);
     }
@@ -289,14 +241,14 @@ template <class C>
 __device__ __forceinline__ void release_held(const Ring<C>& ring, RingSlot<C::STAGES> held, int k_tiles) {
   const bool lane0 = (threadIdx.x & 31) == 0;
   for (int i = 0; i < k_tiles && i < kMmaGroupsInFlight; ++i) {
-    if (lane0) release_stage(ring, held.stage);
+    if (lane0) ptx::mbarrier_arrive(ring.empty(held.stage));
     held.advance(1);
   }
   __syncwarp();
 }
 
-// Stream-K's hand-over between clusters (Schedule): the workspace holds one partial tile per
-// CTA (Schedule::slot; a run stops short of a tile's end at most once) and a ready flag each, zero between
+// Stream-K's hand-over between CTAs (Schedule): the workspace holds one partial tile per CTA
+// (a CTA's run stops short of a tile's end at most once) and a ready flag each, zero between
 // launches (the reader clears it). A partial keeps the wgmma fragment layout: thread t's accumulators, 16
 // bytes at a time, at float4 q x 128 + t, so both sides move whole 512-byte lines per warp.
 struct Partials {
@@ -485,7 +437,7 @@ __device__ void consume(const GemmArgs& p, const Schedule& sched, const Ring<C>&
   float acc[2][C::BN / 2];
   const int units = sched.units_of_this_cta();
   const uint32_t barrier = kStagingBarrier + consumer;
-  const int run = sched.group();  // the stream-K run of this CTA's cluster
+  const int cta = static_cast<int>(blockIdx.x);
   RingSlot<C::STAGES> slot;
   if (consumer == 1 && units > 0) slot.advance(sched.unit(0).k_count());  // unit 0 is the other consumer's
   for (int j = consumer; j < units; j += 2) {
@@ -497,17 +449,17 @@ __device__ void consume(const GemmArgs& p, const Schedule& sched, const Ring<C>&
     release_held(ring, held, u.k_count());
     if (j + 1 < units) slot.advance(sched.unit(j + 1).k_count());  // past the other consumer's next unit
     if (u.k_end < sched.k_tiles) {
-      partials.publish(acc, sched.slot(run), barrier);
+      partials.publish(acc, cta, barrier);
       continue;
     }
     if (u.k_begin > 0) {
       // The runs before this one that meet the tile, nearest first (a run may be empty).
-      int64_t end = sched.run_begin(run);
+      int64_t end = sched.run_begin(cta);
       const int64_t tile_begin = end - u.k_begin;
 #pragma unroll 1
-      for (int c = run - 1; end > tile_begin; --c) {
+      for (int c = cta - 1; end > tile_begin; --c) {
         const int64_t begin = sched.run_begin(c);
-        if (begin < end) partials.accumulate(acc, sched.slot(c), barrier);
+        if (begin < end) partials.accumulate(acc, c, barrier);
         end = begin;
       }
     }
@@ -539,18 +491,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
       ptx::mbarrier_init(ring.full(s), 1);
-      ptx::mbarrier_init(ring.empty(s), 4 * C::kCluster);  // one arrival per consumer warp of each CTA
+      ptx::mbarrier_init(ring.empty(s), 4);  // one arrival per consumer warp
     }
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensor_map(&tmap_a);
     ptx::prefetch_tensor_map(&tmap_w);
   }
-  // In a cluster, every CTA's barriers must be initialised before the first multicast.
-  if constexpr (C::kCluster > 1) {
-    ptx::cluster_sync();
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
   // Under PDL the set-up above overlaps the previous kernel's tail; A and the residual may be
   // its output.
   ptx::pdl_wait();
@@ -569,9 +516,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const Staging staging{reinterpret_cast<float*>(staging_bytes + consumer * C::kStagingBytes)};
     consume<C, kOp>(p, sched, ring, staging, partials, consumer);
   }
-  // No CTA of a cluster leaves while another may still multicast into its shared memory or
-  // arrive on its barriers.
-  if constexpr (C::kCluster > 1) ptx::cluster_sync();
 #else
   (void)tmap_a;
   (void)tmap_w;
@@ -584,129 +528,67 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
 }  // namespace
 
-std::string pingpong_variant_name(DType d, int stream_k_waves, int cluster) {
+std::string pingpong_variant_name(DType d, int stream_k_waves) {
   return dispatch_dtype(d, [&](auto tag) {
-    using C = PingpongConfig<decltype(tag), 1>;
-    const std::string pair = cluster > 1 ? "c" + std::to_string(cluster) + "_" : "";
+    using C = PingpongConfig<decltype(tag)>;
     const std::string schedule = stream_k_waves > 0 ? "streamk" + std::to_string(stream_k_waves) + "_" : "";
-    return "sm90_pingpong_" + pair + schedule + std::to_string(C::BM) + "x" + std::to_string(C::BN) + "x" +
-           std::to_string(C::BK) + "_s" + std::to_string(C::STAGES) + (sizeof(tag) == 4 ? "_tf32" : "");
+    return "sm90_pingpong_" + schedule + std::to_string(C::BM) + "x" +
+           std::to_string(C::BN) + "x" + std::to_string(C::BK) + "_s" + std::to_string(C::STAGES) +
+           (sizeof(tag) == 4 ? "_tf32" : "");
   });
 }
 
 namespace {
 
-// Every dtype's and cluster's tile is the same size.
-using Shape = PingpongConfig<__half, 1>;
-
-// How many clusters of `cluster` CTAs of the kernel the device runs at once (one CTA per SM;
-// a pair must sit in one GPC), asked once per device and dtype.
-int max_groups(DType d, int cluster) {
-  if (cluster == 1) return device_caps().sms;
-  static std::mutex mu;
-  static std::map<std::pair<int, int>, int> cache;
-  int dev = 0;
-  TLB_CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_pair(dev, static_cast<int>(d));
-  if (const auto it = cache.find(key); it != cache.end()) return it->second;
-  const int n = dispatch_dtype(d, [&](auto tag) {
-    using C = PingpongConfig<decltype(tag), 2>;
-    auto kernel = gemm_pingpong_sm90_kernel<C, EpilogueOp::bias>;
-    allow_dynamic_smem(kernel, C::kSmemBytes);
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(2);
-    cfg.blockDim = dim3(C::kThreads);
-    cfg.dynamicSmemBytes = C::kSmemBytes;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 2;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    TLB_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
-    return clusters;
-  });
-  cache.emplace(key, n);
-  return n;
+// Every dtype's tile is the same size.
+int64_t pingpong_tiles(int64_t M, int64_t N) {
+  using C = PingpongConfig<__half>;
+  return ((M + C::BM - 1) / C::BM) * ((N + C::BN - 1) / C::BN);
 }
 
-// The schedule's tiles: a cluster's `cluster` tiles, stacked along M, count as one.
-int64_t group_tiles(int64_t M, int64_t N, int cluster) {
-  const int64_t tiles_m = (M + Shape::BM - 1) / Shape::BM;
-  return (tiles_m + cluster - 1) / cluster * ((N + Shape::BN - 1) / Shape::BN);
-}
-
-// Clusters launched: one per SM pair (or SM) the device holds at once, no more than there are
-// tiles, and with max_ctas > 0 no more than max_ctas CTAs.
-int64_t launch_groups(DType d, int64_t tiles, int max_ctas, int cluster) {
-  int64_t groups = std::min<int64_t>(tiles, max_groups(d, cluster));
-  return max_ctas > 0 ? std::min<int64_t>(groups, max_ctas / cluster) : groups;
+int64_t pingpong_ctas(int64_t tiles, int max_ctas) {
+  int64_t ctas = std::min<int64_t>(tiles, device_caps().sms);
+  return max_ctas > 0 ? std::min<int64_t>(ctas, max_ctas) : ctas;
 }
 
 }  // namespace
 
 // Linear tile indices are 32-bit.
-bool pingpong_supported(int64_t M, int64_t N) { return group_tiles(M, N, 1) <= INT_MAX; }
+bool pingpong_supported(int64_t M, int64_t N) { return pingpong_tiles(M, N) <= INT_MAX; }
 
-bool pingpong_cluster_applies(int64_t M, int cluster) {
-  return cluster == 1 || (cluster == 2 && (M + Shape::BM - 1) / Shape::BM >= 2);
+bool pingpong_stream_k_applies(int64_t M, int64_t N, int max_ctas) {
+  const int64_t tiles = pingpong_tiles(M, N), ctas = pingpong_ctas(tiles, max_ctas);
+  return tiles > ctas && tiles % ctas != 0;
 }
 
-bool pingpong_stream_k_applies(DType d, int64_t M, int64_t N, int max_ctas, int cluster) {
-  const int64_t tiles = group_tiles(M, N, cluster), groups = launch_groups(d, tiles, max_ctas, cluster);
-  return groups > 0 && tiles > groups && tiles % groups != 0;
-}
-
-void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, int stream_k_waves, int cluster,
-                               cudaStream_t stream) {
-  if (!pingpong_cluster_applies(a.M, cluster)) {
-    throw std::logic_error("ping-pong GEMM: no cluster of " + std::to_string(cluster) + " for M = " +
-                           std::to_string(a.M));
-  }
+void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, int stream_k_waves, cudaStream_t stream) {
   dispatch_dtype(a.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    auto go = [&](auto cluster_tag) {
-      using C = PingpongConfig<T, decltype(cluster_tag)::value>;
-      auto kernel =
-          dispatch_epilogue_op(a, [](auto op) { return gemm_pingpong_sm90_kernel<C, decltype(op)::value>; });
-      allow_dynamic_smem(kernel, C::kSmemBytes);
-      const CUtensorMap tmap_a = make_tensor_map_2d_sw128(a.A, a.dtype, static_cast<uint64_t>(a.M),
-                                                          static_cast<uint64_t>(a.K), C::BM, C::BK);
-      const CUtensorMap tmap_w = make_tensor_map_2d_sw128(a.W, a.dtype, static_cast<uint64_t>(a.N),
-                                                          static_cast<uint64_t>(a.K), C::kWSliceRows, C::BK);
-      const int64_t tiles = group_tiles(a.M, a.N, C::kCluster);
-      const int64_t groups = launch_groups(a.dtype, tiles, max_ctas, C::kCluster);
-      if (groups < 1) throw std::logic_error("ping-pong GEMM: max_ctas " + std::to_string(max_ctas) + " holds no cluster");
-      const int64_t tiles_m = (a.M + C::BM - 1) / C::BM;
-      pingpong::Schedule sched{static_cast<int>((tiles_m + C::kCluster - 1) / C::kCluster),
-                               static_cast<int>((a.N + C::BN - 1) / C::BN),
-                               static_cast<int>((a.K + C::BK - 1) / C::BK), 0, 0, C::kCluster};
-      pingpong::Partials partials{nullptr, nullptr};
-      const int64_t ctas = groups * C::kCluster;
-      if (stream_k_waves > 0) {
-        if (stream_k_waves > 2 || !pingpong_stream_k_applies(a.dtype, a.M, a.N, max_ctas, C::kCluster)) {
-          throw std::logic_error("stream-K ping-pong GEMM asked for a grid with no partial wave, or over " +
-                                 std::to_string(stream_k_waves) + " waves");
-        }
-        sched.dp_rounds = static_cast<int>(tiles / groups) - (stream_k_waves - 1);
-        sched.sk_tiles = static_cast<int>(tiles - static_cast<int64_t>(sched.dp_rounds) * groups);
-        const StreamKWorkspace ws = stream_k_workspace(stream);
-        static_assert(C::BM * C::BN * 4 <= kStreamKPartialBytes, "a partial tile must fit its workspace slot");
-        if (ctas > ws.slots) throw std::logic_error("stream-K workspace has fewer slots than CTAs");
-        partials = {static_cast<float*>(ws.partials), ws.ready};
+    using C = PingpongConfig<decltype(tag)>;
+    auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_pingpong_sm90_kernel<C, decltype(op)::value>; });
+    allow_dynamic_smem(kernel, C::kSmemBytes);
+    const CUtensorMap tmap_a = make_tensor_map_2d_sw128(a.A, a.dtype, static_cast<uint64_t>(a.M),
+                                                        static_cast<uint64_t>(a.K), C::BM, C::BK);
+    const CUtensorMap tmap_w = make_tensor_map_2d_sw128(a.W, a.dtype, static_cast<uint64_t>(a.N),
+                                                        static_cast<uint64_t>(a.K), C::BN, C::BK);
+    const int64_t tiles = pingpong_tiles(a.M, a.N), ctas = pingpong_ctas(tiles, max_ctas);
+    pingpong::Schedule sched{static_cast<int>((a.M + C::BM - 1) / C::BM), static_cast<int>((a.N + C::BN - 1) / C::BN),
+                             static_cast<int>((a.K + C::BK - 1) / C::BK), 0, 0};
+    pingpong::Partials partials{nullptr, nullptr};
+    if (stream_k_waves > 0) {
+      if (stream_k_waves > 2 || !pingpong_stream_k_applies(a.M, a.N, max_ctas)) {
+        throw std::logic_error("stream-K ping-pong GEMM asked for a grid with no partial wave, or over " +
+                               std::to_string(stream_k_waves) + " waves");
       }
-      launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads), C::kSmemBytes, stream,
-                    static_cast<unsigned>(C::kCluster), tmap_a, tmap_w, a, sched, partials);
-      TLB_LAUNCH_CHECK(stream);
-    };
-    if (cluster == 2) {
-      go(std::integral_constant<int, 2>{});
-    } else {
-      go(std::integral_constant<int, 1>{});
+      sched.dp_rounds = static_cast<int>(tiles / ctas) - (stream_k_waves - 1);
+      sched.sk_tiles = static_cast<int>(tiles - static_cast<int64_t>(sched.dp_rounds) * ctas);
+      const StreamKWorkspace ws = stream_k_workspace(stream);
+      static_assert(C::BM * C::BN * 4 <= kStreamKPartialBytes, "a partial tile must fit its workspace slot");
+      if (ctas > ws.slots) throw std::logic_error("stream-K workspace has fewer slots than CTAs");
+      partials = {static_cast<float*>(ws.partials), ws.ready};
     }
+    launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads), C::kSmemBytes, stream, 1, tmap_a,
+                  tmap_w, a, sched, partials);
+    TLB_LAUNCH_CHECK(stream);
   });
 }
 
