@@ -349,18 +349,35 @@ void check_point(const Point& p, const EffectiveRules& r, BaselineIndex* base, G
   base->matched.insert(it->first);
   ++rep.compared;
   const Point& before = *it->second;
-  const double b = *before.speedup;
-  const double change = (s / b - 1.0) * 100.0;
+  // Where either run timed the point against its baseline replayed from a graph (a host-bound
+  // baseline, whose eager time measures the host's launch rate), both are compared on what
+  // does not depend on the host: that speedup, or the eager one of a run whose baseline was
+  // not host-bound (its eager and replayed times agree within kHostBoundRatio).
+  const bool on_replay = p.speedup_vs_graph_ref.has_value() || before.speedup_vs_graph_ref.has_value();
+  struct Judged {
+    double speedup;
+    std::optional<double> low, high;
+  };
+  auto stable = [](const Point& x) {
+    return x.speedup_vs_graph_ref
+               ? Judged{*x.speedup_vs_graph_ref, x.speedup_vs_graph_ref_ci_low, x.speedup_vs_graph_ref_ci_high}
+               : Judged{*x.speedup, x.speedup_ci_low, x.speedup_ci_high};
+  };
+  const Judged now = stable(p), then = stable(before);
+  if (on_replay) ++rep.compared_on_replay;
+  const double change = (now.speedup / then.speedup - 1.0) * 100.0;
   rep.worst_change_pct = std::min(rep.worst_change_pct, change);
   if (!r.max_regression_pct || -change <= *r.max_regression_pct) return;
   // A drop past the threshold is a regression only where the two runs' intervals exclude each
   // other: inside them it is the noise each run reported. Points without intervals are judged
   // by the threshold alone.
-  if (p.speedup_ci_high && before.speedup_ci_low && *p.speedup_ci_high >= *before.speedup_ci_low) {
+  if (now.high && then.low && *now.high >= *then.low) {
     ++rep.regressions_within_noise;
     return;
   }
-  violate("max_regression_pct", fmt::format("{} vs {} ({:+.1f}%)", f3(s), f3(b), change),
+  violate("max_regression_pct",
+          fmt::format("{} vs {} ({:+.1f}%{})", f3(now.speedup), f3(then.speedup), change,
+                      on_replay ? ", against the replayed baseline" : ""),
           fmt::format("<= {:.1f}% slower", *r.max_regression_pct));
 }
 
@@ -488,8 +505,12 @@ GateReport run_gate(const Thresholds& t, const Results& results, const Results* 
 void print_report(const GateReport& r, std::FILE* out) {
   std::string baseline_text;
   if (r.compared > 0 || r.baseline_unmatched > 0)
-    baseline_text = fmt::format("; vs baseline: {} points compared, worst change {:+.1f}%{}{}",
-                                r.compared, r.worst_change_pct,
+    baseline_text = fmt::format("; vs baseline: {} points compared{}, worst change {:+.1f}%{}{}",
+                                r.compared,
+                                r.compared_on_replay
+                                    ? fmt::format(" ({} host-bound, on the replayed baseline)", r.compared_on_replay)
+                                    : "",
+                                r.worst_change_pct,
                                 r.regressions_within_noise
                                     ? fmt::format(", {} past the threshold but within both runs' intervals",
                                                   r.regressions_within_noise)
@@ -547,6 +568,7 @@ std::string report_json(const GateReport& r) {
     j["baseline_unmatched"] = r.baseline_unmatched;
     j["worst_change_pct"] = r.worst_change_pct;
     j["regressions_within_noise"] = r.regressions_within_noise;
+    j["compared_on_replay"] = r.compared_on_replay;
   }
   return j.dump(1);
 }

@@ -112,6 +112,7 @@ struct GateReport {
   int cases = 0, groups = 0;
   int compared = 0, baseline_unmatched = 0;  // with a baseline run
   int regressions_within_noise = 0;          // past max_regression_pct, intervals overlapping
+  int compared_on_replay = 0;  // of `compared`: on the speedup against the graph-replayed baseline
   double worst_change_pct = 0;               // most negative speedup change vs baseline
   bool passed() const { return violations.empty(); }
 };

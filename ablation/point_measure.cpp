@@ -36,6 +36,30 @@ std::string bits_of(const TechniqueSet& t, const StageSwitch& s) {
   return stage_names(s);
 }
 
+// Times an eager baseline against its own graph replay (HostProbe). Nothing where the run
+// was interrupted or the forward cannot be captured (the group's points then carry no
+// host-bound verdict, and the note of the first says why).
+void probe_host_bound(const MeasureContext& ctx, Group& g) {
+  StackPath& base = *g.baseline;
+  try {
+    base.run_replayed();  // captures, outside the timing
+    TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    const PairedMeasurement m = measure_paired(
+        ctx.clock, [&base] { base.run(); }, [&base] { base.run_replayed(); }, timer_options(ctx.opt), ctx.tracker,
+        [] { return interrupt_requested(); });
+    if (m.stop == stats::StopReason::interrupted || !std::isfinite(m.speedup.median)) return;
+    HostProbe hp;
+    hp.eager_ms = m.ref.median;
+    hp.replay_ms = m.cand.median;
+    hp.ratio = m.speedup;
+    hp.host_bound = m.speedup.lo > kHostBoundRatio;
+    g.host_probe = hp;
+  } catch (const DeviceError& e) {
+    if (e.sticky()) throw;
+    g.host_probe_note = fmt::format("baseline not replayed from a graph ({}): no host-bound verdict", e.what());
+  }
+}
+
 // The group's data and baseline path, once; a failure there is every point's row.
 void set_up_group(const MeasureContext& ctx, Group& g) {
   if (g.set_up) return;
@@ -58,6 +82,7 @@ void set_up_group(const MeasureContext& ctx, Group& g) {
     if (g.golden_ok)
       g.baseline_golden = compare_to_golden(g.baseline_out.get(), g.dtype,
                                             g.golden_out.as<float>(), g.elements, ctx.stream);
+    if (!ctx.opt.aa && !g.baseline_choice.stages[Stage::graph]) probe_host_bound(ctx, g);
   } catch (const DeviceOutOfMemory& e) {
     g.failed_status = StatusKind::oom;
     g.failed_note = fmt::format("baseline {} could not be allocated: {}", g.baseline_bits, e.what());
@@ -265,6 +290,27 @@ bool time_point(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& 
   const double flops = forward_flops(g.spec.shape);
   if (r.cand_ms && *r.cand_ms > 0) r.tflops = flops / (*r.cand_ms * 1e-3) / 1e12;
   if (r.ref_ms && *r.ref_ms > 0) r.ref_tflops = flops / (*r.ref_ms * 1e-3) / 1e12;
+  if (!g.host_probe) {
+    if (!g.host_probe_note.empty()) add_note(r, g.host_probe_note);
+    return true;
+  }
+  const HostProbe& hp = *g.host_probe;
+  r.host_bound = hp.host_bound;
+  r.ref_graph_ms = finite_or_none(hp.replay_ms);
+  if (!hp.host_bound) return true;
+  // Host-bound: the speedup against the replayed baseline too, its own ABBA pairs, which
+  // machines with the same GPU should agree on where they disagree on the eager one.
+  const PairedMeasurement mg = measure_paired(
+      ctx.clock, [&base] { base.run_replayed(); }, [&cand] { cand.run(); }, timer_options(ctx.opt), ctx.tracker,
+      [] { return interrupt_requested(); });
+  peak.sample();
+  if (mg.stop == stats::StopReason::interrupted) return false;
+  r.ref_graph_ms = finite_or_none(mg.ref.median);
+  r.speedup_vs_graph_ref = finite_or_none(mg.speedup.median);
+  r.speedup_vs_graph_ref_ci_low = finite_or_none(mg.speedup.lo);
+  r.speedup_vs_graph_ref_ci_high = finite_or_none(mg.speedup.hi);
+  add_note(r, fmt::format("host-bound baseline: eager {:.4f} ms, replayed {:.4f} ms ({:.2f}x)", hp.eager_ms,
+                          hp.replay_ms, hp.ratio.median));
   return true;
 }
 

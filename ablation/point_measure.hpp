@@ -26,6 +26,17 @@
 
 namespace tlb {
 
+// An eager baseline's forward against the same forward replayed from a CUDA graph: the ratio
+// of their times is what the host's launches add to the kernels' own. Where its interval lies
+// wholly above kHostBoundRatio the baseline is host-bound: its eager time measures the host's
+// launch rate as much as the GPU, and differs between machines with the same GPU.
+inline constexpr double kHostBoundRatio = 1.10;
+struct HostProbe {
+  double eager_ms = 0, replay_ms = 0;  // medians
+  stats::MedianInterval ratio;         // eager / replayed, over the probe's pairs
+  bool host_bound = false;
+};
+
 // What a (case, dtype) group keeps while its points run.
 struct Group {
   CaseSpec spec;  // seed and layer policy resolved
@@ -46,6 +57,10 @@ struct Group {
   std::unique_ptr<StackPath> baseline;
   DeviceBuffer baseline_out;  // a copy: the candidate check never races the timing runs
   std::optional<GoldenError> baseline_golden;
+  // Measured once the baseline exists, for an eager baseline outside A/A runs. A host-bound
+  // group's points are timed a second time against the replayed baseline.
+  std::optional<HostProbe> host_probe;
+  std::string host_probe_note;  // why there is none, where the baseline could not be replayed
   // A failure that makes every point of the group the same row.
   std::optional<StatusKind> failed_status;  // oom | error; none while the group is usable
   std::string failed_note;

@@ -57,6 +57,11 @@ const std::vector<Column>& columns() {
       {"speedup_ci_low", &PointRow::speedup_ci_low},
       {"speedup_ci_high", &PointRow::speedup_ci_high},
       {"speedup_ci_level", &PointRow::speedup_ci_level},
+      {"host_bound", &PointRow::host_bound},
+      {"ref_graph_ms", &PointRow::ref_graph_ms},
+      {"speedup_vs_graph_ref", &PointRow::speedup_vs_graph_ref},
+      {"speedup_vs_graph_ref_ci_low", &PointRow::speedup_vs_graph_ref_ci_low},
+      {"speedup_vs_graph_ref_ci_high", &PointRow::speedup_vs_graph_ref_ci_high},
       {"reps", &PointRow::reps},
       {"reps_attempted", &PointRow::reps_attempted},
       {"warmup_runs", &PointRow::warmup_runs},
@@ -169,7 +174,8 @@ void check_row(const json& j, const PointRow& r) {
   // A ratio or a time at or below zero is no measurement; left in, such a row would count as
   // ok without counting as measured.
   for (const auto& [key, v] : {std::pair{"speedup", r.speedup}, std::pair{"ref_ms", r.ref_ms},
-                               std::pair{"cand_ms", r.cand_ms}})
+                               std::pair{"cand_ms", r.cand_ms}, std::pair{"ref_graph_ms", r.ref_graph_ms},
+                               std::pair{"speedup_vs_graph_ref", r.speedup_vs_graph_ref}})
     if (v && !std::isnan(*v) && !(*v > 0)) fail(key, fmt::format("expected a positive number, got {}", *v));
 }
 

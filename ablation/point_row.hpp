@@ -38,6 +38,13 @@ struct PointRow {
   // Timing (baseline = "ref" side).
   std::optional<double> ref_ms, ref_spread_ms, cand_ms, cand_spread_ms;
   std::optional<double> speedup, speedup_ci_low, speedup_ci_high, speedup_ci_level;
+  // The baseline's eager forward against its own graph replay (point_measure.hpp): host_bound
+  // where the replay is faster by more than kHostBoundRatio; ref_graph_ms the replayed time.
+  // Host-bound points are also timed against the replay, which hosts agree on where their
+  // launch rates differ: speedup_vs_graph_ref and its interval (same level).
+  std::optional<bool> host_bound;
+  std::optional<double> ref_graph_ms;
+  std::optional<double> speedup_vs_graph_ref, speedup_vs_graph_ref_ci_low, speedup_vs_graph_ref_ci_high;
   std::optional<int64_t> reps, reps_attempted, warmup_runs, throttled_samples;
   std::string stop_reason;   // converged | budget | max_pairs
   std::optional<double> min_mhz, max_mhz;

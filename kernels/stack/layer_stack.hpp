@@ -87,6 +87,11 @@ class StackPath {
 
   // One forward of every layer, enqueued on the stream given at construction.
   void run();
+  // The same forward replayed from a CUDA graph: a graph path's own, or for an eager path its
+  // forward captured on the first call (DeviceError "graph capture failed: ..." where that
+  // fails). The kernels and their arguments are run()'s; only the launches are the graph's, so
+  // the difference between the two times is the host's launch overhead.
+  void run_replayed();
   // The final output [batch, seq, d_model] in the path's dtype (device).
   const void* output() const;
   DType dtype() const;

@@ -655,3 +655,54 @@ TEST_CASE("gate: a 12 % slowdown of one configuration of one official case fails
                        Catch::Contains("1386 planned in run.json"));
   fs::remove_all(no_auto);
 }
+
+// A host-bound baseline's eager time measures the host: a rerun on a faster host moves every
+// eager speedup of the group while the speedups against the replayed baseline stay. The gate
+// compares the latter, and still catches a real slowdown there.
+TEST_CASE("gate: host-bound points are compared against the replayed baseline", "[gate]") {
+  // The regression rule alone: the floors judge the eager speedup, which this test moves.
+  const char* thresholds = R"({
+    "defaults": {"max_regression_pct": 10},
+    "overrides": [{"cases": [14], "configs": "x0xxx", "allow_nonviable": true}]
+  })";
+  // Case 2 fp16 in the baseline: host-bound, its replayed baseline 1.6x faster than the eager.
+  auto host_bound = [](json& row, double eager_factor, double replay_factor) {
+    if (row["case_id"] != 2 || row["dtype"] != "fp16" || !row["speedup"].is_number()) return;
+    row["host_bound"] = true;
+    row["ref_graph_ms"] = row["ref_ms"].get<double>() / 1.6;
+    for (const char* k : {"speedup", "speedup_ci_low", "speedup_ci_high"}) {
+      const std::string replayed = std::string(k).replace(0, 7, "speedup_vs_graph_ref");
+      row[replayed] = row[k].get<double>() / 1.6 * replay_factor;
+    }
+    slow_down(row, eager_factor);
+  };
+  const fs::path base = doctored_copy("host-bound-base", [&](json& row) {
+    host_bound(row, 1.0, 1.0);
+    return true;
+  });
+  // A faster host: eager speedups 25 % down (beyond their intervals), replayed ones unchanged.
+  const fs::path faster_host = doctored_copy("host-bound-faster-host", [&](json& row) {
+    host_bound(row, 0.75, 1.0);
+    return true;
+  });
+  const GateReport ok = gate(thresholds, faster_host, &base);
+  CHECK(ok.passed());
+  CHECK(ok.compared_on_replay > 0);
+  CHECK(ok.worst_change_pct > -1.0);
+  // Measured eagerly, the same rows fail: the host, not the code, moved.
+  const fs::path eager_only = doctored_copy("host-bound-eager-only", [&](json& row) {
+    if (row["case_id"] == 2 && row["dtype"] == "fp16") slow_down(row, 0.75);
+    return true;
+  });
+  const fs::path fixture = kFixture;
+  CHECK_FALSE(gate(thresholds, eager_only, &fixture).passed());
+  // A real 20 % slowdown against the replayed baseline fails, and says which figure it judged.
+  const fs::path slower = doctored_copy("host-bound-slower", [&](json& row) {
+    host_bound(row, 1.0, is(row, 2, "fp16", "01100") ? 0.8 : 1.0);
+    return true;
+  });
+  const GateReport bad = gate(thresholds, slower, &base);
+  CHECK(found(bad) == Found{{2, "fp16", "01100", "max_regression_pct"}});
+  REQUIRE(bad.violations.size() == 1);
+  CHECK_THAT(bad.violations[0].measured, Catch::Contains("against the replayed baseline"));
+}

@@ -61,6 +61,11 @@ PointRow sample_row(int case_id, const std::string& config, const std::string& s
   r.speedup_ci_low = 1.14;
   r.speedup_ci_high = 1.15;
   r.speedup_ci_level = 0.9785;
+  r.host_bound = true;
+  r.ref_graph_ms = 0.2;
+  r.speedup_vs_graph_ref = 0.69;
+  r.speedup_vs_graph_ref_ci_low = 0.68;
+  r.speedup_vs_graph_ref_ci_high = 0.7;
   r.reps = 40;
   r.reps_attempted = 42;
   r.throttled_samples = 4;
@@ -114,7 +119,8 @@ TEST_CASE("the columns cover what every result row must say", "[writers]") {
        {"case_id", "case_name", "batch", "seq", "d_model", "heads", "d_ff", "layers", "mask",
         "dtype", "math", "config", "config_names", "policy", "status", "baseline", "ref_ms",
         "ref_spread_ms", "cand_ms", "cand_spread_ms", "speedup", "speedup_ci_low",
-        "speedup_ci_high", "reps", "throttled_samples", "tflops", "ref_tflops", "peak_bytes",
+        "speedup_ci_high", "host_bound", "ref_graph_ms", "speedup_vs_graph_ref",
+        "speedup_vs_graph_ref_ci_low", "speedup_vs_graph_ref_ci_high", "reps", "throttled_samples", "tflops", "ref_tflops", "peak_bytes",
         "predicted_bytes", "max_abs_err", "max_rel_err", "strict_violations", "strict_pass",
         "golden_rel_l2", "golden_rel_l2_ref", "golden_pass", "nan_count", "inf_count",
         "dispatch", "fallback_reasons", "timestamp"}) {
