@@ -259,6 +259,18 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
     CHECK(!p.dispatch.empty());
     CHECK(!p.timestamp.empty());
     if (p.config == "00000") CHECK(*p.strict_violations == 0);
+    // The eager baseline against its own replay: a verdict on every row, and where it is
+    // host-bound the speedup against the replay with its interval around it.
+    REQUIRE(p.host_bound.has_value());
+    REQUIRE(p.ref_graph_ms.has_value());
+    CHECK(*p.ref_graph_ms > 0);
+    CHECK(p.speedup_vs_graph_ref.has_value() == *p.host_bound);
+    if (*p.host_bound) {
+      CHECK(*p.ref_graph_ms < *p.ref_ms);
+      CHECK(*p.speedup_vs_graph_ref_ci_low <= *p.speedup_vs_graph_ref);
+      CHECK(*p.speedup_vs_graph_ref <= *p.speedup_vs_graph_ref_ci_high);
+      CHECK_THAT(p.note, Catch::Contains("host-bound baseline"));
+    }
   }
   const json run = json::parse(slurp(out / "run.json"));
   CHECK(run["state"].get<std::string>() == "complete");
@@ -306,6 +318,7 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
     CHECK(*p.speedup < 1.25);
     CHECK(*p.strict_violations == 0);
     CHECK(p.golden_pass == true);
+    CHECK_FALSE(p.host_bound.has_value());  // A/A times the reference against itself only
   }
   fs::remove_all(dir);
 }
