@@ -40,8 +40,9 @@ struct PointRow {
   std::optional<double> speedup, speedup_ci_low, speedup_ci_high, speedup_ci_level;
   // The baseline's eager forward against its own graph replay (point_measure.hpp): host_bound
   // where the replay is faster by more than kHostBoundRatio; ref_graph_ms the replayed time.
-  // Host-bound points are also timed against the replay, which hosts agree on where their
-  // launch rates differ: speedup_vs_graph_ref and its interval (same level).
+  // A graph candidate of a host-bound group is also timed against the replay, which hosts
+  // agree on where their launch rates differ: speedup_vs_graph_ref and its interval (same
+  // level).
   std::optional<bool> host_bound;
   std::optional<double> ref_graph_ms;
   std::optional<double> speedup_vs_graph_ref, speedup_vs_graph_ref_ci_low, speedup_vs_graph_ref_ci_high;
