@@ -349,21 +349,22 @@ void check_point(const Point& p, const EffectiveRules& r, BaselineIndex* base, G
   base->matched.insert(it->first);
   ++rep.compared;
   const Point& before = *it->second;
-  // Where either run timed the point against its baseline replayed from a graph (a host-bound
-  // baseline, whose eager time measures the host's launch rate), both are compared on what
-  // does not depend on the host: that speedup, or the eager one of a run whose baseline was
-  // not host-bound (its eager and replayed times agree within kHostBoundRatio).
-  const bool on_replay = p.speedup_vs_graph_ref.has_value() || before.speedup_vs_graph_ref.has_value();
+  // Where both runs timed the point against their baseline replayed from a graph (a
+  // host-bound baseline, whose eager time measures the host's launch rate), they are compared
+  // on that speedup, which does not depend on the host. Where only one did, the other's
+  // eager figure is all there is to set beside it: eager against eager, counted apart (a
+  // replayed figure against an eager one would be the probe's ratio, not a change).
+  const bool on_replay = p.speedup_vs_graph_ref.has_value() && before.speedup_vs_graph_ref.has_value();
+  if (p.speedup_vs_graph_ref.has_value() != before.speedup_vs_graph_ref.has_value()) ++rep.replayed_in_one_run;
   struct Judged {
     double speedup;
     std::optional<double> low, high;
   };
-  auto stable = [](const Point& x) {
-    return x.speedup_vs_graph_ref
-               ? Judged{*x.speedup_vs_graph_ref, x.speedup_vs_graph_ref_ci_low, x.speedup_vs_graph_ref_ci_high}
-               : Judged{*x.speedup, x.speedup_ci_low, x.speedup_ci_high};
+  auto judged = [on_replay](const Point& x) {
+    return on_replay ? Judged{*x.speedup_vs_graph_ref, x.speedup_vs_graph_ref_ci_low, x.speedup_vs_graph_ref_ci_high}
+                     : Judged{*x.speedup, x.speedup_ci_low, x.speedup_ci_high};
   };
-  const Judged now = stable(p), then = stable(before);
+  const Judged now = judged(p), then = judged(before);
   if (on_replay) ++rep.compared_on_replay;
   const double change = (now.speedup / then.speedup - 1.0) * 100.0;
   rep.worst_change_pct = std::min(rep.worst_change_pct, change);
@@ -507,8 +508,12 @@ void print_report(const GateReport& r, std::FILE* out) {
   if (r.compared > 0 || r.baseline_unmatched > 0)
     baseline_text = fmt::format("; vs baseline: {} points compared{}, worst change {:+.1f}%{}{}",
                                 r.compared,
-                                r.compared_on_replay
-                                    ? fmt::format(" ({} host-bound, on the replayed baseline)", r.compared_on_replay)
+                                r.compared_on_replay || r.replayed_in_one_run
+                                    ? fmt::format(" ({} host-bound, on the replayed baseline{})", r.compared_on_replay,
+                                                  r.replayed_in_one_run
+                                                      ? fmt::format("; {} replayed in one run only, compared eagerly",
+                                                                    r.replayed_in_one_run)
+                                                      : "")
                                     : "",
                                 r.worst_change_pct,
                                 r.regressions_within_noise
@@ -569,6 +574,7 @@ std::string report_json(const GateReport& r) {
     j["worst_change_pct"] = r.worst_change_pct;
     j["regressions_within_noise"] = r.regressions_within_noise;
     j["compared_on_replay"] = r.compared_on_replay;
+    j["replayed_in_one_run"] = r.replayed_in_one_run;
   }
   return j.dump(1);
 }

@@ -19,7 +19,9 @@
 //                                      percent below the baseline run's, matched by
 //                                      case, dtype and configuration; a larger drop whose
 //                                      interval still overlaps the baseline's is counted
-//                                      as noise in the summary, not a violation
+//                                      as noise in the summary, not a violation; where
+//                                      both runs have speedup_vs_graph_ref (a host-bound
+//                                      baseline's graph replay) that is what is compared
 //     "require_golden"         [true]  golden_pass must be true on every measured point
 //     "require_strict"         [false] strict_pass must be true on every measured point
 //     "allow_nonviable"        [false] status "nonviable" is acceptable
@@ -112,7 +114,8 @@ struct GateReport {
   int cases = 0, groups = 0;
   int compared = 0, baseline_unmatched = 0;  // with a baseline run
   int regressions_within_noise = 0;          // past max_regression_pct, intervals overlapping
-  int compared_on_replay = 0;  // of `compared`: on the speedup against the graph-replayed baseline
+  int compared_on_replay = 0;   // of `compared`: both on the speedup against the graph-replayed baseline
+  int replayed_in_one_run = 0;  // of `compared`: that speedup in one run only (compared eagerly)
   double worst_change_pct = 0;               // most negative speedup change vs baseline
   bool passed() const { return violations.empty(); }
 };

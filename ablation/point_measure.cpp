@@ -37,8 +37,8 @@ std::string bits_of(const TechniqueSet& t, const StageSwitch& s) {
 }
 
 // Times an eager baseline against its own graph replay (HostProbe). Nothing where the run
-// was interrupted or the forward cannot be captured (the group's points then carry no
-// host-bound verdict, and the note of the first says why).
+// was interrupted, the probe has no interval or the forward cannot be captured (the group's
+// measured rows then carry no host-bound verdict, and their notes say why).
 void probe_host_bound(const MeasureContext& ctx, Group& g) {
   StackPath& base = *g.baseline;
   try {
@@ -47,7 +47,11 @@ void probe_host_bound(const MeasureContext& ctx, Group& g) {
     const PairedMeasurement m = measure_paired(
         ctx.clock, [&base] { base.run(); }, [&base] { base.run_replayed(); }, timer_options(ctx.opt), ctx.tracker,
         [] { return interrupt_requested(); });
-    if (m.stop == stats::StopReason::interrupted || !std::isfinite(m.speedup.median)) return;
+    if (m.stop == stats::StopReason::interrupted) return;
+    if (!std::isfinite(m.speedup.median) || !std::isfinite(m.speedup.lo)) {
+      g.host_probe_note = "baseline against its graph replay: no usable interval, no host-bound verdict";
+      return;
+    }
     HostProbe hp;
     hp.eager_ms = m.ref.median;
     hp.replay_ms = m.cand.median;
@@ -296,7 +300,7 @@ bool time_point(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& 
   }
   const HostProbe& hp = *g.host_probe;
   r.host_bound = hp.host_bound;
-  r.ref_graph_ms = finite_or_none(hp.replay_ms);
+  if (std::isfinite(hp.replay_ms) && hp.replay_ms > 0) r.ref_graph_ms = hp.replay_ms;
   // A candidate replayed from a graph against a host-bound baseline: its speedup against the
   // replayed baseline too, its own ABBA pairs. Two runs of case 1 on one H200 host moved such
   // points' eager speedups by -28 % to +35 % and their replayed ones by 1 % at most; an eager
@@ -312,12 +316,16 @@ bool time_point(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& 
       [] { return interrupt_requested(); });
   peak.sample();
   if (mg.stop == stats::StopReason::interrupted) return false;
-  r.ref_graph_ms = finite_or_none(mg.ref.median);
-  r.speedup_vs_graph_ref = finite_or_none(mg.speedup.median);
-  r.speedup_vs_graph_ref_ci_low = finite_or_none(mg.speedup.lo);
-  r.speedup_vs_graph_ref_ci_high = finite_or_none(mg.speedup.hi);
   add_note(r, fmt::format("host-bound baseline: eager {:.4f} ms, replayed {:.4f} ms ({:.2f}x)", hp.eager_ms,
                           hp.replay_ms, hp.ratio.median));
+  if (!(std::isfinite(mg.speedup.median) && mg.speedup.median > 0 && std::isfinite(mg.ref.median))) {
+    add_note(r, "no usable pair against the replayed baseline: no speedup_vs_graph_ref");
+    return true;
+  }
+  r.ref_graph_ms = mg.ref.median;
+  r.speedup_vs_graph_ref = mg.speedup.median;
+  r.speedup_vs_graph_ref_ci_low = finite_or_none(mg.speedup.lo);
+  r.speedup_vs_graph_ref_ci_high = finite_or_none(mg.speedup.hi);
   return true;
 }
 

@@ -22,6 +22,11 @@
 //   "speedup"                               median of paired ratios t_ref / t_cand
 //   "speedup_ci_low", "speedup_ci_high"     its interval
 //   "speedup_ci_level"   number   optional: the interval's confidence (0.95)
+//   "host_bound"         bool     optional: the eager baseline slower than its graph replay
+//                                 by over 1.10x (point_measure.hpp); "ref_graph_ms" its replay
+//   "speedup_vs_graph_ref", "speedup_vs_graph_ref_ci_low", "speedup_vs_graph_ref_ci_high"
+//                                 optional: a graph candidate of a host-bound group against
+//                                 the replayed baseline, with its interval
 //   "reps"               int      timed pairs
 //   "tflops"             number   achieved by the candidate
 //   "peak_bytes"         int      device memory peak of the point

@@ -649,6 +649,8 @@ void StackPath::Impl::capture(CapturedGraph& into) {
   if (err != cudaSuccess) {
     cudaGetLastError();
     into.exec = nullptr;
+    cudaGraphDestroy(into.graph);  // a later capture into the same holder starts clean
+    into.graph = nullptr;
     throw_capture_failure(std::string("cudaGraphInstantiate: ") + cudaGetErrorString(err), false,
                           err == cudaErrorMemoryAllocation);
   }
@@ -683,6 +685,10 @@ void StackPath::run_replayed() {
   }
   TLB_CUDA_CHECK(cudaGraphLaunch(impl_->replay.exec, impl_->stream));
   TLB_LAUNCH_CHECK(impl_->stream);
+}
+
+bool StackPath::has_replay_graph() const {
+  return impl_->captured.exec != nullptr || impl_->replay.exec != nullptr;
 }
 
 const void* StackPath::output() const { return impl_->y_buf[(impl_->s.layers - 1) % 2]; }

@@ -92,6 +92,9 @@ class StackPath {
   // fails). The kernels and their arguments are run()'s; only the launches are the graph's, so
   // the difference between the two times is the host's launch overhead.
   void run_replayed();
+  // Whether run_replayed() launches a captured graph yet: a graph path's own from
+  // construction, an eager path's from its first run_replayed().
+  bool has_replay_graph() const;
   // The final output [batch, seq, d_model] in the path's dtype (device).
   const void* output() const;
   DType dtype() const;

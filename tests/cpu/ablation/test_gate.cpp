@@ -693,6 +693,7 @@ TEST_CASE("gate: host-bound points are compared against the replayed baseline", 
   const GateReport ok = gate(thresholds, faster_host, &base);
   CHECK(ok.passed());
   CHECK(ok.compared_on_replay > 0);
+  CHECK(ok.replayed_in_one_run == 0);
   CHECK(ok.worst_change_pct > -1.0);
   // Measured eagerly, the same rows fail: the host, not the code, moved.
   const fs::path eager_only = doctored_copy("host-bound-eager-only", [&](json& row) {
@@ -702,6 +703,16 @@ TEST_CASE("gate: host-bound points are compared against the replayed baseline", 
   });
   const fs::path fixture = kFixture;
   CHECK_FALSE(gate(thresholds, eager_only, &fixture).passed());
+  // Against a baseline without the replayed figure (measured before it existed) the eager
+  // speedups are all there is to compare, and the summary says how many points that was: a
+  // replayed figure set against an eager one would measure the probe's 1.6x, not a change.
+  const GateReport mixed = gate(thresholds, faster_host, &fixture);
+  CHECK(mixed.compared_on_replay == 0);
+  CHECK(mixed.replayed_in_one_run > 0);
+  CHECK_FALSE(mixed.passed());
+  const GateReport same_host = gate(thresholds, base, &fixture);
+  CHECK(same_host.passed());  // eager figures unchanged: no false regression from the method
+  CHECK(same_host.replayed_in_one_run > 0);
   // A real 20 % slowdown against the replayed baseline fails, and says which figure it judged.
   const fs::path slower = doctored_copy("host-bound-slower", [&](json& row) {
     host_bound(row, 1.0, is(row, 2, "fp16", "01101") ? 0.8 : 1.0);

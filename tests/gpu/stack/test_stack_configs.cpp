@@ -185,9 +185,11 @@ TEST_CASE("an eager path replayed from a graph is bit-identical to its eager run
       opt.keep_layer_outputs = true;
       const PathResult eager = run_path(data, opt, stream.get());
       StackPath path(data, opt, stream.get());
+      CHECK(path.has_replay_graph() == (bits[4] == '1'));  // an eager path captures on first use
       for (int rep = 0; rep < 2; ++rep) {
         path.poison();
         path.run_replayed();
+        CHECK(path.has_replay_graph());
         CHECK(bit_identical(path.output_host(), eager.output));
         const std::vector<std::vector<float>> layers = path.layer_outputs_host();
         REQUIRE(layers.size() == eager.layers.size());
