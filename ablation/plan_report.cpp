@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "config_bits.hpp"
+#include "stack/stage_costs.hpp"
 #include "text.hpp"
 
 namespace tlb {
@@ -454,8 +455,12 @@ ordered time_estimate_json(const Plan& plan) {
         {"max_pairs", m.max_pairs}}}};
 }
 
-ordered dtype_plan_json(const Plan& plan, const DTypePlan& dp) {
+ordered dtype_plan_json(const Plan& plan, const LayerShape& s, const DTypePlan& dp) {
   using json = ordered;
+  // What each stage of one layer must do at least in this dtype (stack/stage_costs.hpp).
+  json stage_costs = json::array();
+  for (const StageCost& c : layer_stage_costs(s, dp.dtype))
+    stage_costs.push_back({{"stage", to_string(c.stage)}, {"flops", c.flops}, {"min_bytes", c.min_bytes}});
   json order = json::array(), nonviable = json::array();
   for (size_t i = 0; i <= dp.order.size(); ++i) {
     if (dp.has_auto && dp.auto_position == i) order.push_back("auto");
@@ -488,7 +493,8 @@ ordered dtype_plan_json(const Plan& plan, const DTypePlan& dp) {
                                       {"viable", dp.auto_viable},
                                       {"reason", dp.auto_choice.choice.reason}}
                                : json(nullptr)},
-          {"estimated_seconds", dp.estimated_seconds}};
+          {"estimated_seconds", dp.estimated_seconds},
+          {"layer_stage_costs", stage_costs}};
 }
 
 ordered case_plan_json(const Plan& plan, const CasePlan& cp) {
@@ -514,7 +520,7 @@ ordered case_plan_json(const Plan& plan, const CasePlan& cp) {
              {"forward_flops", cp.forward_flops}};
   if (s.mask == MaskKind::padding) jc["valid_lens"] = s.valid_lens;
   json dts = json::array();
-  for (const auto& dp : cp.dtypes) dts.push_back(dtype_plan_json(plan, dp));
+  for (const auto& dp : cp.dtypes) dts.push_back(dtype_plan_json(plan, s, dp));
   jc["dtypes"] = dts;
   return jc;
 }

@@ -72,7 +72,7 @@ uint64_t point_peak_bytes(const LayerShape& s, DType dtype, const StageSwitch& b
                           const StageSwitch& candidate, const std::string& policy);
 
 // FLOPs of one forward of the whole stack (GEMMs and attention's two products; a causal mask
-// counts the full square, as PyTorch's and FlashAttention's reports do).
+// counts half the square, the products it leaves, as the attention benchmarks count them).
 double forward_flops(const LayerShape& s);
 
 }  // namespace tlb

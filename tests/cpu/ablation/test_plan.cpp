@@ -199,6 +199,22 @@ TEST_CASE("the official plan: 448 points per dtype, case 14 viable exactly with 
     CHECK(bits.get<std::string>()[1] == '0');
   CHECK(doc["cases"][1]["valid_lens"].size() == 8);
   CHECK(doc["cases"][0]["dtypes"][0]["order"].size() == 32);
+  // Each dtype's per-layer stage costs: seven stages whose FLOPs make up forward_flops, and
+  // fp32's bytes twice fp16's.
+  for (const auto& c : doc["cases"]) {
+    INFO("case " << c["id"]);
+    const auto& fp16 = c["dtypes"][0]["layer_stage_costs"];
+    const auto& fp32 = c["dtypes"][2]["layer_stage_costs"];
+    REQUIRE(fp16.size() == 7);
+    CHECK(fp16[0]["stage"] == "ln1");
+    CHECK(fp16[6]["stage"] == "ffn_down");
+    double flops = 0;
+    for (size_t i = 0; i < 7; ++i) {
+      flops += fp16[i]["flops"].get<double>();
+      CHECK(fp32[i]["min_bytes"].get<double>() == 2 * fp16[i]["min_bytes"].get<double>());
+    }
+    CHECK(flops * c["layers"].get<double>() == Approx(c["forward_flops"].get<double>()));
+  }
 }
 
 TEST_CASE("the plan follows the selection and the seed", "[plan]") {
