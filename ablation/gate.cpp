@@ -366,6 +366,10 @@ void check_point(const Point& p, const EffectiveRules& r, BaselineIndex* base, G
   };
   const Judged now = judged(p), then = judged(before);
   if (on_replay) ++rep.compared_on_replay;
+  if (then.low && then.high) {
+    ++rep.with_baseline_interval;
+    if (now.speedup >= *then.low && now.speedup <= *then.high) ++rep.inside_baseline_interval;
+  }
   const double change = (now.speedup / then.speedup - 1.0) * 100.0;
   rep.worst_change_pct = std::min(rep.worst_change_pct, change);
   if (!r.max_regression_pct || -change <= *r.max_regression_pct) return;
@@ -506,7 +510,7 @@ GateReport run_gate(const Thresholds& t, const Results& results, const Results* 
 void print_report(const GateReport& r, std::FILE* out) {
   std::string baseline_text;
   if (r.compared > 0 || r.baseline_unmatched > 0)
-    baseline_text = fmt::format("; vs baseline: {} points compared{}, worst change {:+.1f}%{}{}",
+    baseline_text = fmt::format("; vs baseline: {} points compared{}, worst change {:+.1f}%{}{}{}",
                                 r.compared,
                                 r.compared_on_replay || r.replayed_in_one_run
                                     ? fmt::format(" ({} host-bound, on the replayed baseline{})", r.compared_on_replay,
@@ -516,6 +520,11 @@ void print_report(const GateReport& r, std::FILE* out) {
                                                       : "")
                                     : "",
                                 r.worst_change_pct,
+                                r.with_baseline_interval
+                                    ? fmt::format(", {} of {} inside the baseline's intervals ({:.1f} %)",
+                                                  r.inside_baseline_interval, r.with_baseline_interval,
+                                                  100.0 * r.inside_baseline_interval / r.with_baseline_interval)
+                                    : "",
                                 r.regressions_within_noise
                                     ? fmt::format(", {} past the threshold but within both runs' intervals",
                                                   r.regressions_within_noise)
@@ -575,6 +584,8 @@ std::string report_json(const GateReport& r) {
     j["regressions_within_noise"] = r.regressions_within_noise;
     j["compared_on_replay"] = r.compared_on_replay;
     j["replayed_in_one_run"] = r.replayed_in_one_run;
+    j["with_baseline_interval"] = r.with_baseline_interval;
+    j["inside_baseline_interval"] = r.inside_baseline_interval;
   }
   return j.dump(1);
 }

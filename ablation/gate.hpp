@@ -117,6 +117,9 @@ struct GateReport {
   int compared_on_replay = 0;   // of `compared`: both on the speedup against the graph-replayed baseline
   int replayed_in_one_run = 0;  // of `compared`: that speedup in one run only (compared eagerly)
   double worst_change_pct = 0;               // most negative speedup change vs baseline
+  // Of the compared points whose baseline row has an interval, how many speedups (the
+  // figure compared) fall inside it: how well one run's intervals describe the next.
+  int with_baseline_interval = 0, inside_baseline_interval = 0;
   bool passed() const { return violations.empty(); }
 };
 

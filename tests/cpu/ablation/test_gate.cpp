@@ -641,10 +641,12 @@ TEST_CASE("gate: a 12 % slowdown of one configuration of one official case fails
   std::string text;
   CHECK(run_cli("gate --results " + official.string() + " --thresholds " + thresholds + " --baseline " +
                     official.string(), text) == 0);
-  CHECK_THAT(text, Catch::Contains("vs baseline: 1338 points compared, worst change +0.0%"));
+  CHECK_THAT(text, Catch::Contains("vs baseline: 1338 points compared, worst change +0.0%, 1338 of 1338 inside "
+                                   "the baseline's intervals (100.0 %)"));
   CHECK(run_cli("gate --results " + slowed.string() + " --thresholds " + thresholds + " --baseline " +
                     official.string(), text) == 1);
   CHECK_THAT(text, Catch::Contains("max_regression_pct") && Catch::Contains("11110") && Catch::Contains("(-12.0%)"));
+  CHECK_THAT(text, Catch::Contains("1337 of 1338 inside the baseline's intervals (99.9 %)"));
   CHECK_THAT(text, Catch::Contains("gate: FAILED: 1 violation"));
   fs::remove_all(slowed);
 
@@ -695,6 +697,8 @@ TEST_CASE("gate: host-bound points are compared against the replayed baseline", 
   CHECK(ok.compared_on_replay > 0);
   CHECK(ok.replayed_in_one_run == 0);
   CHECK(ok.worst_change_pct > -1.0);
+  CHECK(ok.with_baseline_interval == ok.compared);
+  CHECK(ok.inside_baseline_interval == ok.with_baseline_interval);
   // Measured eagerly, the same rows fail: the host, not the code, moved.
   const fs::path eager_only = doctored_copy("host-bound-eager-only", [&](json& row) {
     const std::string config = row["config"];
