@@ -509,30 +509,24 @@ GateReport run_gate(const Thresholds& t, const Results& results, const Results* 
 
 void print_report(const GateReport& r, std::FILE* out) {
   std::string baseline_text;
-  if (r.compared > 0 || r.baseline_unmatched > 0)
-    baseline_text = fmt::format("; vs baseline: {} points compared{}, worst change {:+.1f}%{}{}{}",
-                                r.compared,
-                                r.compared_on_replay || r.replayed_in_one_run
-                                    ? fmt::format(" ({} host-bound, on the replayed baseline{})", r.compared_on_replay,
-                                                  r.replayed_in_one_run
-                                                      ? fmt::format("; {} replayed in one run only, compared eagerly",
-                                                                    r.replayed_in_one_run)
-                                                      : "")
-                                    : "",
-                                r.worst_change_pct,
-                                r.with_baseline_interval
-                                    ? fmt::format(", {} of {} inside the baseline's intervals ({:.1f} %)",
-                                                  r.inside_baseline_interval, r.with_baseline_interval,
-                                                  100.0 * r.inside_baseline_interval / r.with_baseline_interval)
-                                    : "",
-                                r.regressions_within_noise
-                                    ? fmt::format(", {} past the threshold but within both runs' intervals",
-                                                  r.regressions_within_noise)
-                                    : "",
-                                r.baseline_unmatched
-                                    ? fmt::format(", {} baseline points without a match",
-                                                  r.baseline_unmatched)
-                                    : "");
+  if (r.compared > 0 || r.baseline_unmatched > 0) {
+    baseline_text = fmt::format("; vs baseline: {} points compared", r.compared);
+    if (r.compared_on_replay || r.replayed_in_one_run) {
+      baseline_text += fmt::format(" ({} host-bound, on the replayed baseline", r.compared_on_replay);
+      if (r.replayed_in_one_run)
+        baseline_text += fmt::format("; {} replayed in one run only, compared eagerly", r.replayed_in_one_run);
+      baseline_text += ")";
+    }
+    baseline_text += fmt::format(", worst change {:+.1f}%", r.worst_change_pct);
+    if (r.with_baseline_interval)
+      baseline_text += fmt::format(", {} of {} inside the baseline's intervals ({:.1f} %)", r.inside_baseline_interval,
+                                   r.with_baseline_interval,
+                                   100.0 * r.inside_baseline_interval / r.with_baseline_interval);
+    if (r.regressions_within_noise)
+      baseline_text += fmt::format(", {} past the threshold but within both runs' intervals", r.regressions_within_noise);
+    if (r.baseline_unmatched)
+      baseline_text += fmt::format(", {} baseline points without a match", r.baseline_unmatched);
+  }
   if (r.passed()) {
     fmt::print(out,
                "gate: passed: {} points ({} measured, {} allowed unmeasured) over {} cases and {} "

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <utility>
 
 #include "common/cuda_check.hpp"
@@ -36,6 +37,13 @@ std::string bits_of(const TechniqueSet& t, const StageSwitch& s) {
   return stage_names(s);
 }
 
+// ABBA pairs of two forwards with the run's timer options, abandoned on Ctrl-C.
+PairedMeasurement time_pairs(const MeasureContext& ctx, const std::function<void()>& ref,
+                             const std::function<void()>& cand) {
+  return measure_paired(ctx.clock, ref, cand, timer_options(ctx.opt), ctx.tracker,
+                        [] { return interrupt_requested(); });
+}
+
 // Times an eager baseline against its own graph replay (HostProbe). Nothing where the run
 // was interrupted, the probe has no interval or the forward cannot be captured (the group's
 // measured rows then carry no host-bound verdict, and their notes say why).
@@ -44,9 +52,7 @@ void probe_host_bound(const MeasureContext& ctx, Group& g) {
   try {
     base.run_replayed();  // captures, outside the timing
     TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-    const PairedMeasurement m = measure_paired(
-        ctx.clock, [&base] { base.run(); }, [&base] { base.run_replayed(); }, timer_options(ctx.opt), ctx.tracker,
-        [] { return interrupt_requested(); });
+    const PairedMeasurement m = time_pairs(ctx, [&base] { base.run(); }, [&base] { base.run_replayed(); });
     if (m.stop == stats::StopReason::interrupted) return;
     if (!std::isfinite(m.speedup.median) || !std::isfinite(m.speedup.lo)) {
       g.host_probe_note = "baseline against its graph replay: no usable interval, no host-bound verdict";
@@ -262,12 +268,42 @@ void trace_layers(const MeasureContext& ctx, const Group& g, const PathOptions& 
   cand = std::make_unique<StackPath>(*g.data, po, ctx.stream);
 }
 
+// The group's host-bound verdict into the row and, for a candidate replayed from a graph
+// against a host-bound baseline, its speedup against the replayed baseline too, its own ABBA
+// pairs. Two runs of case 1 on one H200 host moved such points' eager speedups by -28 % to
+// +35 % and their replayed ones by 1 % at most; an eager candidate is host-bound like the
+// eager baseline, and the eager ratio is the one that held there (within 6 %), so it gets
+// none. Returns false where the run was interrupted.
+bool time_against_replay(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& r, PeakMemory& peak) {
+  if (!g.host_probe) {
+    if (!g.host_probe_note.empty()) add_note(r, g.host_probe_note);
+    return true;
+  }
+  const HostProbe& hp = *g.host_probe;
+  r.host_bound = hp.host_bound;
+  if (std::isfinite(hp.replay_ms) && hp.replay_ms > 0) r.ref_graph_ms = hp.replay_ms;
+  if (!hp.host_bound || !cand.has_replay_graph()) return true;
+  StackPath& base = *g.baseline;
+  const PairedMeasurement mg = time_pairs(ctx, [&base] { base.run_replayed(); }, [&cand] { cand.run(); });
+  peak.sample();
+  if (mg.stop == stats::StopReason::interrupted) return false;
+  add_note(r, fmt::format("host-bound baseline: eager {:.4f} ms, replayed {:.4f} ms ({:.2f}x)", hp.eager_ms,
+                          hp.replay_ms, hp.ratio.median));
+  if (!(std::isfinite(mg.speedup.median) && mg.speedup.median > 0 && std::isfinite(mg.ref.median))) {
+    add_note(r, "no usable pair against the replayed baseline: no speedup_vs_graph_ref");
+    return true;
+  }
+  r.ref_graph_ms = mg.ref.median;
+  r.speedup_vs_graph_ref = mg.speedup.median;
+  r.speedup_vs_graph_ref_ci_low = finite_or_none(mg.speedup.lo);
+  r.speedup_vs_graph_ref_ci_high = finite_or_none(mg.speedup.hi);
+  return true;
+}
+
 // Baseline against candidate, ABBA, into the row. Returns false where the run was interrupted.
 bool time_point(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& r, PeakMemory& peak) {
   StackPath& base = *g.baseline;
-  const PairedMeasurement m = measure_paired(
-      ctx.clock, [&base] { base.run(); }, [&cand] { cand.run(); }, timer_options(ctx.opt), ctx.tracker,
-      [] { return interrupt_requested(); });
+  const PairedMeasurement m = time_pairs(ctx, [&base] { base.run(); }, [&cand] { cand.run(); });
   peak.sample();
   if (m.stop == stats::StopReason::interrupted) return false;
   r.ref_ms = finite_or_none(m.ref.median);
@@ -294,39 +330,7 @@ bool time_point(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& 
   const double flops = forward_flops(g.spec.shape);
   if (r.cand_ms && *r.cand_ms > 0) r.tflops = flops / (*r.cand_ms * 1e-3) / 1e12;
   if (r.ref_ms && *r.ref_ms > 0) r.ref_tflops = flops / (*r.ref_ms * 1e-3) / 1e12;
-  if (!g.host_probe) {
-    if (!g.host_probe_note.empty()) add_note(r, g.host_probe_note);
-    return true;
-  }
-  const HostProbe& hp = *g.host_probe;
-  r.host_bound = hp.host_bound;
-  if (std::isfinite(hp.replay_ms) && hp.replay_ms > 0) r.ref_graph_ms = hp.replay_ms;
-  // A candidate replayed from a graph against a host-bound baseline: its speedup against the
-  // replayed baseline too, its own ABBA pairs. Two runs of case 1 on one H200 host moved such
-  // points' eager speedups by -28 % to +35 % and their replayed ones by 1 % at most; an eager
-  // candidate is host-bound like the eager baseline, and the eager ratio is the one that held
-  // there (within 6 %), so it gets none.
-  const auto& stages = cand.dispatch();
-  const bool replayed = std::any_of(stages.begin(), stages.end(), [](const StageDispatch& d) {
-    return d.stage == Stage::graph && d.fused;
-  });
-  if (!hp.host_bound || !replayed) return true;
-  const PairedMeasurement mg = measure_paired(
-      ctx.clock, [&base] { base.run_replayed(); }, [&cand] { cand.run(); }, timer_options(ctx.opt), ctx.tracker,
-      [] { return interrupt_requested(); });
-  peak.sample();
-  if (mg.stop == stats::StopReason::interrupted) return false;
-  add_note(r, fmt::format("host-bound baseline: eager {:.4f} ms, replayed {:.4f} ms ({:.2f}x)", hp.eager_ms,
-                          hp.replay_ms, hp.ratio.median));
-  if (!(std::isfinite(mg.speedup.median) && mg.speedup.median > 0 && std::isfinite(mg.ref.median))) {
-    add_note(r, "no usable pair against the replayed baseline: no speedup_vs_graph_ref");
-    return true;
-  }
-  r.ref_graph_ms = mg.ref.median;
-  r.speedup_vs_graph_ref = mg.speedup.median;
-  r.speedup_vs_graph_ref_ci_low = finite_or_none(mg.speedup.lo);
-  r.speedup_vs_graph_ref_ci_high = finite_or_none(mg.speedup.hi);
-  return true;
+  return time_against_replay(ctx, g, cand, r, peak);
 }
 
 // One fixed configuration (an auto point measures the configuration it was given).
