@@ -283,6 +283,9 @@ void summarize_pairs(const std::vector<PairSample>& pairs, const ClockTracker& t
       }
   r.min_mhz = std::isfinite(mn) ? mn : kNaN;
   r.max_mhz = std::isfinite(mx) ? mx : kNaN;
+  r.ref_samples = u.ref_ms;
+  r.cand_samples = u.cand_ms;
+  r.ratio_samples = u.ratios;
 }
 
 }  // namespace
@@ -331,6 +334,41 @@ PairedMeasurement measure_paired(RunClock& clock, const std::function<void()>& r
   summarize_pairs(pairs, tracker, opt.confidence, r);
   r.elapsed_ms = clock.now_ms() - t0;
   return r;
+}
+
+PairedMeasurement pool_blocks(const std::vector<PairedMeasurement>& blocks, double confidence) {
+  PairedMeasurement r;
+  if (blocks.empty()) return r;
+  if (blocks.size() == 1) return blocks.front();
+  double mn = std::numeric_limits<double>::infinity(), mx = -mn;
+  r.stop = stats::StopReason::converged;
+  for (const PairedMeasurement& b : blocks) {
+    r.ref_samples.insert(r.ref_samples.end(), b.ref_samples.begin(), b.ref_samples.end());
+    r.cand_samples.insert(r.cand_samples.end(), b.cand_samples.begin(), b.cand_samples.end());
+    r.ratio_samples.insert(r.ratio_samples.end(), b.ratio_samples.begin(), b.ratio_samples.end());
+    r.pairs += b.pairs;
+    r.pairs_attempted += b.pairs_attempted;
+    r.throttled_samples += b.throttled_samples;
+    r.throttled_pairs += b.throttled_pairs;
+    r.warmup_runs += b.warmup_runs;
+    r.warmup_ref_runs += b.warmup_ref_runs;
+    r.elapsed_ms += b.elapsed_ms;
+    if (std::isfinite(b.min_mhz)) mn = std::min(mn, b.min_mhz);
+    if (std::isfinite(b.max_mhz)) mx = std::max(mx, b.max_mhz);
+    if (r.stop == stats::StopReason::converged) r.stop = b.stop;
+  }
+  r.speedup = stats::median_interval(r.ratio_samples, confidence);
+  r.ref = stats::summarize(r.ref_samples);
+  r.cand = stats::summarize(r.cand_samples);
+  r.min_mhz = std::isfinite(mn) ? mn : kNaN;
+  r.max_mhz = std::isfinite(mx) ? mx : kNaN;
+  return r;
+}
+
+std::vector<double> block_medians(const std::vector<PairedMeasurement>& blocks) {
+  std::vector<double> m;
+  for (const PairedMeasurement& b : blocks) m.push_back(b.pairs > 0 ? b.speedup.median : kNaN);
+  return m;
 }
 
 }  // namespace tlb

@@ -99,6 +99,9 @@ struct PairedMeasurement {
   double min_mhz = 0, max_mhz = 0;   // over the timed runs (NaN when not sampled)
   double elapsed_ms = 0;             // warm-up included
   stats::StopReason stop = stats::StopReason::running;
+  // The usable pairs themselves (ms of each side, t_ref / t_cand), so that blocks of one
+  // point measured apart in time can be pooled (pool_blocks).
+  std::vector<double> ref_samples, cand_samples, ratio_samples;
 };
 
 // Warms up: warmup_ref_runs baseline runs, then candidate runs until >= warmup_min_runs and
@@ -109,5 +112,15 @@ PairedMeasurement measure_paired(RunClock& clock, const std::function<void()>& r
                                  const std::function<void()>& cand, const TimerOptions& opt,
                                  ClockTracker& tracker,
                                  const std::function<bool()>& abandon = nullptr);
+
+// The blocks of one point, measured apart in time, as one measurement: the speedup interval
+// and the ms summaries over the usable pairs of every block, the counts summed, the clock
+// range and elapsed time over all of them. Its stop reason is `converged` only where every
+// block converged, else the first other reason (interrupted, budget, max_pairs). The speedup
+// interval is the pooled pairs' alone; widen_for_blocks adds the spread between the blocks.
+PairedMeasurement pool_blocks(const std::vector<PairedMeasurement>& blocks, double confidence);
+
+// The median speedup of each block (NaN for a block without a usable pair).
+std::vector<double> block_medians(const std::vector<PairedMeasurement>& blocks);
 
 }  // namespace tlb

@@ -11,10 +11,28 @@
 #include <cmath>
 
 #include "config_bits.hpp"
+#include "run_options.hpp"
 #include "stack/stage_costs.hpp"
 #include "text.hpp"
 
 namespace tlb {
+
+double estimated_point_seconds(const TimeModel& model, double t_base, double t_cand) {
+  const int blocks = std::max(model.blocks, 1);
+  const double budget = model.point_time_budget_s / blocks;
+  double seconds = 0;
+  for (int b = 0; b < blocks; ++b) {
+    // As block_timer_options times them.
+    const double warmup = b == 0 ? t_base + std::max(model.warmup_s, model.warmup_min_runs * t_cand)
+                                 : std::max(std::min(model.warmup_s, kLaterBlockWarmupMs * 1e-3), t_cand);
+    const auto floor_pairs = static_cast<double>(
+        block_floor_pairs(static_cast<size_t>(model.floor_pairs), static_cast<size_t>(blocks), static_cast<size_t>(b)));
+    const double pairs = std::clamp((budget - warmup) / (t_base + t_cand), floor_pairs,
+                                    std::max(static_cast<double>(model.max_pairs / blocks), 1.0));
+    seconds += model.point_setup_s + warmup + std::ceil(pairs) * (t_base + t_cand);
+  }
+  return seconds;
+}
 namespace {
 
 
@@ -228,11 +246,7 @@ void plan_point(const GridPoint& gp, const CaseSpec& cs, double t_base, const Pl
   ++dp.viable_points;
   dp.auto_viable = dp.auto_viable || gp.automatic;
   const double t_cand = estimated_forward_seconds(cs.shape, dp.dtype, cand, model, in.paths.fp32_math);
-  const double warmup = t_base + std::max(model.warmup_s, model.warmup_min_runs * t_cand);
-  const double pairs = std::clamp((model.point_time_budget_s - warmup) / (t_base + t_cand),
-                                  static_cast<double>(model.floor_pairs),
-                                  static_cast<double>(model.max_pairs));
-  dp.estimated_seconds += model.point_setup_s + warmup + std::ceil(pairs) * (t_base + t_cand);
+  dp.estimated_seconds += estimated_point_seconds(model, t_base, t_cand);
 }
 
 }  // namespace
@@ -415,11 +429,11 @@ void print_notes_and_totals(const Plan& plan, const std::vector<std::string>& no
              "\ntime estimate: about {} (a model, not a measurement: fused {:.0f}/{:.0f}/{:.0f} and "
              "reference {:.0f}/{:.0f}/{:.0f} TFLOP/s for fp16/bf16/fp32, {:.1f} TB/s for scores and "
              "elementwise traffic, {:.0f} us per launch; per point {:.0f} ms with warm-up (>= {} "
-             "candidate runs and {:.0f} ms), at least {} timed pairs)\n",
+             "candidate runs and {:.0f} ms), at least {} timed pairs, in {} block(s))\n",
              human_seconds(plan.estimated_seconds), m.fused_tflops[0], m.fused_tflops[1],
              m.fused_tflops[2], m.reference_tflops[0], m.reference_tflops[1], m.reference_tflops[2],
              m.memory_tb_per_s, m.launch_us, m.point_time_budget_s * 1e3, m.warmup_min_runs,
-             m.warmup_s * 1e3, m.floor_pairs);
+             m.warmup_s * 1e3, m.floor_pairs, m.blocks);
 }
 
 }  // namespace
@@ -452,7 +466,8 @@ ordered time_estimate_json(const Plan& plan) {
         {"warmup_min_runs", m.warmup_min_runs},
         {"point_time_budget_s", m.point_time_budget_s},
         {"floor_pairs", m.floor_pairs},
-        {"max_pairs", m.max_pairs}}}};
+        {"max_pairs", m.max_pairs},
+        {"blocks", m.blocks}}}};
 }
 
 ordered dtype_plan_json(const Plan& plan, const LayerShape& s, const DTypePlan& dp) {

@@ -80,17 +80,23 @@ struct TimeModel {
   double graph_launch_us = 1.0;          // per kernel inside a replayed graph
   int reference_launches_per_layer = 16;
   int fused_launches_per_layer = 6;
-  // The runner's timer (runner.hpp, mode_defaults): one baseline warm-up run, the candidate
-  // warmed up for >= warmup_min_runs and >= warmup_s, then ABBA pairs until the point's
-  // budget (warm-up included) is spent, never fewer than floor_pairs nor more than max_pairs.
+  // The runner's timer (runner.hpp, mode_defaults, block_timer_options): a point in `blocks`
+  // blocks, the first with one baseline warm-up run and the candidate warmed up for >=
+  // warmup_s and >= warmup_min_runs runs, each later one built anew with a lighter warm-up,
+  // then ABBA pairs until the block's share of the budget (warm-up included) is spent, never
+  // fewer than its share of floor_pairs nor more than of max_pairs.
   double warmup_s = 0.025;
   int warmup_min_runs = 3;
   double point_time_budget_s = 0.1;
   int floor_pairs = 5;
   int max_pairs = 2000;
+  int blocks = 2;
   double point_setup_s = 0.010;          // building a configuration, capturing a graph
   double case_setup_s = 0.050;           // generating data on the device
 };
+// Model seconds of one point: its blocks' setup, warm-up and pairs, t_base and t_cand a
+// forward of the baseline and of the candidate.
+double estimated_point_seconds(const TimeModel& model, double t_base, double t_cand);
 // Model seconds of one forward of `stages` (all off = reference).
 double estimated_forward_seconds(const LayerShape& s, DType dtype, const StageSwitch& stages,
                                  const TimeModel& m = {}, Fp32Math fp32_math = Fp32Math::tf32);

@@ -37,11 +37,10 @@ std::string bits_of(const TechniqueSet& t, const StageSwitch& s) {
   return stage_names(s);
 }
 
-// ABBA pairs of two forwards with the run's timer options, abandoned on Ctrl-C.
-PairedMeasurement time_pairs(const MeasureContext& ctx, const std::function<void()>& ref,
+// ABBA pairs of two forwards, abandoned on Ctrl-C.
+PairedMeasurement time_pairs(const MeasureContext& ctx, const TimerOptions& timer, const std::function<void()>& ref,
                              const std::function<void()>& cand) {
-  return measure_paired(ctx.clock, ref, cand, timer_options(ctx.opt), ctx.tracker,
-                        [] { return interrupt_requested(); });
+  return measure_paired(ctx.clock, ref, cand, timer, ctx.tracker, [] { return interrupt_requested(); });
 }
 
 // Times an eager baseline against its own graph replay (HostProbe). Nothing where the run
@@ -52,7 +51,8 @@ void probe_host_bound(const MeasureContext& ctx, Group& g) {
   try {
     base.run_replayed();  // captures, outside the timing
     TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-    const PairedMeasurement m = time_pairs(ctx, [&base] { base.run(); }, [&base] { base.run_replayed(); });
+    const PairedMeasurement m =
+        time_pairs(ctx, timer_options(ctx.opt), [&base] { base.run(); }, [&base] { base.run_replayed(); });
     if (m.stop == stats::StopReason::interrupted) return;
     if (!std::isfinite(m.speedup.median) || !std::isfinite(m.speedup.lo)) {
       g.host_probe_note = "baseline against its graph replay: no usable interval, no host-bound verdict";
@@ -268,44 +268,67 @@ void trace_layers(const MeasureContext& ctx, const Group& g, const PathOptions& 
   cand = std::make_unique<StackPath>(*g.data, po, ctx.stream);
 }
 
-// The group's host-bound verdict into the row and, for a candidate replayed from a graph
-// against a host-bound baseline, its speedup against the replayed baseline too, its own ABBA
-// pairs. Two runs of case 1 on one H200 host moved such points' eager speedups by -28 % to
-// +35 % and their replayed ones by 1 % at most; an eager candidate is host-bound like the
-// eager baseline, and the eager ratio is the one that held there (within 6 %), so it gets
-// none. Returns false where the run was interrupted.
-bool time_against_replay(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& r, PeakMemory& peak) {
+// One block of a point with its candidate built: ABBA pairs against the baseline and, for a
+// candidate replayed from a graph against a host-bound baseline, against the replayed
+// baseline too, its own pairs. Two runs of case 1 on one H200 host moved such points' eager
+// speedups by -28 % to +35 % and their replayed ones by 1 % at most; an eager candidate is
+// host-bound like the eager baseline, and the eager ratio is the one that held there (within
+// 6 %), so it gets none. Returns false where the run was interrupted.
+bool time_block_of(const MeasureContext& ctx, Group& g, StackPath& cand, PendingPoint& pp, PeakMemory& peak) {
+  StackPath& base = *g.baseline;
+  const TimerOptions timer = block_timer_options(ctx.opt, pp.blocks.size());
+  const PairedMeasurement m = time_pairs(ctx, timer, [&base] { base.run(); }, [&cand] { cand.run(); });
+  peak.sample();
+  if (m.stop == stats::StopReason::interrupted) return false;
+  pp.blocks.push_back(m);
+  if (g.host_probe && g.host_probe->host_bound && cand.has_replay_graph()) {
+    const PairedMeasurement mg =
+        time_pairs(ctx, timer, [&base] { base.run_replayed(); }, [&cand] { cand.run(); });
+    peak.sample();
+    if (mg.stop == stats::StopReason::interrupted) return false;
+    pp.replay_blocks.push_back(mg);
+  }
+  return true;
+}
+
+// The pooled blocks' speedup interval, widened by the spread between the blocks (the point's
+// own and its group's, whichever is larger).
+stats::MedianInterval blocked_interval(const PairedMeasurement& pooled, const std::vector<PairedMeasurement>& blocks,
+                                       const std::vector<double>& group_sds, double level) {
+  const double own = stats::block_log_sd(block_medians(blocks));
+  return stats::widen_for_blocks(pooled.speedup, own * own, stats::pooled_block_log_var(group_sds, blocks.size()),
+                                 blocks.size(), level);
+}
+
+// The group's host-bound verdict into the row and, where the point was timed against the
+// replayed baseline, its speedup against that.
+void record_replay(const Group& g, const PendingPoint& pp, double level, PointRow& r) {
   if (!g.host_probe) {
     if (!g.host_probe_note.empty()) add_note(r, g.host_probe_note);
-    return true;
+    return;
   }
   const HostProbe& hp = *g.host_probe;
   r.host_bound = hp.host_bound;
   if (std::isfinite(hp.replay_ms) && hp.replay_ms > 0) r.ref_graph_ms = hp.replay_ms;
-  if (!hp.host_bound || !cand.has_replay_graph()) return true;
-  StackPath& base = *g.baseline;
-  const PairedMeasurement mg = time_pairs(ctx, [&base] { base.run_replayed(); }, [&cand] { cand.run(); });
-  peak.sample();
-  if (mg.stop == stats::StopReason::interrupted) return false;
+  if (pp.replay_blocks.empty()) return;
   add_note(r, fmt::format("host-bound baseline: eager {:.4f} ms, replayed {:.4f} ms ({:.2f}x)", hp.eager_ms,
                           hp.replay_ms, hp.ratio.median));
+  const PairedMeasurement mg = pool_blocks(pp.replay_blocks, level);
   if (!(std::isfinite(mg.speedup.median) && mg.speedup.median > 0 && std::isfinite(mg.ref.median))) {
     add_note(r, "no usable pair against the replayed baseline: no speedup_vs_graph_ref");
-    return true;
+    return;
   }
+  const stats::MedianInterval ci = blocked_interval(mg, pp.replay_blocks, g.replay_block_sds, level);
   r.ref_graph_ms = mg.ref.median;
   r.speedup_vs_graph_ref = mg.speedup.median;
-  r.speedup_vs_graph_ref_ci_low = finite_or_none(mg.speedup.lo);
-  r.speedup_vs_graph_ref_ci_high = finite_or_none(mg.speedup.hi);
-  return true;
+  r.speedup_vs_graph_ref_ci_low = finite_or_none(ci.lo);
+  r.speedup_vs_graph_ref_ci_high = finite_or_none(ci.hi);
 }
 
-// Baseline against candidate, ABBA, into the row. Returns false where the run was interrupted.
-bool time_point(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& r, PeakMemory& peak) {
-  StackPath& base = *g.baseline;
-  const PairedMeasurement m = time_pairs(ctx, [&base] { base.run(); }, [&cand] { cand.run(); });
-  peak.sample();
-  if (m.stop == stats::StopReason::interrupted) return false;
+// The point's blocks, pooled, into its row.
+void record_timing(const MeasureContext& ctx, const Group& g, const PendingPoint& pp, PointRow& r) {
+  const double level = block_timer_options(ctx.opt, 0).confidence;
+  const PairedMeasurement m = pool_blocks(pp.blocks, level);
   r.ref_ms = finite_or_none(m.ref.median);
   r.ref_spread_ms = finite_or_none(1.4826 * m.ref.mad);
   r.cand_ms = finite_or_none(m.cand.median);
@@ -317,9 +340,12 @@ bool time_point(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& 
                             "ratio strayed from the point's typical one",
                             m.pairs_attempted, m.throttled_pairs));
   }
-  r.speedup_ci_low = finite_or_none(m.speedup.lo);
-  r.speedup_ci_high = finite_or_none(m.speedup.hi);
+  const stats::MedianInterval ci = blocked_interval(m, pp.blocks, g.block_sds, level);
+  r.speedup_ci_low = finite_or_none(ci.lo);
+  r.speedup_ci_high = finite_or_none(ci.hi);
   r.speedup_ci_level = m.speedup.confidence;
+  r.blocks = static_cast<int64_t>(pp.blocks.size());
+  if (pp.blocks.size() >= 2) r.block_spread = finite_or_none(stats::block_log_sd(block_medians(pp.blocks)));
   r.reps = static_cast<int64_t>(m.pairs);
   r.reps_attempted = static_cast<int64_t>(m.pairs_attempted);
   r.warmup_runs = static_cast<int64_t>(m.warmup_runs);
@@ -330,12 +356,16 @@ bool time_point(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& 
   const double flops = forward_flops(g.spec.shape);
   if (r.cand_ms && *r.cand_ms > 0) r.tflops = flops / (*r.cand_ms * 1e-3) / 1e12;
   if (r.ref_ms && *r.ref_ms > 0) r.ref_tflops = flops / (*r.ref_ms * 1e-3) / 1e12;
-  return time_against_replay(ctx, g, cand, r, peak);
+  record_replay(g, pp, level, r);
 }
 
-// One fixed configuration (an auto point measures the configuration it was given).
-std::optional<PointRow> measure_config(const MeasureContext& ctx, Group& g, const SchedPoint& p) {
-  PointRow r = base_row(ctx, g, p);
+// One fixed configuration up to its first block (an auto point measures the configuration it
+// was given). Nothing where the run was interrupted during the timing.
+std::optional<PendingPoint> begin_config(const MeasureContext& ctx, Group& g, const SchedPoint& p) {
+  PendingPoint pp;
+  pp.point = p;
+  PointRow& r = pp.row;
+  r = base_row(ctx, g, p);
   const StageSwitch cand_stages = ctx.techniques.stages(p.config);
   // Where the group keeps a golden output and a baseline copy, they count against the budget.
   const uint64_t kept = g.elements * (sizeof(float) + static_cast<size_t>(dtype_bytes(g.dtype)));
@@ -348,45 +378,98 @@ std::optional<PointRow> measure_config(const MeasureContext& ctx, Group& g, cons
   g.baseline_bits = bits_of(ctx.techniques, v.baseline.stages);
   r.baseline = g.baseline_bits;
   r.predicted_bytes = static_cast<int64_t>(v.peak_bytes);
-  if (settle_without_running(ctx, g, v, r)) return r;
+  if (settle_without_running(ctx, g, v, r)) return pp;
   if (ctx.fault.matches(g.spec.id, g.dtype, r.config))
     throw DeviceError(fmt::format("injected fault at case {} {} {} (TLBENCH_INJECT_FAULT)", g.spec.id,
                                   to_string(g.dtype), r.config),
                       true);
 
   PeakMemory peak;
-  PathOptions po;
-  po.stages = cand_stages;
-  po.policy = g.spec.policy;
-  po.fp32_math = ctx.opt.fp32_math;
-  std::unique_ptr<StackPath> cand = build_candidate(ctx, g, po, r, peak);
-  if (!cand) return r;
-  try {
-    // Accuracy: one run into poisoned outputs, so an element the path never wrote is NaN.
-    cand->poison();
-    cand->run();
-    TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-    peak.sample();
-    const bool tensor_core_stage = record_dispatch(ctx, *cand, g.dtype, r);
-    check_accuracy(ctx, g, *cand, v.baseline.is_reference, tensor_core_stage, r);
-    if (ctx.opt.layer_trace && g.golden_ok && !g.golden_layers.empty()) trace_layers(ctx, g, po, cand, r, peak);
-    if (!time_point(ctx, g, *cand, r, peak)) return std::nullopt;
-  } catch (const DeviceOutOfMemory& e) {
-    r.status = StatusKind::oom;
-    add_note(r, fmt::format("out of memory while running: {}", e.what()));
-  } catch (const DeviceError& e) {
-    if (e.sticky()) throw;
-    r.status = StatusKind::error;
-    add_note(r, e.what());
-  } catch (const std::exception& e) {
-    r.status = StatusKind::error;
-    add_note(r, e.what());
+  pp.po.stages = cand_stages;
+  pp.po.policy = g.spec.policy;
+  pp.po.fp32_math = ctx.opt.fp32_math;
+  pp.ran = true;
+  std::unique_ptr<StackPath> cand = build_candidate(ctx, g, pp.po, r, peak);
+  if (cand) {
+    try {
+      // Accuracy: one run into poisoned outputs, so an element the path never wrote is NaN.
+      cand->poison();
+      cand->run();
+      TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+      peak.sample();
+      const bool tensor_core_stage = record_dispatch(ctx, *cand, g.dtype, r);
+      check_accuracy(ctx, g, *cand, v.baseline.is_reference, tensor_core_stage, r);
+      if (ctx.opt.layer_trace && g.golden_ok && !g.golden_layers.empty()) trace_layers(ctx, g, pp.po, cand, r, peak);
+      pp.timed = true;
+      if (!time_block_of(ctx, g, *cand, pp, peak)) return std::nullopt;
+    } catch (const DeviceOutOfMemory& e) {
+      pp.timed = false;
+      r.status = StatusKind::oom;
+      add_note(r, fmt::format("out of memory while running: {}", e.what()));
+    } catch (const DeviceError& e) {
+      if (e.sticky()) throw;
+      pp.timed = false;
+      r.status = StatusKind::error;
+      add_note(r, e.what());
+    } catch (const std::exception& e) {
+      pp.timed = false;
+      r.status = StatusKind::error;
+      add_note(r, e.what());
+    }
   }
-  r.peak_bytes = static_cast<int64_t>(peak.used > ctx.used_at_start ? peak.used - ctx.used_at_start : 0);
-  return r;
+  pp.peak_used = peak.used;
+  return pp;
 }
 
 }  // namespace
+
+bool PendingPoint::wants_block(size_t blocks) const { return timed && !blocks_stopped && this->blocks.size() < blocks; }
+
+std::optional<PendingPoint> begin_point(const MeasureContext& ctx, Group& g, const SchedPoint& p,
+                                        const std::vector<PointRow>& rows) {
+  if (!p.automatic) return begin_config(ctx, g, p);
+  SchedPoint a = p;
+  choose_from_rows(rows, ctx.opt.out_dir, ctx.techniques, g.spec.id, g.dtype, a);
+  std::optional<PendingPoint> pp = begin_config(ctx, g, a);
+  // The choice comes first in an auto row's note, whatever else the point has to say.
+  if (pp) pp->row.note = a.auto_note + (pp->row.note.empty() ? "" : "; " + pp->row.note);
+  return pp;
+}
+
+bool time_next_block(const MeasureContext& ctx, Group& g, PendingPoint& pp) {
+  PeakMemory peak;
+  peak.used = std::max(peak.used, pp.peak_used);
+  try {
+    StackPath cand(*g.data, pp.po, ctx.stream);
+    peak.sample();
+    if (!time_block_of(ctx, g, cand, pp, peak)) return false;
+  } catch (const DeviceError& e) {
+    // Out of memory included: the row keeps the blocks it has, and says why it has no more.
+    if (e.sticky()) throw;
+    pp.blocks_stopped = true;
+    add_note(pp.row, fmt::format("block {} not timed: {}", pp.blocks.size() + 1, e.what()));
+  } catch (const std::exception& e) {
+    pp.blocks_stopped = true;
+    add_note(pp.row, fmt::format("block {} not timed: {}", pp.blocks.size() + 1, e.what()));
+  }
+  pp.peak_used = peak.used;
+  return true;
+}
+
+void note_block_spreads(Group& g, const std::vector<PendingPoint>& points) {
+  for (const PendingPoint& pp : points) {
+    if (pp.blocks.size() >= 2) g.block_sds.push_back(stats::block_log_sd(block_medians(pp.blocks)));
+    if (pp.replay_blocks.size() >= 2)
+      g.replay_block_sds.push_back(stats::block_log_sd(block_medians(pp.replay_blocks)));
+  }
+}
+
+PointRow finish_point(const MeasureContext& ctx, const Group& g, PendingPoint&& pp) {
+  PointRow r = std::move(pp.row);
+  if (pp.timed && !pp.blocks.empty()) record_timing(ctx, g, pp, r);
+  if (pp.ran) r.peak_bytes = static_cast<int64_t>(pp.peak_used > ctx.used_at_start ? pp.peak_used - ctx.used_at_start : 0);
+  return r;
+}
 
 Group make_group(const CaseSet& cases, const SchedPoint& p, uint64_t run_seed) {
   Group g;
@@ -434,17 +517,6 @@ void ensure_golden(const MeasureContext& ctx, Group& g) {
     g.golden_out = DeviceBuffer();
     g.golden_note = fmt::format("golden failed: {}", e.what());
   }
-}
-
-std::optional<PointRow> measure_point(const MeasureContext& ctx, Group& g, const SchedPoint& p,
-                                      const std::vector<PointRow>& rows) {
-  if (!p.automatic) return measure_config(ctx, g, p);
-  SchedPoint a = p;
-  choose_from_rows(rows, ctx.opt.out_dir, ctx.techniques, g.spec.id, g.dtype, a);
-  std::optional<PointRow> r = measure_config(ctx, g, a);
-  // The choice comes first in an auto row's note, whatever else the point has to say.
-  if (r) r->note = a.auto_note + (r->note.empty() ? "" : "; " + r->note);
-  return r;
 }
 
 }  // namespace tlb

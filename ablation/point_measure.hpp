@@ -64,6 +64,10 @@ struct Group {
   // A failure that makes every point of the group the same row.
   std::optional<StatusKind> failed_status;  // oom | error; none while the group is usable
   std::string failed_note;
+  // The spread between the blocks of the group's points (block_log_sd), against the baseline
+  // and against its replay, rows of earlier segments included: where a point's own blocks
+  // happen to agree, the group's typical spread still widens its interval.
+  std::vector<double> block_sds, replay_block_sds;
 };
 
 // The group of schedule point p: its case with the run's seed and the layer policy applied.
@@ -84,10 +88,35 @@ struct MeasureContext {
 // The golden of the group, once (a note says why where it cannot be computed).
 void ensure_golden(const MeasureContext& ctx, Group& g);
 
-// One point: its row, or nothing where the run was interrupted during its timing. Throws
-// DeviceError only for sticky faults (the context is gone); every other failure is the row's
-// status (`oom`, `error`) and note. rows: those on disk, from which an auto point chooses.
-std::optional<PointRow> measure_point(const MeasureContext& ctx, Group& g, const SchedPoint& p,
-                                      const std::vector<PointRow>& rows);
+// A point between its blocks: its row as far as it is known and each block's timings. The
+// candidate path lives only while a block is timed, so a group's points hold no device memory
+// between their blocks; each block after the first builds it anew.
+struct PendingPoint {
+  SchedPoint point;
+  PointRow row;
+  PathOptions po;
+  bool ran = false;             // a candidate was attempted: the row gets its peak memory
+  bool timed = false;           // the first block was timed: the row waits for the rest
+  bool blocks_stopped = false;  // a later block failed (the row's note says why): no more
+  std::vector<PairedMeasurement> blocks, replay_blocks;
+  uint64_t peak_used = 0;
+  // Whether the point takes another block in a run of `blocks` blocks a point.
+  bool wants_block(size_t blocks) const;
+};
+
+// A point's setup, accuracy check and first block; a point that does not run (nonviable, oom,
+// error) comes back complete, with timed false. Nothing where the run was interrupted during
+// the timing. Throws DeviceError only for sticky faults (the context is gone); every other
+// failure is the row's status (`oom`, `error`) and note. rows: those on disk, from which an
+// auto point chooses.
+std::optional<PendingPoint> begin_point(const MeasureContext& ctx, Group& g, const SchedPoint& p,
+                                        const std::vector<PointRow>& rows);
+// The point's next block: the candidate built anew, warmed up, timed. False where the run was
+// interrupted; a failure stops the point's blocks (blocks_stopped, and a note).
+bool time_next_block(const MeasureContext& ctx, Group& g, PendingPoint& pp);
+// The points' block spreads into their group (before finish_point, which reads them).
+void note_block_spreads(Group& g, const std::vector<PendingPoint>& points);
+// The point's row: its blocks pooled, the interval widened by the spread between them.
+PointRow finish_point(const MeasureContext& ctx, const Group& g, PendingPoint&& pp);
 
 }  // namespace tlb

@@ -57,6 +57,8 @@ const std::vector<Column>& columns() {
       {"speedup_ci_low", &PointRow::speedup_ci_low},
       {"speedup_ci_high", &PointRow::speedup_ci_high},
       {"speedup_ci_level", &PointRow::speedup_ci_level},
+      {"blocks", &PointRow::blocks},
+      {"block_spread", &PointRow::block_spread},
       {"host_bound", &PointRow::host_bound},
       {"ref_graph_ms", &PointRow::ref_graph_ms},
       {"speedup_vs_graph_ref", &PointRow::speedup_vs_graph_ref},

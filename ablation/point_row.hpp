@@ -38,6 +38,11 @@ struct PointRow {
   // Timing (baseline = "ref" side).
   std::optional<double> ref_ms, ref_spread_ms, cand_ms, cand_spread_ms;
   std::optional<double> speedup, speedup_ci_low, speedup_ci_high, speedup_ci_level;
+  // The blocks the point was timed in, apart in time, and the relative standard deviation of
+  // their median speedups (block_log_sd); the interval above holds that spread as well as the
+  // pairs' own (widen_for_blocks).
+  std::optional<int64_t> blocks;
+  std::optional<double> block_spread;
   // The baseline's eager forward against its own graph replay (point_measure.hpp): host_bound
   // where the replay is faster by more than kHostBoundRatio; ref_graph_ms the replayed time.
   // A graph candidate of a host-bound group is also timed against the replay, which hosts

@@ -20,8 +20,10 @@
 //   "ref_ms", "cand_ms"                     median forward time of baseline and candidate
 //   "ref_spread_ms", "cand_spread_ms"       their spreads
 //   "speedup"                               median of paired ratios t_ref / t_cand
-//   "speedup_ci_low", "speedup_ci_high"     its interval
+//   "speedup_ci_low", "speedup_ci_high"     its interval (the spread between blocks included)
 //   "speedup_ci_level"   number   optional: the interval's confidence (0.95)
+//   "blocks"             int      optional: blocks the point was timed in, apart in time
+//   "block_spread"       number   optional: relative sd of the blocks' median speedups
 //   "host_bound"         bool     optional: the eager baseline slower than its graph replay
 //                                 by over 1.10x (point_measure.hpp); "ref_graph_ms" its replay
 //   "speedup_vs_graph_ref", "speedup_vs_graph_ref_ci_low", "speedup_vs_graph_ref_ci_high"

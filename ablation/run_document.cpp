@@ -2,12 +2,14 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 
 #include "provenance.hpp"
+#include "statistics.hpp"
 #include "text.hpp"
 
 namespace tlb {
@@ -165,6 +167,25 @@ void record_point_counts(json& doc, const std::vector<PointRow>& rows, size_t sc
                    {"on_disk", rows.size()},
                    {"by_status", status_counts(rows)},
                    {"golden_failures", failures}};
+  doc["block_spread"] = block_spread_summary(rows);
+}
+
+json block_spread_summary(const std::vector<PointRow>& rows) {
+  std::map<std::string, std::vector<double>> by_dtype;
+  for (const PointRow& r : rows)
+    if (r.blocks && *r.blocks >= 2 && r.block_spread && std::isfinite(*r.block_spread)) {
+      by_dtype[r.dtype].push_back(*r.block_spread);
+      by_dtype["all"].push_back(*r.block_spread);
+    }
+  json out = json::object();
+  for (auto& [dtype, v] : by_dtype) {
+    std::sort(v.begin(), v.end());
+    out[dtype] = {{"points", v.size()},
+                  {"median", stats::quantile_sorted(v, 0.5)},
+                  {"p90", stats::quantile_sorted(v, 0.9)},
+                  {"max", v.back()}};
+  }
+  return out;
 }
 
 }  // namespace tlb

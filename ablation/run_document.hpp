@@ -42,7 +42,12 @@ void record_group(nlohmann::json& doc, const Group& g);
 // Rows per status, every "fallback:<stages>" counted as "fallback".
 std::map<std::string, int> status_counts(const std::vector<PointRow>& rows);
 
-// $.points: scheduled, on disk, by status and golden failures.
+// $.points: scheduled, on disk, by status and golden failures; and $.block_spread.
 void record_point_counts(nlohmann::json& doc, const std::vector<PointRow>& rows, size_t scheduled);
+
+// $.block_spread: how far apart the blocks of one point measured, the run's own between-run
+// spread (an A/A run's is the noise floor of a rerun): per dtype and over all, the points timed
+// in two or more blocks and the median, 90th percentile and largest of their block_spread.
+nlohmann::json block_spread_summary(const std::vector<PointRow>& rows);
 
 }  // namespace tlb

@@ -17,8 +17,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 ModeDefaults mode_defaults(bool quick) {
-  if (quick) return {3, 200, 25.0, 5.0, 1, 3};
-  return {10, 2000, 100.0, 25.0, 3, 5};
+  if (quick) return {3, 200, 25.0, 5.0, 1, 3, 1};
+  return {10, 2000, 100.0, 25.0, 3, 5, 2};
 }
 
 void resolve_defaults(RunOptions& o) {
@@ -26,6 +26,7 @@ void resolve_defaults(RunOptions& o) {
   if (o.min_reps <= 0) o.min_reps = d.min_reps;
   if (o.max_reps <= 0) o.max_reps = d.max_reps;
   if (o.point_budget_ms <= 0) o.point_budget_ms = d.point_budget_ms;
+  if (o.blocks <= 0) o.blocks = d.blocks;
   if (o.max_reps < o.min_reps)
     throw ConfigError(fmt::format("--max-reps {} is below --min-reps {}", o.max_reps, o.min_reps));
   auto refuse = [](const char* option, double v, const char* want) {
@@ -37,6 +38,7 @@ void resolve_defaults(RunOptions& o) {
     refuse("--mem-reserve-mib", o.memory_margin_mib, "a number of MiB in [0, 16777216]");
   if (!(o.point_budget_ms > 0 && o.point_budget_ms <= kMaxPointBudgetMs))
     refuse("--point-budget-ms", o.point_budget_ms, "a number of milliseconds in (0, 3600000]");
+  if (o.blocks > kMaxBlocks) refuse("--blocks", double(o.blocks), "an integer in 1 .. 16");
 }
 
 TimerOptions timer_options(const RunOptions& o) {
@@ -49,6 +51,31 @@ TimerOptions timer_options(const RunOptions& o) {
   t.stop.budget_ms = o.point_budget_ms;
   t.stop.target_rel_half_width = o.target_rel_ci;
   t.stop.floor_pairs = std::min(d.floor_pairs, t.stop.min_pairs);
+  return t;
+}
+
+size_t block_floor_pairs(size_t floor_total, size_t blocks, size_t block) {
+  if (blocks <= 1) return floor_total;
+  const size_t share = floor_total / blocks + (block < floor_total % blocks ? 1 : 0);
+  return std::max<size_t>(share, 2);
+}
+
+TimerOptions block_timer_options(const RunOptions& o, size_t block) {
+  TimerOptions t = timer_options(o);
+  const auto blocks = static_cast<size_t>(std::max<int64_t>(o.blocks, 1));
+  if (blocks == 1) return t;
+  t.stop.min_pairs = (t.stop.min_pairs + blocks - 1) / blocks;
+  t.stop.max_pairs = std::max<size_t>(t.stop.max_pairs / blocks, 1);
+  t.stop.budget_ms /= static_cast<double>(blocks);
+  t.stop.target_rel_half_width *= std::sqrt(static_cast<double>(blocks));
+  t.stop.floor_pairs = std::min(block_floor_pairs(t.stop.floor_pairs, blocks, block), t.stop.min_pairs);
+  if (block > 0) {
+    // The GPU has been busy with the group's other points and the baseline ran last: the
+    // rebuilt candidate needs a run to settle (a graph's first launch), not a clock ramp.
+    t.warmup_min_runs = 1;
+    t.warmup_min_ms = std::min(t.warmup_min_ms, kLaterBlockWarmupMs);
+    t.warmup_ref_runs = 0;
+  }
   return t;
 }
 
@@ -72,6 +99,7 @@ json options_to_json(const RunOptions& o) {
       {"max_reps", o.max_reps},
       {"point_budget_ms", o.point_budget_ms},
       {"target_rel_ci", o.target_rel_ci},
+      {"blocks", o.blocks},
       {"memory_margin_mib", o.memory_margin_mib},
       {"policy", o.policy},
       {"dispatch_table", o.dispatch_table},
@@ -130,6 +158,10 @@ RunOptions options_from_json(const json& j, const std::string& source) {
   o.point_budget_ms = number("point_budget_ms");
   o.target_rel_ci = number("target_rel_ci");
   o.memory_margin_mib = number("memory_margin_mib");
+  // Runs begun before points were timed in blocks timed each in one.
+  o.blocks = j.contains("blocks") ? json_fields::get_integer(need("blocks"), 1, kMaxBlocks, "an integer in 1 .. 16",
+                                                             source, json_fields::key_path("$.options", "blocks"))
+                                  : 1;
   // Runs begun before auto points existed have neither key.
   if (j.contains("policy")) o.policy = str("policy");
   if (j.contains("dispatch_table")) o.dispatch_table = str("dispatch_table");

@@ -30,6 +30,9 @@ struct RunOptions {
   int64_t min_reps = 0, max_reps = 0;
   double point_budget_ms = 0;
   double target_rel_ci = 0.01;
+  // Blocks a point is timed in, apart in time (the group's other points run between them);
+  // the pairs, the budget and the interval target are shared out among them.
+  int64_t blocks = 0;
   double memory_margin_mib = 1024;  // left free under cudaMemGetInfo's free memory
   bool json = false;            // summary JSON on stdout at the end
   std::string command_line;     // as typed, for run.json
@@ -37,25 +40,38 @@ struct RunOptions {
   std::string dispatch_table;   // table for auto points; empty: the built-in one
 };
 
-// Defaults of a full run and of --quick. A full run: >= 10 and <= 2000 pairs, 100 ms per
-// point (warm-up included), and at least 5 pairs where a forward is so slow that the budget
-// runs out first: on the H200 the official sweep's fp32 points (IEEE reference up to 260 ms a
-// forward) take most of its time, and the whole sweep fits in 8 minutes. --quick: >= 3 and <= 200 pairs, 25 ms,
-// warm-up >= 1 candidate run and >= 5 ms, and (without --configs) each technique alone plus
-// all of them: the official sweep in about a minute, for smoke runs.
+// Defaults of a full run and of --quick. A full run: two blocks per point, >= 10 and <= 2000
+// pairs, 100 ms per point (warm-up included), and at least 5 pairs (3 + 2) where a forward
+// is so slow that the budget runs out first: on the H200 the official sweep's fp32 points
+// (IEEE reference up to 260 ms a forward) take most of its time. --quick: one block, >= 3 and
+// <= 200 pairs, 25 ms, warm-up >= 1 candidate run and >= 5 ms, and (without --configs) each
+// technique alone plus all of them: the official sweep in about a minute, for smoke runs.
 struct ModeDefaults {
   int64_t min_reps, max_reps;
   double point_budget_ms, warmup_min_ms;
   size_t warmup_min_runs;  // candidate runs before timing
   size_t floor_pairs;      // pairs a point gets even when its budget runs out first
+  int64_t blocks;
 };
+// The most blocks a point may be timed in.
+inline constexpr int64_t kMaxBlocks = 16;
 ModeDefaults mode_defaults(bool quick);
 // The largest per-point budget (an hour) and memory margin (16 TiB) a run accepts.
 inline constexpr double kMaxPointBudgetMs = 3.6e6, kMaxMemoryMarginMib = 16777216.0;
 // Fills the mode's defaults where an option is 0, then checks every range (ConfigError naming
 // the option: "--atol nan: expected a finite number >= 0").
 void resolve_defaults(RunOptions& o);
+// The timer of one measurement over the whole point budget (the baseline's host-bound probe).
 TimerOptions timer_options(const RunOptions& o);
+// The timer of block `block` (0-based) of a point: 1/blocks of the budget and of the pairs,
+// the floor shared out (block_floor_pairs), the interval target widened by sqrt(blocks) so the
+// pooled pairs meet it, and after the first block a lighter warm-up: one candidate run and
+// kLaterBlockWarmupMs, no baseline run.
+TimerOptions block_timer_options(const RunOptions& o, size_t block);
+// Block `block`'s share of a point's floor of pairs, earlier blocks taking the remainder, at
+// least 2 so that each block has a median of its own: 5 pairs in two blocks are 3 + 2.
+size_t block_floor_pairs(size_t floor_total, size_t blocks, size_t block);
+inline constexpr double kLaterBlockWarmupMs = 5.0;
 
 nlohmann::json options_to_json(const RunOptions& o);
 // Throws ConfigError naming `source` and the key on a missing or mistyped option.

@@ -129,7 +129,9 @@ json aa_noise_floor(const std::vector<PointRow>& rows) {
                     {"ratio", *r.speedup},
                     {"ci_low", r.speedup_ci_low.value_or(0)},
                     {"ci_high", r.speedup_ci_high.value_or(0)},
-                    {"pairs", r.reps.value_or(0)}});
+                    {"pairs", r.reps.value_or(0)},
+                    {"blocks", r.blocks.value_or(1)},
+                    {"block_spread", r.block_spread.value_or(0)}});
   return aa;
 }
 

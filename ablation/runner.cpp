@@ -50,6 +50,7 @@ class Runner {
   bool open_device();
   void measure_groups();
   void measure_group(size_t begin, size_t end);
+  void measure_in_blocks(Group& g, const MeasureContext& ctx, const std::vector<size_t>& which);
   std::string device_fault_message(const DeviceError& e) const;
   void write_row(const PointRow& r);
   void save_run_json(const std::string& state);
@@ -117,18 +118,47 @@ bool Runner::open_device() {
   }
 }
 
-// The pending points of one (case, dtype) group, sched_.points[begin, end).
+// The points sched_.points[k] for k in `which`, together: each one's first block in turn, then
+// each one's second, and so on, so a point's blocks lie a round of the others apart; then
+// their rows, each widened by the spread the group's blocks showed. (In one block a row goes
+// to disk as soon as its point is measured.) A run interrupted here loses the rows of these
+// points, never a row on disk: --resume measures them again.
+void Runner::measure_in_blocks(Group& g, const MeasureContext& ctx, const std::vector<size_t>& which) {
+  const auto blocks = static_cast<size_t>(opt_.blocks);
+  std::vector<PendingPoint> pending;
+  for (size_t k : which) {
+    if (interrupt_requested()) throw Interrupted{};
+    std::optional<PendingPoint> pp = begin_point(ctx, g, sched_.points[k], rows_);
+    if (!pp) throw Interrupted{};
+    // In one block a point is done: its row goes to disk before the next point starts.
+    if (blocks == 1) write_row(finish_point(ctx, g, std::move(*pp)));
+    else pending.push_back(std::move(*pp));
+  }
+  for (size_t b = 1; b < blocks; ++b)
+    for (PendingPoint& pp : pending) {
+      if (!pp.wants_block(blocks)) continue;
+      if (interrupt_requested() || !time_next_block(ctx, g, pp)) throw Interrupted{};
+    }
+  note_block_spreads(g, pending);
+  for (PendingPoint& pp : pending) write_row(finish_point(ctx, g, std::move(pp)));
+}
+
+// The pending points of one (case, dtype) group, sched_.points[begin, end): its fixed
+// configurations in blocks, their rows written, then its auto point, which chooses from them
+// (its blocks lie only a rebuild of its path apart).
 void Runner::measure_group(size_t begin, size_t end) {
   const std::vector<SchedPoint>& pts = sched_.points;
   Group g = make_group(cases_, pts[begin], opt_.seed);
+  // Rows of an earlier segment still tell the group's typical block spread.
+  for (const PointRow& r : rows_)
+    if (r.case_id == g.spec.id && r.dtype == to_string(g.dtype) && r.block_spread && r.blocks && *r.blocks >= 2)
+      g.block_sds.push_back(*r.block_spread);
   const MeasureContext ctx = context();
-  for (size_t k = begin; k < end; ++k) {
-    if (done_.contains(pts[k].key)) continue;
-    if (interrupt_requested()) throw Interrupted{};
-    std::optional<PointRow> row = measure_point(ctx, g, pts[k], rows_);
-    if (!row) throw Interrupted{};
-    write_row(*row);
-  }
+  std::vector<size_t> fixed, automatic;
+  for (size_t k = begin; k < end; ++k)
+    if (!done_.contains(pts[k].key)) (pts[k].automatic ? automatic : fixed).push_back(k);
+  measure_in_blocks(g, ctx, fixed);
+  for (size_t k : automatic) measure_in_blocks(g, ctx, {k});
   record_group(doc_, g);
   if (interrupt_requested()) throw Interrupted{};
   save_run_json("running");

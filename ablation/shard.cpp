@@ -120,6 +120,7 @@ TimeModel run_time_model(bool quick) {
   model.warmup_min_runs = static_cast<int>(timer.warmup_min_runs);
   model.floor_pairs = static_cast<int>(timer.floor_pairs);
   model.max_pairs = static_cast<int>(timer.max_reps);
+  model.blocks = static_cast<int>(timer.blocks);
   return model;
 }
 

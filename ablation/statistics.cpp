@@ -119,6 +119,55 @@ MedianInterval median_interval(std::vector<double> v, double level) {
   return r;
 }
 
+double normal_two_sided_quantile(double level) {
+  // Bisection on erfc: P(|Z| > z) = erfc(z / sqrt 2) falls from 1 at z = 0.
+  const double tail = 1.0 - level;
+  double lo = 0, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    if (std::erfc(mid / std::sqrt(2.0)) > tail) lo = mid;
+    else hi = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+double block_log_sd(const std::vector<double>& block_medians) {
+  if (block_medians.size() < 2) return 0;
+  double mean = 0;
+  for (double m : block_medians) {
+    if (!(m > 0) || !std::isfinite(m)) return kNaN;
+    mean += std::log(m);
+  }
+  mean /= static_cast<double>(block_medians.size());
+  double ss = 0;
+  for (double m : block_medians) ss += (std::log(m) - mean) * (std::log(m) - mean);
+  return std::sqrt(ss / static_cast<double>(block_medians.size() - 1));
+}
+
+double pooled_block_log_var(const std::vector<double>& sds, size_t blocks) {
+  if (blocks < 2) return 0;
+  std::vector<double> v;
+  for (double s : sds)
+    if (std::isfinite(s)) v.push_back(s * s);
+  if (v.empty()) return 0;
+  // Median of chi^2_nu / nu: exact for one degree of freedom, Wilson-Hilferty beyond.
+  const double nu = static_cast<double>(blocks - 1);
+  const double chi2_median = blocks == 2 ? 0.454936 : std::pow(1.0 - 2.0 / (9.0 * nu), 3.0);
+  return median(std::move(v)) / chi2_median;
+}
+
+MedianInterval widen_for_blocks(const MedianInterval& pooled, double own_log_var, double group_log_var,
+                                size_t blocks, double level) {
+  MedianInterval r = pooled;
+  if (blocks < 2 || !(pooled.median > 0) || !std::isfinite(pooled.median)) return r;
+  const double v = std::max(std::isfinite(own_log_var) ? own_log_var : 0.0,
+                            std::isfinite(group_log_var) ? group_log_var : 0.0);
+  const double half = normal_two_sided_quantile(level) * std::sqrt(v / static_cast<double>(blocks));
+  r.lo = std::min(pooled.lo, pooled.median * std::exp(-half));
+  r.hi = std::max(pooled.hi, pooled.median * std::exp(half));
+  return r;
+}
+
 std::string_view to_string(StopReason r) {
   switch (r) {
     case StopReason::running: return "running";

@@ -49,6 +49,27 @@ struct MedianInterval {
 // for the level (n < 6 at 95%) it returns [min, max] and the lower confidence that range has.
 MedianInterval median_interval(std::vector<double> v, double level = 0.95);
 
+// Two-sided normal quantile: the z with P(|Z| <= z) = level (1.95996 at 0.95).
+double normal_two_sided_quantile(double level);
+
+// Blocks: a point measured in several blocks separated in time (other points run between
+// them). The spread of the blocks' medians is what a rerun sees and the pairs of one block do
+// not: the clock state, the power cap's mood, where the buffers landed.
+//
+// The sample standard deviation of the logs of the block medians: their relative standard
+// deviation (0.03 = 3 %). 0 for fewer than two blocks; NaN where a median is not positive.
+double block_log_sd(const std::vector<double>& block_medians);
+// The typical block log variance of a group of points measured in `blocks` blocks each, from
+// their block_log_sd values: the median of sd^2 over the median of chi^2_(blocks-1) / (blocks -
+// 1), robust to the odd disturbed point. 0 where there are none (or blocks < 2).
+double pooled_block_log_var(const std::vector<double>& sds, size_t blocks);
+// The pooled pairs' interval widened by the blocks: median · exp(±z · sqrt(v / blocks)), v
+// the larger of the point's own block log variance and its group's, z the level's normal
+// quantile, united with the pooled interval (which stays where it is wider). Its confidence
+// is the pooled interval's.
+MedianInterval widen_for_blocks(const MedianInterval& pooled, double own_log_var, double group_log_var,
+                                size_t blocks, double level);
+
 // When a paired measurement stops.
 struct StoppingRule {
   size_t min_pairs = 10;          // never stop on a tight interval before this many pairs

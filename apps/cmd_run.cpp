@@ -108,6 +108,7 @@ void check_numeric_options(const CLI::App& cmd, RunArgs& a) {
   };
   if (given("--min-reps") && o.min_reps < 1) refuse("--min-reps", double(o.min_reps), "a positive integer");
   if (given("--max-reps") && o.max_reps < 1) refuse("--max-reps", double(o.max_reps), "a positive integer");
+  if (given("--blocks") && o.blocks < 1) refuse("--blocks", double(o.blocks), "an integer in 1 .. 16");
   if (given("--point-budget-ms") && !(o.point_budget_ms > 0))
     refuse("--point-budget-ms", o.point_budget_ms, "a number of milliseconds in (0, 3600000]");
   if (given("--seed")) o.seed = tlb::cli::parse_seed(a.seed);
@@ -154,6 +155,9 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
   cmd->add_option("--max-reps", o.max_reps, "maximum timed pairs per point (default 2000; --quick 200)");
   cmd->add_option("--point-budget-ms", o.point_budget_ms,
                   "wall time per point for warm-up and timing (default 100; --quick 25)");
+  cmd->add_option("--blocks", o.blocks,
+                  "time each point in this many blocks apart in time, its interval built from the spread "
+                  "between them as well as within (default 2; --quick 1)");
   cmd->add_option("--mem-reserve-mib", o.memory_margin_mib,
                   "device memory left unused under the free memory at start (shared GPUs)")
       ->capture_default_str();

@@ -80,7 +80,8 @@ TEST_CASE("run --mem-reserve-mib, --atol and --rtol out of range: exit 2 before 
           "[bad-input][ranges][cli]") {
   Scratch s("run-ranges");
   for (const std::string opt : {"--mem-reserve-mib -1", "--mem-reserve-mib nan", "--atol inf", "--rtol nan",
-                                "--rtol -0.5", "--max-reps -3", "--point-budget-ms -1", "--point-budget-ms nan"}) {
+                                "--rtol -0.5", "--max-reps -3", "--point-budget-ms -1", "--point-budget-ms nan",
+                                "--blocks 0", "--blocks 17"}) {
     INFO(opt);
     check_refused(tlbench("run --config " + shell_quote(kCases) + " --out r " + opt, s), {opt.substr(0, opt.find(' '))});
   }

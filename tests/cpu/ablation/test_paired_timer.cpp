@@ -227,3 +227,38 @@ TEST_CASE("budget ends a noisy point and interruption ends any point", "[timer]"
       measure_paired(clock2, ref2, cand2, quick_options(), tracker, [&] { return ++polls > 5; });
   CHECK(m2.stop == stats::StopReason::interrupted);
 }
+
+TEST_CASE("blocks pool into one measurement: every pair, the counts summed, converged only if each block was",
+          "[timer][blocks]") {
+  FakeRunClock clock;
+  double cand_ms = 1.0;
+  auto ref = [&] { clock.advance(2.0); };
+  auto cand = [&] { clock.advance(cand_ms); };
+  ClockTracker tracker;
+  const PairedMeasurement a = measure_paired(clock, ref, cand, quick_options(), tracker);
+  cand_ms = 1.25;  // the second block runs slower: another clock state
+  TimerOptions tight = quick_options();
+  tight.stop.max_pairs = 12;
+  tight.stop.target_rel_half_width = 0;  // never converges: stops at max_pairs
+  const PairedMeasurement b = measure_paired(clock, ref, cand, tight, tracker);
+  REQUIRE(a.stop == stats::StopReason::converged);
+  REQUIRE(b.stop == stats::StopReason::max_pairs);
+  REQUIRE(a.ratio_samples.size() == a.pairs);
+
+  const PairedMeasurement p = pool_blocks({a, b}, 0.95);
+  CHECK(p.pairs == a.pairs + b.pairs);
+  CHECK(p.pairs_attempted == a.pairs_attempted + b.pairs_attempted);
+  CHECK(p.warmup_runs == a.warmup_runs + b.warmup_runs);
+  CHECK(p.ratio_samples.size() == p.pairs);
+  CHECK(p.stop == stats::StopReason::max_pairs);
+  CHECK(pool_blocks({a, a}, 0.95).stop == stats::StopReason::converged);
+  CHECK(p.speedup.median <= 2.0);
+  CHECK(p.speedup.median >= 1.6);
+  CHECK(p.speedup.lo == Approx(1.6));  // the slower block's ratios are in the pooled interval
+  CHECK(p.cand.n == p.pairs);
+  const std::vector<double> m = block_medians({a, b});
+  REQUIRE(m.size() == 2);
+  CHECK(m[0] == Approx(2.0));
+  CHECK(m[1] == Approx(1.6));
+  CHECK(pool_blocks({a}, 0.95).pairs == a.pairs);
+}

@@ -4,6 +4,8 @@
 // Without a GPU the run says "no CUDA device: ..." and exits 3, again writing nothing.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include <cuda_runtime.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,6 +67,7 @@ TEST_CASE("run options round-trip through run.json", "[run]") {
   o.min_reps = 7;
   o.max_reps = 70;
   o.point_budget_ms = 33.5;
+  o.blocks = 3;
   o.memory_margin_mib = 2048;
   o.policy = "auto";
   o.dispatch_table = "/x/dispatch.json";
@@ -82,6 +85,12 @@ TEST_CASE("run options round-trip through run.json", "[run]") {
   const RunOptions from_old = options_from_json(old, "run.json");
   CHECK(from_old.policy == "case");
   CHECK(from_old.dispatch_table.empty());
+  // One before points were timed in blocks resumes timing each in one.
+  old.erase("blocks");
+  CHECK(options_from_json(old, "run.json").blocks == 1);
+  nlohmann::json many = j;
+  many["blocks"] = 17;
+  CHECK_THROWS_WITH(options_from_json(many, "r.json"), Catch::Contains("$.options.blocks"));
 
   nlohmann::json bad = j;
   bad.erase("seed");
@@ -103,6 +112,25 @@ TEST_CASE("mode defaults: a full run fits the official sweep, --quick is a smoke
   CHECK(t.warmup_min_ms == 25);
   CHECK(t.stop.target_rel_half_width == 0.01);
   CHECK(t.stop.floor_pairs == 5);
+  // Two blocks a point, sharing the budget and the pairs: 3 + 2 pairs where the budget runs
+  // out first, the interval target met by the pooled pairs, a lighter warm-up after the first.
+  CHECK(full.blocks == 2);
+  const TimerOptions b0 = block_timer_options(full, 0), b1 = block_timer_options(full, 1);
+  CHECK(b0.stop.budget_ms == 50);
+  CHECK(b0.stop.min_pairs == 5);
+  CHECK(b0.stop.max_pairs == 1000);
+  CHECK(b0.stop.floor_pairs == 3);
+  CHECK(b1.stop.floor_pairs == 2);
+  CHECK(b0.stop.target_rel_half_width == Approx(0.01 * std::sqrt(2.0)));
+  CHECK(b0.warmup_min_runs == 3);
+  CHECK(b0.warmup_ref_runs == 1);
+  CHECK(b1.warmup_min_runs == 1);
+  CHECK(b1.warmup_min_ms == 5);
+  CHECK(b1.warmup_ref_runs == 0);
+  CHECK(block_floor_pairs(5, 1, 0) == 5);
+  CHECK(block_floor_pairs(5, 3, 0) == 2);
+  CHECK(block_floor_pairs(5, 3, 2) == 2);  // never a block of one pair
+  CHECK(block_floor_pairs(7, 3, 0) == 3);
   RunOptions quick;
   quick.quick = true;
   resolve_defaults(quick);
@@ -114,6 +142,8 @@ TEST_CASE("mode defaults: a full run fits the official sweep, --quick is a smoke
   CHECK(q.stop.floor_pairs == 3);
   CHECK(q.stop.min_pairs == 3);
   CHECK(q.stop.budget_ms == 25);
+  CHECK(quick.blocks == 1);
+  CHECK(block_timer_options(quick, 0).stop.budget_ms == 25);
   // Without --configs, --quick keeps 6 of the 32 configurations: the official 14 cases x 3
   // dtypes are 252 points (294 with auto), whose budgets leave most of a minute for building
   // configurations, accuracy runs and the goldens.

@@ -230,9 +230,9 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
   const fs::path dir = fresh_dir("run");
   const fs::path cases = write_cases(dir, kTinyCases);
   const fs::path out = dir / "out";
-  tlb::test::CommandResult r = run_tlbench("run --config " + cases.string() + " " + kTinyArgs + " --layer-trace --json --out " +
-                            out.string(),
-                        dir);
+  tlb::test::CommandResult r = run_tlbench("run --config " + cases.string() + " " + kTinyArgs +
+                                               " --blocks 2 --layer-trace --json --out " + out.string(),
+                                           dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const json summary = json::parse(r.out);
@@ -266,6 +266,14 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
     CHECK(!p.dispatch.empty());
     CHECK(!p.timestamp.empty());
     if (p.config == "00000") CHECK(*p.strict_violations == 0);
+    // Two blocks apart in time: their spread recorded and held by the interval, which reaches
+    // at least z · spread / sqrt(2) either side of the pooled median.
+    REQUIRE(p.blocks == 2);
+    REQUIRE(p.block_spread.has_value());
+    CHECK(*p.block_spread >= 0);
+    const double reach = std::exp(1.959 * *p.block_spread / std::sqrt(2.0));
+    CHECK(*p.speedup_ci_low <= *p.speedup / reach * (1 + 1e-9));
+    CHECK(*p.speedup_ci_high >= *p.speedup * reach * (1 - 1e-9));
     // The eager baseline against its own replay: a verdict on every row, and where it is
     // host-bound a graph candidate's speedup against the replay with its interval around it.
     REQUIRE(p.host_bound.has_value());
@@ -294,6 +302,9 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
   CHECK(run["seed"].is_number());
   CHECK(run["techniques"].size() == 5);
   CHECK(run["groups"].size() == 4);
+  CHECK(run["options"]["blocks"].get<int>() == 2);
+  CHECK(run["block_spread"]["all"]["points"].get<size_t>() == kTinyPoints);
+  CHECK(run["block_spread"]["all"]["max"].get<double>() >= run["block_spread"]["all"]["median"].get<double>());
   for (const json& g : run["groups"]) CHECK(g["golden_computed"].get<bool>());
   CHECK(fs::exists(out / "matrix_fp16.csv"));
   CHECK(fs::exists(out / "matrix_fp32.csv"));
@@ -328,6 +339,7 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
     CHECK(*p.strict_violations == 0);
     CHECK(p.golden_pass == true);
     CHECK_FALSE(p.host_bound.has_value());  // A/A times the reference against itself only
+    CHECK(p.blocks == 1);                     // --quick: one block
   }
   fs::remove_all(dir);
 }
@@ -377,33 +389,43 @@ TEST_CASE("tlbench run: a reference over the memory budget is nonviable, attn-on
 
 TEST_CASE("tlbench run: SIGINT then --resume gives every point exactly once", "[gpu][runner]") {
   TLB_REQUIRE_GPU();
-  const fs::path dir = fresh_dir("sigint");
-  const fs::path cases = write_cases(dir, kTinyCases);
-  const fs::path out = dir / "out";
-  tlb::test::CommandResult r = run_tlbench("run --config " + cases.string() + " " + kTinyArgs + " --out " + out.string(),
-                        dir, "TLBENCH_INJECT_SIGINT_AFTER=5");
-  INFO(r.err);
-  REQUIRE(r.exit_code == 130);
-  CHECK(r.err.find("interrupted; resume with: tlbench run --resume " + out.string()) !=
-        std::string::npos);
-  CHECK(rows_of(out).size() == 5);
-  CHECK(json::parse(slurp(out / "run.json"))["state"].get<std::string>() == "interrupted");
+  // In one block each row is on disk before the next point starts; in two, a group's rows go
+  // to disk together once its points' second blocks are timed, and an interrupted group is
+  // measured again on resume.
+  for (const std::string blocks : {"1", "2"}) {
+    INFO("blocks " << blocks);
+    const fs::path dir = fresh_dir("sigint" + blocks);
+    const fs::path cases = write_cases(dir, kTinyCases);
+    const fs::path out = dir / "out";
+    tlb::test::CommandResult r = run_tlbench("run --config " + cases.string() + " " + kTinyArgs + " --blocks " +
+                                                 blocks + " --out " + out.string(),
+                                             dir, "TLBENCH_INJECT_SIGINT_AFTER=5");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 130);
+    CHECK(r.err.find("interrupted; resume with: tlbench run --resume " + out.string()) != std::string::npos);
+    const size_t on_disk = rows_of(out).size();
+    if (blocks == "1") CHECK(on_disk == 5);
+    CHECK(on_disk >= 5);
+    CHECK(on_disk < kTinyPoints);
+    CHECK(json::parse(slurp(out / "run.json"))["state"].get<std::string>() == "interrupted");
 
-  r = run_tlbench("run --resume " + out.string(), dir);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  const auto rows = rows_of(out);
-  CHECK(rows.size() == kTinyPoints);
-  const auto counts = count_keys(rows);
-  CHECK(counts.size() == kTinyPoints);
-  for (const auto& [key, n] : counts) {
-    INFO(key);
-    CHECK(n == 1);
+    r = run_tlbench("run --resume " + out.string(), dir);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto rows = rows_of(out);
+    CHECK(rows.size() == kTinyPoints);
+    const auto counts = count_keys(rows);
+    CHECK(counts.size() == kTinyPoints);
+    for (const auto& [key, n] : counts) {
+      INFO(key);
+      CHECK(n == 1);
+    }
+    for (const PointRow& p : rows) CHECK(p.blocks == std::stoi(blocks));
+    const json run = json::parse(slurp(out / "run.json"));
+    CHECK(run["state"].get<std::string>() == "complete");
+    CHECK(run["segments"].size() == 2);
+    fs::remove_all(dir);
   }
-  const json run = json::parse(slurp(out / "run.json"));
-  CHECK(run["state"].get<std::string>() == "complete");
-  CHECK(run["segments"].size() == 2);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("tlbench run: an injected kernel fault stops with exit 3 and resume completes",
