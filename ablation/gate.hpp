@@ -20,8 +20,8 @@
 //                                      case, dtype and configuration; a larger drop whose
 //                                      interval still overlaps the baseline's is counted
 //                                      as noise in the summary, not a violation; where
-//                                      both runs have speedup_vs_graph_ref (a host-bound
-//                                      baseline's graph replay) that is what is compared
+//                                      both runs have speedup_vs_graph_ref (candidate and
+//                                      host-bound baseline replayed) that is what is compared
 //     "require_golden"         [true]  golden_pass must be true on every measured point
 //     "require_strict"         [false] strict_pass must be true on every measured point
 //     "allow_nonviable"        [false] status "nonviable" is acceptable

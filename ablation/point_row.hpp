@@ -45,9 +45,9 @@ struct PointRow {
   std::optional<double> block_spread;
   // The baseline's eager forward against its own graph replay (point_measure.hpp): host_bound
   // where the replay is faster by more than kHostBoundRatio; ref_graph_ms the replayed time.
-  // A graph candidate of a host-bound group is also timed against the replay, which hosts
-  // agree on where their launch rates differ: speedup_vs_graph_ref and its interval (same
-  // level).
+  // Every candidate of a host-bound group is also timed replayed from a graph (its own, for a
+  // graph configuration) against the replay, which hosts agree on where their launch rates
+  // differ: speedup_vs_graph_ref and its interval (same level).
   std::optional<bool> host_bound;
   std::optional<double> ref_graph_ms;
   std::optional<double> speedup_vs_graph_ref, speedup_vs_graph_ref_ci_low, speedup_vs_graph_ref_ci_high;

@@ -25,10 +25,11 @@
 //   "blocks"             int      optional: blocks the point was timed in, apart in time
 //   "block_spread"       number   optional: relative sd of the blocks' median speedups
 //   "host_bound"         bool     optional: the eager baseline slower than its graph replay
-//                                 by over 1.10x (point_measure.hpp); "ref_graph_ms" its replay
+//                                 by over 1.05x (point_measure.hpp); "ref_graph_ms" its replay
 //   "speedup_vs_graph_ref", "speedup_vs_graph_ref_ci_low", "speedup_vs_graph_ref_ci_high"
-//                                 optional: a graph candidate of a host-bound group against
-//                                 the replayed baseline, with its interval
+//                                 optional: a candidate of a host-bound group replayed
+//                                 from a graph against the replayed baseline, with its
+//                                 interval
 //   "reps"               int      timed pairs
 //   "tflops"             number   achieved by the candidate
 //   "peak_bytes"         int      device memory peak of the point
