@@ -3,9 +3,10 @@
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
 #   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer
+#   scripts/gpu-check.sh build official     (next call: build rerun; each fits one 10-minute call)
 # Environment knobs per step: BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
-# SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), SELECT_ARGS, PEER_ARGS, PROFILE_ARGS,
+# SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), OFFICIAL_BUDGET, SELECT_ARGS, PEER_ARGS, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
 # side-by-side kernel records, for results/h200/kernels.jsonl) also come back on their own.
@@ -155,6 +156,31 @@ for step in "${steps[@]}"; do
         $BIN run --config configs/cases.json ${SWEEP_ARGS:---policy auto} --out "$OUT/sweep" --json \
         >"$OUT/sweep.json" 2>"$OUT/sweep.stderr"; echo "rc=$?" >>"$OUT/summary.txt"
       tail -5 "$OUT/sweep.stderr" >>"$OUT/summary.txt"
+      ;;
+    official|rerun)
+      # The official sweep into results/h200 (official) or a second one of the same commit into
+      # results/h200-rerun, gated against results/h200 (rerun), in the repository's own folder
+      # so run.json records the paths the repository uses; PyTorch right after the official
+      # one, in the time the call has left (OFFICIAL_BUDGET seconds from the step's start).
+      dest=results/h200; [[ $step == rerun ]] && dest=results/h200-rerun
+      log "$step sweep into $dest"
+      t0=$(date +%s)
+      rm -rf "$dest"
+      timeout -s INT "${SWEEP_TIMEOUT:-470}" /usr/bin/time -f "$step wall %e s" \
+        $BIN run --config configs/cases.json --policy auto --out "$dest" --json \
+        >"$OUT/$step.json" 2>"$OUT/$step.stderr"; echo "rc=$?" | tee -a "$OUT/summary.txt"
+      tail -3 "$OUT/$step.stderr" | tee -a "$OUT/summary.txt"
+      if [[ $step == official ]]; then
+        left=$(( ${OFFICIAL_BUDGET:-560} - $(date +%s) + t0 ))
+        log "PyTorch peer ($left s left)"
+        ((left > 30)) && timeout "$left" python3 scripts/pytorch_peer.py configs/cases.json --out "$dest" --math tf32 \
+          >"$OUT/peer.log" 2>&1; echo "peer rc=$?" | tee -a "$OUT/summary.txt"
+        $BIN gate --results "$dest" --thresholds configs/gates.json 2>&1 | tail -3 | tee -a "$OUT/summary.txt"
+      else
+        $BIN gate --results "$dest" --thresholds configs/gates.json --baseline results/h200 2>&1 | tail -3 \
+          | tee -a "$OUT/summary.txt"
+      fi
+      tar -czf "$OUT/$step.tar.gz" "$dest"
       ;;
     select)
       log "run of a selection: ${SELECT_ARGS:=--cases 1 --dtypes fp16}"
