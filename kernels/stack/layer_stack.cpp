@@ -14,6 +14,7 @@
 #include "stack/layer_stack.hpp"
 
 #include <cstring>
+#include <functional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -235,6 +236,11 @@ struct StackPath::Impl {
   void* const* pv_pointers = nullptr;
 
   Impl(const CaseData& d, const PathOptions& o, cudaStream_t st);
+  ~Impl() {
+    for (cudaEvent_t ev : events) cudaEventDestroy(ev);
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   int64_t act_elems() const { return s.tokens() * s.d_model; }
   uint64_t act_bytes() const { return static_cast<uint64_t>(act_elems()) * dtype_bytes(dt); }
@@ -248,6 +254,24 @@ struct StackPath::Impl {
   }
   void record(Stage st, const std::string& variant) {
     if (!variants_recorded) variants[static_cast<int>(st)].insert(variant);
+  }
+
+  // Stage timing (run_stage_events, run_replayed_repeating): called with each stage's
+  // CostStage index before its work and with kNumCostStages after the last layer; and the
+  // stage whose work every layer runs twice (-1: none).
+  std::function<void(int)> marker;
+  int repeat = -1;
+  std::vector<cudaEvent_t> events;  // run_stage_events' markers, created on first use
+  CapturedGraph repeated[kNumCostStages];
+
+  // One stage of a layer: its marker, then its work, twice where `repeat` names it (every
+  // stage's work is a function of buffers it does not write, so the second pass recomputes
+  // the same outputs: the graph's extra time is the stage's own cost).
+  template <class Work>
+  void stage(CostStage cs, Work&& work) {
+    if (marker) marker(static_cast<int>(cs));
+    work();
+    if (repeat == static_cast<int>(cs)) work();
   }
 
   void verify_real_operands();
@@ -497,125 +521,146 @@ void StackPath::Impl::forward() {
     char* y = y_buf[l % 2];
 
     // ---- LN1 (and the previous layer's pending y = h1 + proj + b2)
-    if (pending_b2 != nullptr) {
-      char* y_prev = y_buf[(l - 1) % 2];
-      add_norm(add_norm_args(s, dt, h1, proj, pending_b2, y_prev, normed, w.ln1_gamma, w.ln1_beta));
-      keep(l - 1, y_prev);
-      pending_b2 = nullptr;
-    } else if (st[Stage::norm]) {
-      add_norm(add_norm_args(s, dt, x, nullptr, nullptr, nullptr, normed, w.ln1_gamma, w.ln1_beta));
-    } else {
-      layer_norm_ref(x, w.ln1_gamma, w.ln1_beta, normed);
-    }
+    const void* pending = pending_b2;
+    pending_b2 = nullptr;
+    stage(CostStage::ln1, [&] {
+      if (pending != nullptr) {
+        char* y_prev = y_buf[(l - 1) % 2];
+        add_norm(add_norm_args(s, dt, h1, proj, pending, y_prev, normed, w.ln1_gamma, w.ln1_beta));
+        keep(l - 1, y_prev);
+      } else if (st[Stage::norm]) {
+        add_norm(add_norm_args(s, dt, x, nullptr, nullptr, nullptr, normed, w.ln1_gamma, w.ln1_beta));
+      } else {
+        layer_norm_ref(x, w.ln1_gamma, w.ln1_beta, normed);
+      }
+    });
 
     // ---- q, k, v in [batch, heads, seq, head_dim]
-    if (st[Stage::qkv]) {
-      record(Stage::qkv, gemm_fused(qkv_gemm_args(s, dt, opt.fp32_math, normed, w.w_qkv, w.b_qkv, q, k, v), stream));
-      TLB_LAUNCH_CHECK(stream);
-    } else {
-      // Three GEMMs over the q, k and v row blocks of Wqkv into the packed fp32 [T, 3d] buffer.
-      for (int64_t part = 0; part < 3; ++part)
-        linear_f32(normed, d, static_cast<const char*>(w.w_qkv) + part * d * d * e, d, d,
-                   gemm_f32 + part * d, 3 * d);
-      reference::bias_split_heads(dt, gemm_f32, w.b_qkv, q, k, v, s.batch, s.seq, s.heads, dh,
-                                  stream);
-      record(Stage::qkv, "reference");
-    }
+    stage(CostStage::qkv, [&] {
+      if (st[Stage::qkv]) {
+        record(Stage::qkv, gemm_fused(qkv_gemm_args(s, dt, opt.fp32_math, normed, w.w_qkv, w.b_qkv, q, k, v), stream));
+        TLB_LAUNCH_CHECK(stream);
+      } else {
+        // Three GEMMs over the q, k and v row blocks of Wqkv into the packed fp32 [T, 3d] buffer.
+        for (int64_t part = 0; part < 3; ++part)
+          linear_f32(normed, d, static_cast<const char*>(w.w_qkv) + part * d * d * e, d, d,
+                     gemm_f32 + part * d, 3 * d);
+        reference::bias_split_heads(dt, gemm_f32, w.b_qkv, q, k, v, s.batch, s.seq, s.heads, dh,
+                                    stream);
+        record(Stage::qkv, "reference");
+      }
+    });
 
     // ---- attention -> attn_out [batch, seq, d]
-    if (opt.golden) {
-      reference::StreamedAttentionArgs a;
-      a.batch = s.batch;
-      a.heads = s.heads;
-      a.seq = s.seq;
-      a.head_dim = dh;
-      a.mask = s.mask;
-      a.valid_lens = data.valid_lens();
-      a.q = reinterpret_cast<const float*>(q);
-      a.k = reinterpret_cast<const float*>(k);
-      a.v = reinterpret_cast<const float*>(v);
-      a.o = reinterpret_cast<float*>(attn_out);
-      a.scale = attention_scale(s);
-      record(Stage::attn, reference::attention_streamed_fp32(a, stream));
-    } else if (st[Stage::attn]) {
-      record(Stage::attn, flash_attention(flash_args(s, dt, opt.fp32_math, data.valid_lens(), q, k,
-                                                     v, attn_out, flash_ws),
-                                          stream));
-      TLB_LAUNCH_CHECK(stream);
-    } else {
-      reference::DenseAttentionArgs a;
-      a.dtype = dt;
-      a.precision = precision();
-      a.batch = s.batch;
-      a.heads = s.heads;
-      a.seq = s.seq;
-      a.head_dim = dh;
-      a.mask = s.mask;
-      a.valid_lens = data.valid_lens();
-      a.q = q;
-      a.k = k;
-      a.v = v;
-      a.o = attn_out;
-      a.scores = reinterpret_cast<float*>(scores);
-      a.probs = probs;
-      a.scale = attention_scale(s);
-      a.pv_pointers = pv_pointers;
-      reference::attention_dense(blas.h, a);
-      TLB_LAUNCH_CHECK(stream);
-      record(Stage::attn, "reference");
-    }
+    stage(CostStage::attn, [&] {
+      if (opt.golden) {
+        reference::StreamedAttentionArgs a;
+        a.batch = s.batch;
+        a.heads = s.heads;
+        a.seq = s.seq;
+        a.head_dim = dh;
+        a.mask = s.mask;
+        a.valid_lens = data.valid_lens();
+        a.q = reinterpret_cast<const float*>(q);
+        a.k = reinterpret_cast<const float*>(k);
+        a.v = reinterpret_cast<const float*>(v);
+        a.o = reinterpret_cast<float*>(attn_out);
+        a.scale = attention_scale(s);
+        record(Stage::attn, reference::attention_streamed_fp32(a, stream));
+      } else if (st[Stage::attn]) {
+        record(Stage::attn, flash_attention(flash_args(s, dt, opt.fp32_math, data.valid_lens(), q, k,
+                                                       v, attn_out, flash_ws),
+                                            stream));
+        TLB_LAUNCH_CHECK(stream);
+      } else {
+        reference::DenseAttentionArgs a;
+        a.dtype = dt;
+        a.precision = precision();
+        a.batch = s.batch;
+        a.heads = s.heads;
+        a.seq = s.seq;
+        a.head_dim = dh;
+        a.mask = s.mask;
+        a.valid_lens = data.valid_lens();
+        a.q = q;
+        a.k = k;
+        a.v = v;
+        a.o = attn_out;
+        a.scores = reinterpret_cast<float*>(scores);
+        a.probs = probs;
+        a.scale = attention_scale(s);
+        a.pv_pointers = pv_pointers;
+        reference::attention_dense(blas.h, a);
+        TLB_LAUNCH_CHECK(stream);
+        record(Stage::attn, "reference");
+      }
+    });
 
     // ---- out-projection, h1 = x + proj + bo, LN2(h1). With norm, the fused add + LayerNorm
     // adds bo and the residual in fp32; without, proj = attn_out · Wo^T + bo is rounded once,
     // by our GEMM's epilogue or by the reference's bias kernel over cuBLAS's fp32 product.
-    const bool out_proj_here = st[Stage::attn] && out_proj_ours;
-    if (out_proj_here) {
-      const void* bias = st[Stage::norm] ? nullptr : w.b_out;
-      record(Stage::attn, "out_proj_" + gemm_fused(out_proj_args(s, dt, opt.fp32_math, attn_out, w.w_out,
-                                                                 bias, proj), stream));
-      TLB_LAUNCH_CHECK(stream);
-    } else {
-      if (st[Stage::attn]) record(Stage::attn, "out_proj_cublas");
-      if (st[Stage::norm]) {
-        linear(attn_out, d, w.w_out, d, d, proj, d);
+    stage(CostStage::out_proj, [&] {
+      const bool out_proj_here = st[Stage::attn] && out_proj_ours;
+      if (out_proj_here) {
+        const void* bias = st[Stage::norm] ? nullptr : w.b_out;
+        record(Stage::attn, "out_proj_" + gemm_fused(out_proj_args(s, dt, opt.fp32_math, attn_out, w.w_out,
+                                                                   bias, proj), stream));
+        TLB_LAUNCH_CHECK(stream);
       } else {
-        linear_f32(attn_out, d, w.w_out, d, d, gemm_f32, d);
-        reference::bias_add(dt, proj, gemm_f32, w.b_out, T, d, stream);
+        if (st[Stage::attn]) record(Stage::attn, "out_proj_cublas");
+        if (st[Stage::norm]) {
+          linear(attn_out, d, w.w_out, d, d, proj, d);
+        } else {
+          linear_f32(attn_out, d, w.w_out, d, d, gemm_f32, d);
+          reference::bias_add(dt, proj, gemm_f32, w.b_out, T, d, stream);
+        }
       }
-    }
-    if (st[Stage::norm]) {
-      add_norm(add_norm_args(s, dt, x, proj, w.b_out, h1, normed, w.ln2_gamma, w.ln2_beta));
-    } else {
-      reference::residual_add(dt, h1, x, proj, T * d, stream);
-      layer_norm_ref(h1, w.ln2_gamma, w.ln2_beta, normed);
-    }
+    });
+    stage(CostStage::ln2, [&] {
+      if (st[Stage::norm]) {
+        add_norm(add_norm_args(s, dt, x, proj, w.b_out, h1, normed, w.ln2_gamma, w.ln2_beta));
+      } else {
+        reference::residual_add(dt, h1, x, proj, T * d, stream);
+        layer_norm_ref(h1, w.ln2_gamma, w.ln2_beta, normed);
+      }
+    });
 
     // ---- FFN: y = h1 + W2 · act(W1 · normed + b1) + b2
     if (st[Stage::ffn]) {
-      record(Stage::ffn, gemm_fused(ffn_up_args(s, dt, opt.fp32_math, normed, w.w_ff1, w.b_ff1, hidden), stream));
-      TLB_LAUNCH_CHECK(stream);
-      record(Stage::ffn, gemm_fused(ffn_down_args(s, dt, opt.fp32_math, hidden, w.w_ff2, w.b_ff2, h1, y), stream));
-      TLB_LAUNCH_CHECK(stream);
-      keep(l, y);
-    } else {
-      linear_f32(normed, d, w.w_ff1, f, d, gemm_f32, f);
-      reference::bias_add(dt, hidden, gemm_f32, w.b_ff1, T, f, stream);
-      reference::activation_inplace(dt, s.activation, hidden, T * f, stream);
-      record(Stage::ffn, "reference");
-      if (defers_residual(l)) {
-        // The next layer's fused add + LayerNorm adds the bias and the residual in fp32.
-        linear(hidden, f, w.w_ff2, d, f, proj, d);
-        pending_b2 = w.b_ff2;
-      } else {
-        linear_f32(hidden, f, w.w_ff2, d, f, gemm_f32, d);
-        reference::bias_add(dt, proj, gemm_f32, w.b_ff2, T, d, stream);
-        reference::residual_add(dt, y, h1, proj, T * d, stream);
+      stage(CostStage::ffn_up, [&] {
+        record(Stage::ffn, gemm_fused(ffn_up_args(s, dt, opt.fp32_math, normed, w.w_ff1, w.b_ff1, hidden), stream));
+        TLB_LAUNCH_CHECK(stream);
+      });
+      stage(CostStage::ffn_down, [&] {
+        record(Stage::ffn, gemm_fused(ffn_down_args(s, dt, opt.fp32_math, hidden, w.w_ff2, w.b_ff2, h1, y), stream));
+        TLB_LAUNCH_CHECK(stream);
         keep(l, y);
-      }
+      });
+    } else {
+      stage(CostStage::ffn_up, [&] {
+        linear_f32(normed, d, w.w_ff1, f, d, gemm_f32, f);
+        reference::bias_add(dt, hidden, gemm_f32, w.b_ff1, T, f, stream);
+        reference::activation_inplace(dt, s.activation, hidden, T * f, stream);
+        record(Stage::ffn, "reference");
+      });
+      const bool defer = defers_residual(l);
+      stage(CostStage::ffn_down, [&] {
+        if (defer) {
+          // The next layer's fused add + LayerNorm adds the bias and the residual in fp32.
+          linear(hidden, f, w.w_ff2, d, f, proj, d);
+        } else {
+          linear_f32(hidden, f, w.w_ff2, d, f, gemm_f32, d);
+          reference::bias_add(dt, proj, gemm_f32, w.b_ff2, T, d, stream);
+          reference::residual_add(dt, y, h1, proj, T * d, stream);
+          keep(l, y);
+        }
+      });
+      if (defer) pending_b2 = w.b_ff2;
     }
     x = y;
   }
   if (pending_b2 != nullptr) throw std::logic_error("layer stack: the last layer deferred its residual");
+  if (marker) marker(kNumCostStages);
   finish_dispatch();
 }
 
@@ -685,6 +730,59 @@ void StackPath::run_replayed() {
   }
   TLB_CUDA_CHECK(cudaGraphLaunch(impl_->replay.exec, impl_->stream));
   TLB_LAUNCH_CHECK(impl_->stream);
+}
+
+StageTimes StackPath::run_stage_events() {
+  Impl& m = *impl_;
+  const size_t markers = static_cast<size_t>(m.s.layers) * kNumCostStages + 1;
+  while (m.events.size() < markers) {
+    cudaEvent_t ev = nullptr;
+    TLB_CUDA_CHECK(cudaEventCreate(&ev));
+    m.events.push_back(ev);
+  }
+  size_t next = 0;
+  std::vector<int> stage_of(markers, kNumCostStages);
+  m.marker = [&](int stage) {
+    stage_of[next] = stage;
+    TLB_CUDA_CHECK(cudaEventRecord(m.events[next++], m.stream));
+  };
+  try {
+    m.forward();
+  } catch (...) {
+    m.marker = nullptr;
+    throw;
+  }
+  m.marker = nullptr;
+  TLB_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  StageTimes t;
+  for (size_t i = 0; i + 1 < next; ++i) {
+    float ms = 0;
+    TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, m.events[i], m.events[i + 1]));
+    t.ms[static_cast<size_t>(stage_of[i])] += ms;
+    t.total_ms += ms;
+  }
+  return t;
+}
+
+void StackPath::run_replayed_repeating(CostStage stage) {
+  Impl& m = *impl_;
+  CapturedGraph& g = m.repeated[static_cast<int>(stage)];
+  if (g.exec == nullptr) {
+    if (!m.variants_recorded) {
+      m.forward();
+      TLB_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    }
+    m.repeat = static_cast<int>(stage);
+    try {
+      m.capture(g);
+    } catch (...) {
+      m.repeat = -1;
+      throw;
+    }
+    m.repeat = -1;
+  }
+  TLB_CUDA_CHECK(cudaGraphLaunch(g.exec, m.stream));
+  TLB_LAUNCH_CHECK(m.stream);
 }
 
 bool StackPath::has_replay_graph() const {

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "common/device_buffer.hpp"
 #include "common/types.hpp"
 #include "stack/memory_plan.hpp"
+#include "stack/stage_costs.hpp"
 
 namespace tlb {
 
@@ -65,6 +67,14 @@ struct StageDispatch {
   std::string reason;    // why it fell back, when wanted && !fused
 };
 
+// One forward's time per stage of the layer (stage_costs.hpp), every layer's summed, and the
+// whole forward: what ran between the events recorded before each stage's work, so a stage
+// that waited for the host's launches carries the wait.
+struct StageTimes {
+  std::array<double, kNumCostStages> ms{};
+  double total_ms = 0;  // first event to last: the stages' sum
+};
+
 struct PathOptions {
   StageSwitch stages;                    // all off = the reference
   std::string policy;                    // 'E'/'F' per layer; empty = all 'F'
@@ -95,6 +105,16 @@ class StackPath {
   // Whether run_replayed() launches a captured graph yet: a graph path's own from
   // construction, an eager path's from its first run_replayed().
   bool has_replay_graph() const;
+  // Stage timing, for `tlbench explain`. One eager forward (a graph path's kernels launched
+  // from the host too) with a CUDA event before each stage of each layer and one after the
+  // last; synchronises and returns the times between them. What runs between two events is
+  // the stage's work whichever kernel does it: a fused LayerNorm that adds the previous
+  // layer's deferred residual is ln1's, attn's own out-projection launch out_proj's.
+  StageTimes run_stage_events();
+  // The marginal-cost method: the forward replayed from a graph in which every layer runs
+  // `stage`'s work twice (captured on first use, DeviceError "graph capture failed: ..."
+  // where that fails). Its time less run_replayed()'s is what the stage costs inside a graph.
+  void run_replayed_repeating(CostStage stage);
   // The final output [batch, seq, d_model] in the path's dtype (device).
   const void* output() const;
   DType dtype() const;

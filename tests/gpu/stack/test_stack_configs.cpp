@@ -203,6 +203,45 @@ TEST_CASE("an eager path replayed from a graph is bit-identical to its eager run
   }
 }
 
+// tlbench explain's two ways of timing stages must not change what a forward computes: the
+// events are only markers, and a stage run twice recomputes the same outputs (its work reads
+// no buffer it writes). Configurations cover the reference, every fused stage, the norm-only
+// path whose FFN defers its residual into the next layer's LayerNorm, and a graph.
+TEST_CASE("stage events and repeated stages leave a forward's output bit-identical", "[gpu][stack][configs][explain]") {
+  TLB_REQUIRE_GPU();
+  TestStream stream;
+  const CaseSpec c = small_case(407, 2, 33, 128, 2, 256, 3, MaskKind::causal, Activation::gelu);
+  for (DType dt : kDTypes) {
+    CaseData data(c, dt, dt, stream.get());
+    for (const char* bits : {"00000", "00010", "01110", "11111"}) {
+      INFO(to_string(dt) << " " << bits);
+      const PathOptions opt = options_from_bits(bits);
+      const PathResult eager = run_path(data, opt, stream.get());
+      StackPath path(data, opt, stream.get());
+      path.poison();
+      const StageTimes t = path.run_stage_events();
+      CHECK(bit_identical(path.output_host(), eager.output));
+      double sum = 0;
+      for (double ms : t.ms) {
+        CHECK(ms >= 0);
+        sum += ms;
+      }
+      CHECK(t.total_ms > 0);
+      CHECK(sum == Approx(t.total_ms).epsilon(1e-9));
+      for (int s = 0; s < kNumCostStages; ++s) {
+        INFO(to_string(static_cast<CostStage>(s)));
+        path.poison();
+        path.run_replayed_repeating(static_cast<CostStage>(s));
+        CHECK(bit_identical(path.output_host(), eager.output));
+      }
+      // The plain forward is untouched by either.
+      path.poison();
+      path.run();
+      CHECK(bit_identical(path.output_host(), eager.output));
+    }
+  }
+}
+
 TEST_CASE("a graph that cannot be captured is reported, not hidden", "[gpu][stack][configs][graph]") {
   TLB_REQUIRE_GPU();
   TestStream stream;

@@ -1,0 +1,337 @@
+#include "explain.hpp"
+
+#include <cuda_runtime.h>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+
+#include "common/cuda_check.hpp"
+#include "dispatch_table.hpp"
+#include "json_fields.hpp"
+#include "output_files.hpp"
+#include "provenance.hpp"
+#include "stack/layer_stack.hpp"
+#include "statistics.hpp"
+
+namespace tlb {
+
+using json = nlohmann::json;
+
+namespace {
+
+// Event-timed ms of `work` (which enqueues on `stream`).
+class EventTimer {
+ public:
+  explicit EventTimer(cudaStream_t stream) : stream_(stream) {
+    TLB_CUDA_CHECK(cudaEventCreate(&a_));
+    TLB_CUDA_CHECK(cudaEventCreate(&b_));
+  }
+  ~EventTimer() {
+    cudaEventDestroy(a_);
+    cudaEventDestroy(b_);
+  }
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  double ms(const std::function<void()>& work) {
+    TLB_CUDA_CHECK(cudaEventRecord(a_, stream_));
+    work();
+    TLB_CUDA_CHECK(cudaEventRecord(b_, stream_));
+    TLB_CUDA_CHECK(cudaEventSynchronize(b_));
+    float t = 0;
+    TLB_CUDA_CHECK(cudaEventElapsedTime(&t, a_, b_));
+    return t;
+  }
+
+ private:
+  cudaStream_t stream_;
+  cudaEvent_t a_ = nullptr, b_ = nullptr;
+};
+
+const TechniqueSet& techniques() {
+  static const TechniqueSet t = default_techniques();
+  return t;
+}
+
+// The configuration index of a bit string of the built-in techniques (nullopt: not one).
+std::optional<uint32_t> config_of(const std::string& bits) {
+  for (uint32_t c = 0; c < techniques().num_configs(); ++c)
+    if (techniques().bits(c) == bits) return c;
+  return std::nullopt;
+}
+
+std::string dispatch_text(const StackPath& p) {
+  std::string out;
+  for (const StageDispatch& d : p.dispatch())
+    out += fmt::format("{}{}={}", out.empty() ? "" : ";", to_string(d.stage),
+                       d.variant.empty() ? (d.fused ? "fused" : "reference") : d.variant);
+  return out;
+}
+
+// The cached ceilings for this device and math, where the file holds them.
+std::optional<MeasuredCeilings> cached_ceilings(const std::string& path, const std::string& uuid,
+                                                const std::string& math) {
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  const json doc = json_fields::parse_document(json_fields::read_input_file(path), path);
+  if (!doc.is_object() || doc.value("device_uuid", "") != uuid || !doc.contains("ceilings")) return std::nullopt;
+  const json& all = doc["ceilings"];
+  if (!all.is_object() || !all.contains(math)) return std::nullopt;
+  const json& c = all[math];
+  MeasuredCeilings m;
+  m.gemm_math = math;
+  m.ceilings.tensor_tflops = c.value("tensor_tflops", 0.0);
+  m.ceilings.bandwidth_gbs = c.value("bandwidth_gbs", 0.0);
+  m.gemm_n = c.value("gemm_n", int64_t{0});
+  m.gemm_ms = c.value("gemm_ms", 0.0);
+  m.copy_bytes = c.value("copy_bytes", uint64_t{0});
+  m.copy_ms = c.value("copy_ms", 0.0);
+  if (!(m.ceilings.tensor_tflops > 0 && m.ceilings.bandwidth_gbs > 0)) return std::nullopt;
+  return m;
+}
+
+json ceilings_json(const MeasuredCeilings& m) {
+  return {{"tensor_tflops", m.ceilings.tensor_tflops}, {"bandwidth_gbs", m.ceilings.bandwidth_gbs},
+          {"gemm_n", m.gemm_n},  {"gemm_ms", m.gemm_ms},
+          {"copy_bytes", m.copy_bytes}, {"copy_ms", m.copy_ms}};
+}
+
+// Adds this math's ceilings to the cache file (a file for another device is replaced).
+void store_ceilings(const std::string& path, const DeviceInfo& dev, const MeasuredCeilings& m) {
+  if (path.empty()) return;
+  json doc = json::object();
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) {
+    doc = json_fields::parse_document(json_fields::read_input_file(path), path);
+    if (!doc.is_object() || doc.value("device_uuid", "") != dev.uuid) doc = json::object();
+  }
+  doc["device"] = dev.name;
+  doc["device_uuid"] = dev.uuid;
+  doc["ceilings"][m.gemm_math] = ceilings_json(m);
+  write_file_atomic(path, doc.dump(2) + "\n");
+}
+
+// Repetitions that fit in about 0.3 s of forwards, 5 to 50 (or the option's).
+int reps_for(double forward_ms, int asked) {
+  if (asked > 0) return asked;
+  return std::clamp(static_cast<int>(300.0 / std::max(forward_ms, 1e-3)), 5, 50);
+}
+
+ExplainConfig explain_config(const CaseData& data, const CaseSpec& spec, DType dtype, Fp32Math math,
+                             uint32_t config, const Ceilings& ceil, int asked_reps, cudaStream_t stream,
+                             int& reps_used) {
+  ExplainConfig r;
+  r.config = techniques().bits(config);
+  r.names = techniques().names(config);
+  PathOptions po;
+  po.stages = techniques().stages(config);
+  po.policy = spec.policy;
+  po.fp32_math = math;
+  r.graph = po.stages[Stage::graph];
+  StackPath path(data, po, stream);
+  EventTimer timer(stream);
+  // Warm-up: the eager pass (variant names), the replay's capture, clocks.
+  path.run();
+  path.run_replayed();
+  TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const double first = timer.ms([&] { path.run(); });
+  const int reps = reps_for(first, asked_reps);
+  reps_used = reps;
+  for (int i = 0; i < std::min(reps, 10); ++i) path.run();
+  r.dispatch = dispatch_text(path);
+
+  std::vector<double> forward, eager, replayed;
+  std::vector<std::vector<double>> events(kNumCostStages);
+  for (int i = 0; i < reps; ++i) {
+    forward.push_back(timer.ms([&] { path.run(); }));
+    const StageTimes t = path.run_stage_events();
+    eager.push_back(t.total_ms);
+    for (int s = 0; s < kNumCostStages; ++s) events[static_cast<size_t>(s)].push_back(t.ms[static_cast<size_t>(s)]);
+  }
+  // Marginal costs: the plain replay and the one repeating the stage in turns, so drift lands
+  // on both; the median of the pairs' differences.
+  std::vector<double> marginal(kNumCostStages);
+  for (int s = 0; s < kNumCostStages; ++s) {
+    const auto cs = static_cast<CostStage>(s);
+    path.run_replayed_repeating(cs);  // capture, outside the timing
+    TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<double> diff;
+    for (int i = 0; i < reps; ++i) {
+      const double base = timer.ms([&] { path.run_replayed(); });
+      const double twice = timer.ms([&] { path.run_replayed_repeating(cs); });
+      diff.push_back(twice - base);
+      replayed.push_back(base);
+    }
+    marginal[static_cast<size_t>(s)] = stats::median(diff);
+  }
+  r.forward_ms = stats::median(forward);
+  r.eager_ms = stats::median(eager);
+  r.replayed_ms = stats::median(replayed);
+  const auto costs = layer_stage_costs(spec.shape, dtype);
+  const auto layers = static_cast<double>(spec.shape.layers);
+  for (int s = 0; s < kNumCostStages; ++s) {
+    ExplainStage st;
+    st.cost = costs[static_cast<size_t>(s)];
+    st.cost.flops *= layers;
+    st.cost.min_bytes *= layers;
+    st.floor_ms = floor_ms(st.cost, ceil);
+    st.events_ms = stats::median(events[static_cast<size_t>(s)]);
+    st.marginal_ms = marginal[static_cast<size_t>(s)];
+    r.stages.push_back(st);
+  }
+  return r;
+}
+
+}  // namespace
+
+double ExplainConfig::events_sum_ms() const {
+  double t = 0;
+  for (const ExplainStage& s : stages) t += s.events_ms;
+  return t;
+}
+
+double ExplainConfig::marginal_sum_ms() const {
+  double t = 0;
+  for (const ExplainStage& s : stages) t += s.marginal_ms;
+  return t;
+}
+
+CaseSpec check_explain_options(const ExplainOptions& o) {
+  const CaseSet cases = load_cases(o.cases_path);
+  const auto it = std::find_if(cases.cases.begin(), cases.cases.end(), [&](const CaseSpec& c) { return c.id == o.case_id; });
+  if (it == cases.cases.end())
+    throw ConfigError(fmt::format("--case {}: no such case in {}", o.case_id, o.cases_path));
+  CaseSpec spec = *it;
+  if (std::find(spec.dtypes.begin(), spec.dtypes.end(), o.dtype) == spec.dtypes.end())
+    throw ConfigError(fmt::format("--dtype {}: case {} does not run in it", to_string(o.dtype), o.case_id));
+  if (o.configs.empty()) throw ConfigError("--configs: name at least one configuration (a bit string or auto)");
+  for (const std::string& c : o.configs)
+    if (c != "auto" && !config_of(c))
+      throw ConfigError(fmt::format("--configs {}: expected a bit string of {} techniques (e.g. {}) or auto", c,
+                                    techniques().size(), techniques().bits(techniques().num_configs() - 1)));
+  spec.seed = data_seed(spec, o.seed);
+  spec.policy = layer_policy(spec);
+  return spec;
+}
+
+Explanation run_explain(const ExplainOptions& o) {
+  Explanation e;
+  e.spec = check_explain_options(o);
+  e.dtype = o.dtype;
+  e.fp32_math = o.fp32_math;
+  TLB_CUDA_CHECK(cudaSetDevice(0));
+  const DeviceInfo dev = query_device(0);
+  e.device = dev.name;
+  e.device_uuid = dev.uuid;
+  cudaStream_t stream = nullptr;
+  TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> owned(stream, [](cudaStream_t s) { cudaStreamDestroy(s); });
+  const std::string math = ceiling_math(o.dtype, o.fp32_math);
+  if (const std::optional<MeasuredCeilings> c = cached_ceilings(o.ceilings_path, dev.uuid, math)) {
+    e.ceilings = *c;
+    e.ceilings_source = o.ceilings_path;
+  } else {
+    e.ceilings = measure_ceilings(o.dtype, o.fp32_math, stream);
+    e.ceilings_source = "measured";
+    store_ceilings(o.ceilings_path, dev, e.ceilings);
+  }
+  const CaseData data(e.spec, o.dtype, o.dtype, stream);
+  for (const std::string& c : o.configs) {
+    uint32_t config = 0;
+    std::string note;
+    if (c == "auto") {
+      const AutoConfig a = auto_config(builtin_dispatch_table(), e.spec, o.dtype, o.fp32_math, techniques());
+      config = a.config;
+      note = a.note;
+    } else {
+      config = *config_of(c);
+    }
+    ExplainConfig ec = explain_config(data, e.spec, o.dtype, o.fp32_math, config, e.ceilings.ceilings, o.reps,
+                                      stream, e.reps);
+    ec.note = note;
+    if (c == "auto") ec.config = "auto=" + ec.config;
+    e.configs.push_back(std::move(ec));
+  }
+  return e;
+}
+
+void print_explanation(const Explanation& e, std::FILE* out) {
+  const LayerShape& s = e.spec.shape;
+  fmt::print(out, "case {} {}: batch {}, seq {}, d_model {}, heads {}, d_ff {}, {} layers, mask {}; {}{}\n", e.spec.id,
+             e.spec.name, s.batch, s.seq, s.d_model, s.heads, s.d_ff, s.layers, to_string(s.mask), to_string(e.dtype),
+             e.dtype == DType::fp32 ? fmt::format(" ({})", to_string(e.fp32_math)) : std::string());
+  fmt::print(out, "{}: matrix rate {:.1f} TFLOP/s ({}x{}x{} cuBLAS GEMM, {}), copy bandwidth {:.0f} GB/s (read + write); {}\n",
+             e.device, e.ceilings.ceilings.tensor_tflops, e.ceilings.gemm_n, e.ceilings.gemm_n, e.ceilings.gemm_n,
+             e.ceilings.gemm_math, e.ceilings.ceilings.bandwidth_gbs,
+             e.ceilings_source == "measured" ? "measured now" : "from " + e.ceilings_source);
+  for (const ExplainConfig& c : e.configs) {
+    fmt::print(out, "\n{} ({}{}): forward {:.4f} ms{}\n", c.config, c.names, c.note.empty() ? "" : "; " + c.note,
+               c.forward_ms, c.graph ? " (graph replay)" : " (eager)");
+    fmt::print(out, "  {:<12} {:>10} {:>10} {:>10} {:>11} {:>6} {:>11} {:>6}\n", "stage", "GFLOP", "MB", "floor ms",
+               "events ms", "floor", "marginal ms", "floor");
+    auto frac = [](double f, double m) {
+      const double x = floor_fraction(f, m);
+      return std::isfinite(x) && m > 0 ? fmt::format("{:.0f}%", 100 * x) : std::string("-");
+    };
+    for (const ExplainStage& st : c.stages)
+      fmt::print(out, "  {:<12} {:>10.2f} {:>10.1f} {:>10.4f} {:>11.4f} {:>6} {:>11.4f} {:>6}\n", to_string(st.cost.stage),
+                 st.cost.flops / 1e9, st.cost.min_bytes / 1e6, st.floor_ms, st.events_ms, frac(st.floor_ms, st.events_ms),
+                 st.marginal_ms, frac(st.floor_ms, st.marginal_ms));
+    fmt::print(out, "  {:<12} {:>10} {:>10} {:>10} {:>11} {:>6} {:>11.4f}\n", "launch gaps", "", "", "", "", "",
+               c.launch_gaps_ms());
+    double floor_sum = 0;
+    for (const ExplainStage& st : c.stages) floor_sum += st.floor_ms;
+    fmt::print(out, "  {:<12} {:>10} {:>10} {:>10.4f} {:>11.4f} {:>6} {:>11.4f} {:>6}\n", "forward", "", "", floor_sum,
+               c.events_sum_ms(), frac(floor_sum, c.events_sum_ms()), c.forward_ms, frac(floor_sum, c.forward_ms));
+    fmt::print(out, "  events: the stages of an uncaptured forward add up to {:.4f} ms ({:+.1f} % of an eager forward's {:.4f}); "
+               "marginal: each stage's cost inside a graph replay of {:.4f} ms\n",
+               c.events_sum_ms(), 100 * (c.events_sum_ms() / c.eager_ms - 1), c.eager_ms, c.replayed_ms);
+    fmt::print(out, "  ran: {}\n", c.dispatch);
+  }
+  fmt::print(out, "\n({} timed repetitions per figure; a floor is the longer of the stage's FLOPs at the matrix rate "
+                  "and its least bytes at the copy bandwidth)\n",
+             e.reps);
+}
+
+json explanation_json(const Explanation& e) {
+  json configs = json::array();
+  for (const ExplainConfig& c : e.configs) {
+    json stages = json::array();
+    for (const ExplainStage& st : c.stages)
+      stages.push_back({{"stage", std::string(to_string(st.cost.stage))},
+                        {"flops", st.cost.flops},
+                        {"min_bytes", st.cost.min_bytes},
+                        {"tensor", st.cost.tensor},
+                        {"floor_ms", st.floor_ms},
+                        {"events_ms", st.events_ms},
+                        {"marginal_ms", st.marginal_ms}});
+    configs.push_back({{"config", c.config},
+                       {"names", c.names},
+                       {"note", c.note},
+                       {"graph", c.graph},
+                       {"dispatch", c.dispatch},
+                       {"forward_ms", c.forward_ms},
+                       {"eager_ms", c.eager_ms},
+                       {"replayed_ms", c.replayed_ms},
+                       {"events_sum_ms", c.events_sum_ms()},
+                       {"marginal_sum_ms", c.marginal_sum_ms()},
+                       {"launch_gaps_ms", c.launch_gaps_ms()},
+                       {"stages", stages}});
+  }
+  return {{"case_id", e.spec.id},
+          {"case_name", e.spec.name},
+          {"dtype", std::string(to_string(e.dtype))},
+          {"math", e.dtype == DType::fp32 ? std::string(to_string(e.fp32_math)) : std::string("fp32-acc")},
+          {"device", e.device},
+          {"ceilings", ceilings_json(e.ceilings)},
+          {"ceilings_math", e.ceilings.gemm_math},
+          {"ceilings_source", e.ceilings_source},
+          {"reps", e.reps},
+          {"configs", configs}};
+}
+
+}  // namespace tlb

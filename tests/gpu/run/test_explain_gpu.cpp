@@ -1,0 +1,86 @@
+// tlbench explain end to end on a GPU: every stage of each configuration with its FLOPs and
+// floor, the events' stages adding up to the eager forward, the marginal costs and the launch
+// gaps adding up to the forward, and the ceilings cached per device.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cpu/ablation/ablation_test_util.hpp"
+#include "gpu_test_util.hpp"
+#include "stack/stage_costs.hpp"
+#include "test_support.hpp"
+
+using namespace tlb;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// Large enough that the forward is not bound by the host's launches (the events add a record
+// call before every stage), small enough for a test.
+const char* kCases = R"({"cases": [
+  {"id": 3, "name": "explain-small", "batch": 2, "seq": 512, "d_model": 1024, "heads": 16, "d_ff": 4096,
+   "layers": 2, "mask": "causal"}
+]})";
+
+}  // namespace
+
+TEST_CASE("tlbench explain: stages that add up to the forward, floors, cached ceilings", "[gpu][explain]") {
+  TLB_REQUIRE_GPU();
+  const fs::path dir = test::fresh_dir("tlbench-gpu", "explain");
+  const fs::path cases = dir / "cases.json";
+  std::ofstream(cases) << kCases;
+  const fs::path ceilings = dir / "ceilings.json";
+  for (const char* dtype : {"fp16", "fp32"}) {
+    INFO(dtype);
+    const test::CommandResult r = test::run_tlbench(
+        "explain --config " + cases.string() + " --case 3 --dtype " + dtype +
+            " --configs 00000,11110,11111,auto --reps 10 --json --ceilings " + ceilings.string(),
+        dir);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json e = json::parse(r.out);
+    CHECK(e["ceilings"]["tensor_tflops"].get<double>() > 1);
+    CHECK(e["ceilings"]["bandwidth_gbs"].get<double>() > 100);
+    REQUIRE(e["configs"].size() == 4);
+    for (const json& c : e["configs"]) {
+      INFO(c["config"].get<std::string>());
+      REQUIRE(c["stages"].size() == kNumCostStages);
+      // The qkv stage's FLOPs: 2 T d 3d per layer, both layers.
+      CHECK(c["stages"][1]["flops"].get<double>() == Approx(2.0 * 2 * 1024 * 1024 * 3 * 1024 * 2));
+      for (const json& st : c["stages"]) {
+        CHECK(st["floor_ms"].get<double>() > 0);
+        CHECK(st["events_ms"].get<double>() > 0);
+        // A marginal cost is a difference of two timings: near zero it may dip a little below.
+        CHECK(st["marginal_ms"].get<double>() > -0.02 * c["forward_ms"].get<double>());
+      }
+      const double eager = c["eager_ms"].get<double>(), forward = c["forward_ms"].get<double>();
+      CHECK(std::fabs(c["events_sum_ms"].get<double>() / eager - 1) < 0.05);
+      if (!c["graph"].get<bool>()) CHECK(std::fabs(c["events_sum_ms"].get<double>() / forward - 1) < 0.05);
+      CHECK(c["marginal_sum_ms"].get<double>() + c["launch_gaps_ms"].get<double>() == Approx(forward));
+      // Inside a graph the stages' own costs account for nearly all of the replay.
+      CHECK(std::fabs(c["marginal_sum_ms"].get<double>() / c["replayed_ms"].get<double>() - 1) < 0.15);
+    }
+    CHECK(e["configs"][3]["config"].get<std::string>().rfind("auto=", 0) == 0);
+  }
+  // The ceilings file now holds both maths for this device; a second run reads them.
+  const json cached = json::parse(test::slurp(ceilings));
+  CHECK(cached["ceilings"].contains("fp16"));
+  CHECK(cached["ceilings"].contains("fp32-tf32"));
+  const test::CommandResult again = test::run_tlbench(
+      "explain --config " + cases.string() + " --case 3 --configs 11111 --reps 5 --json --ceilings " + ceilings.string(),
+      dir);
+  REQUIRE(again.exit_code == 0);
+  CHECK(json::parse(again.out)["ceilings_source"].get<std::string>() == ceilings.string());
+  // And the table names every stage and the launch gaps.
+  const test::CommandResult table = test::run_tlbench(
+      "explain --config " + cases.string() + " --case 3 --configs 11111 --reps 5 --ceilings " + ceilings.string(), dir);
+  REQUIRE(table.exit_code == 0);
+  for (const char* word : {"ln1", "qkv", "attn", "out_proj", "ln2", "ffn_up", "ffn_down", "launch gaps", "forward"})
+    CHECK_THAT(table.out, Catch::Contains(word));
+  fs::remove_all(dir);
+}
