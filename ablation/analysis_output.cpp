@@ -11,6 +11,7 @@
 #include "config.hpp"
 #include "matrices.hpp"
 #include "output_files.hpp"
+#include "stack/stage_costs.hpp"
 #include "text.hpp"
 
 namespace tlb::analysis {
@@ -232,6 +233,41 @@ std::string best_csv(const DTypeAnalysis& g) {
   return s;
 }
 
+// run --stage-times: per case, the stage times and floors of the reference (configuration
+// 00000) and of the best configuration, where their rows have them; empty without any.
+std::string stage_breakdown_csv(const DTypeAnalysis& g) {
+  std::string head = "case_id,case_name,role,config,forward_ms";
+  for (int s = 0; s < kNumCostStages; ++s) head += fmt::format(",{}_ms", to_string(static_cast<CostStage>(s)));
+  for (int s = 0; s < kNumCostStages; ++s) head += fmt::format(",{}_floor_ms", to_string(static_cast<CostStage>(s)));
+  head += ",stages_ms,floors_ms\n";
+  std::string body;
+  auto line = [&](const BestEntry& b, const char* role, const Point& p) {
+    if (p.stage_ms.size() != static_cast<size_t>(kNumCostStages)) return;
+    body += fmt::format("{},{},{},{},{}", b.case_id, csv_cell(b.case_name), role, csv_cell(p.config), num(p.cand_ms));
+    double stages = 0, floors = 0;
+    for (double v : p.stage_ms) {
+      body += "," + num(v, 6);
+      stages += v;
+    }
+    for (int s = 0; s < kNumCostStages; ++s) {
+      const bool has = p.stage_floor_ms.size() == static_cast<size_t>(kNumCostStages);
+      body += "," + (has ? num(p.stage_floor_ms[static_cast<size_t>(s)], 6) : std::string());
+      if (has) floors += p.stage_floor_ms[static_cast<size_t>(s)];
+    }
+    body += fmt::format(",{},{}\n", num(stages, 6), num(floors, 6));
+  };
+  size_t ref_row = g.rows.size();
+  for (size_t i = 0; i < g.rows.size(); ++i)
+    if (g.rows[i].label.find_first_not_of('0') == std::string::npos) ref_row = i;
+  for (size_t c = 0; c < g.best.size(); ++c) {
+    const BestEntry& b = g.best[c];
+    if (ref_row < g.rows.size() && c < g.cols.size() && g.cells[ref_row][c].measured())
+      line(b, "reference", *g.cells[ref_row][c].point);
+    if (b.best) line(b, "best", *b.best);
+  }
+  return body.empty() ? std::string() : head + body;
+}
+
 json best_json(const BestEntry& b) {
   json j = {{"case_id", b.case_id}, {"case_name", b.case_name}, {"baseline", b.baseline}};
   if (b.best) {
@@ -276,6 +312,7 @@ std::vector<std::string> stage_analysis(const Analysis& a, const std::filesystem
     put("effects_by_case_" + s + ".csv", effects_by_case_csv(g));
     put("interactions_" + s + ".csv", interactions_csv(g));
     put("best_" + s + ".csv", best_csv(g));
+    if (const std::string sb = stage_breakdown_csv(g); !sb.empty()) put("stage_breakdown_" + s + ".csv", sb);
     groups.push_back({{"group", s},
                       {"dtype", g.dtype},
                       {"math", g.math},

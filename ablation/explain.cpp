@@ -10,10 +10,9 @@
 #include <functional>
 #include <memory>
 
+#include "ceilings_cache.hpp"
 #include "common/cuda_check.hpp"
 #include "dispatch_table.hpp"
-#include "json_fields.hpp"
-#include "output_files.hpp"
 #include "provenance.hpp"
 #include "stack/layer_stack.hpp"
 #include "statistics.hpp"
@@ -70,49 +69,6 @@ std::string dispatch_text(const StackPath& p) {
     out += fmt::format("{}{}={}", out.empty() ? "" : ";", to_string(d.stage),
                        d.variant.empty() ? (d.fused ? "fused" : "reference") : d.variant);
   return out;
-}
-
-// The cached ceilings for this device and math, where the file holds them.
-std::optional<MeasuredCeilings> cached_ceilings(const std::string& path, const std::string& uuid,
-                                                const std::string& math) {
-  std::error_code ec;
-  if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return std::nullopt;
-  const json doc = json_fields::parse_document(json_fields::read_input_file(path), path);
-  if (!doc.is_object() || doc.value("device_uuid", "") != uuid || !doc.contains("ceilings")) return std::nullopt;
-  const json& all = doc["ceilings"];
-  if (!all.is_object() || !all.contains(math)) return std::nullopt;
-  const json& c = all[math];
-  MeasuredCeilings m;
-  m.gemm_math = math;
-  m.ceilings.tensor_tflops = c.value("tensor_tflops", 0.0);
-  m.ceilings.bandwidth_gbs = c.value("bandwidth_gbs", 0.0);
-  m.gemm_n = c.value("gemm_n", int64_t{0});
-  m.gemm_ms = c.value("gemm_ms", 0.0);
-  m.copy_bytes = c.value("copy_bytes", uint64_t{0});
-  m.copy_ms = c.value("copy_ms", 0.0);
-  if (!(m.ceilings.tensor_tflops > 0 && m.ceilings.bandwidth_gbs > 0)) return std::nullopt;
-  return m;
-}
-
-json ceilings_json(const MeasuredCeilings& m) {
-  return {{"tensor_tflops", m.ceilings.tensor_tflops}, {"bandwidth_gbs", m.ceilings.bandwidth_gbs},
-          {"gemm_n", m.gemm_n},  {"gemm_ms", m.gemm_ms},
-          {"copy_bytes", m.copy_bytes}, {"copy_ms", m.copy_ms}};
-}
-
-// Adds this math's ceilings to the cache file (a file for another device is replaced).
-void store_ceilings(const std::string& path, const DeviceInfo& dev, const MeasuredCeilings& m) {
-  if (path.empty()) return;
-  json doc = json::object();
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(path, ec)) {
-    doc = json_fields::parse_document(json_fields::read_input_file(path), path);
-    if (!doc.is_object() || doc.value("device_uuid", "") != dev.uuid) doc = json::object();
-  }
-  doc["device"] = dev.name;
-  doc["device_uuid"] = dev.uuid;
-  doc["ceilings"][m.gemm_math] = ceilings_json(m);
-  write_file_atomic(path, doc.dump(2) + "\n");
 }
 
 // Repetitions that fit in about 0.3 s of forwards, 5 to 50 (or the option's).
@@ -230,15 +186,7 @@ Explanation run_explain(const ExplainOptions& o) {
   cudaStream_t stream = nullptr;
   TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> owned(stream, [](cudaStream_t s) { cudaStreamDestroy(s); });
-  const std::string math = ceiling_math(o.dtype, o.fp32_math);
-  if (const std::optional<MeasuredCeilings> c = cached_ceilings(o.ceilings_path, dev.uuid, math)) {
-    e.ceilings = *c;
-    e.ceilings_source = o.ceilings_path;
-  } else {
-    e.ceilings = measure_ceilings(o.dtype, o.fp32_math, stream);
-    e.ceilings_source = "measured";
-    store_ceilings(o.ceilings_path, dev, e.ceilings);
-  }
+  e.ceilings = ceilings_for(o.ceilings_path, dev, o.dtype, o.fp32_math, stream, e.ceilings_source);
   const CaseData data(e.spec, o.dtype, o.dtype, stream);
   for (const std::string& c : o.configs) {
     uint32_t config = 0;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <utility>
 
+#include "ceilings_cache.hpp"
 #include "common/cuda_check.hpp"
 #include "config_bits.hpp"
 #include "run_report.hpp"
@@ -296,6 +297,42 @@ bool time_block_of(const MeasureContext& ctx, Group& g, StackPath& cand, Pending
   return true;
 }
 
+// The ceilings of the group's dtype and math, once: from the run folder's ceilings.json where
+// it holds this device's, else measured now and kept there.
+void ensure_ceilings(const MeasureContext& ctx, Group& g) {
+  if (g.ceilings_tried) return;
+  g.ceilings_tried = true;
+  try {
+    std::string source;
+    const MeasuredCeilings m = ceilings_for(ctx.opt.out_dir + "/ceilings.json", query_device(0), g.dtype,
+                                            ctx.opt.fp32_math, ctx.stream, source);
+    g.ceilings = m.ceilings;
+  } catch (const DeviceError& e) {
+    if (e.sticky()) throw;
+    g.ceilings_note = fmt::format("stage floors: ceilings not measured ({})", e.what());
+  }
+}
+
+// --stage-times: the candidate's per-stage times (events between the stages of uncaptured
+// forwards, each stage's median) and the stages' floors, into the row.
+void record_stage_times(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& r) {
+  ensure_ceilings(ctx, g);
+  std::vector<std::vector<double>> runs(kNumCostStages);
+  for (int i = 0; i < kStageTimeRuns; ++i) {
+    const StageTimes t = cand.run_stage_events();
+    for (size_t s = 0; s < kNumCostStages; ++s) runs[s].push_back(t.ms[s]);
+  }
+  r.stage_ms.clear();
+  for (const std::vector<double>& v : runs) r.stage_ms.push_back(stats::median(v));
+  r.stage_floor_ms.clear();
+  if (!g.ceilings) {
+    if (!g.ceilings_note.empty()) add_note(r, g.ceilings_note);
+    return;
+  }
+  const auto layers = static_cast<double>(g.spec.shape.layers);
+  for (const StageCost& c : layer_stage_costs(g.spec.shape, g.dtype)) r.stage_floor_ms.push_back(layers * floor_ms(c, *g.ceilings));
+}
+
 // The pooled blocks' speedup interval, widened by the spread between the blocks (the point's
 // own and its group's, whichever is larger).
 stats::MedianInterval blocked_interval(const PairedMeasurement& pooled, const std::vector<PairedMeasurement>& blocks,
@@ -407,6 +444,7 @@ std::optional<PendingPoint> begin_config(const MeasureContext& ctx, Group& g, co
       if (ctx.opt.layer_trace && g.golden_ok && !g.golden_layers.empty()) trace_layers(ctx, g, pp.po, cand, r, peak);
       pp.timed = true;
       if (!time_block_of(ctx, g, *cand, pp, peak)) return std::nullopt;
+      if (ctx.opt.stage_times) record_stage_times(ctx, g, *cand, r);
     } catch (const DeviceOutOfMemory& e) {
       pp.timed = false;
       r.status = StatusKind::oom;

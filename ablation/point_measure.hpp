@@ -22,6 +22,7 @@
 #include "run_options.hpp"
 #include "run_schedule.hpp"
 #include "stack/layer_stack.hpp"
+#include "stack/stage_costs.hpp"
 #include "writers.hpp"
 
 namespace tlb {
@@ -70,7 +71,15 @@ struct Group {
   // and against its replay, rows of earlier segments included: where a point's own blocks
   // happen to agree, the group's typical spread still widens its interval.
   std::vector<double> block_sds, replay_block_sds;
+  // --stage-times: the ceilings the stages' floors are taken at (the run folder's
+  // ceilings.json, else measured once), or why there are none.
+  bool ceilings_tried = false;
+  std::optional<Ceilings> ceilings;
+  std::string ceilings_note;
 };
+
+// --stage-times: forwards with stage events per point, each stage's median taken.
+inline constexpr int kStageTimeRuns = 5;
 
 // The group of schedule point p: its case with the run's seed and the layer policy applied.
 Group make_group(const CaseSet& cases, const SchedPoint& p, uint64_t run_seed);

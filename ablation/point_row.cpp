@@ -86,6 +86,8 @@ const std::vector<Column>& columns() {
       {"nan_count", &PointRow::nan_count},
       {"inf_count", &PointRow::inf_count},
       {"layer_rel_l2", &PointRow::layer_rel_l2},
+      {"stage_ms", &PointRow::stage_ms},
+      {"stage_floor_ms", &PointRow::stage_floor_ms},
       {"dispatch", &PointRow::dispatch},
       {"fallback_reasons", &PointRow::fallback_reasons},
       {"note", &PointRow::note},

@@ -93,6 +93,7 @@ json options_to_json(const RunOptions& o) {
       {"l2_flush", o.l2_flush},
       {"aa", o.aa},
       {"layer_trace", o.layer_trace},
+      {"stage_times", o.stage_times},
       {"atol", o.tol.atol},
       {"rtol", o.tol.rtol},
       {"min_reps", o.min_reps},
@@ -149,6 +150,7 @@ RunOptions options_from_json(const json& j, const std::string& source) {
   o.l2_flush = boolean("l2_flush");
   o.aa = boolean("aa");
   o.layer_trace = boolean("layer_trace");
+  o.stage_times = j.contains("stage_times") && boolean("stage_times");  // absent before the option
   o.tol.atol = number("atol");
   o.tol.rtol = number("rtol");
   // Recorded after resolve_defaults, so 0 or less (which would mean "the default") is an edit.

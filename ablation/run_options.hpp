@@ -25,6 +25,7 @@ struct RunOptions {
   bool l2_flush = false;
   bool aa = false;              // A/A: the reference against itself, one point per case and dtype
   bool layer_trace = false;
+  bool stage_times = false;     // per-stage times and floors in every row (tlbench explain's events)
   Tolerance tol;
   // 0 = the mode's default (see resolve_defaults).
   int64_t min_reps = 0, max_reps = 0;

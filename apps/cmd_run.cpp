@@ -149,6 +149,9 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
   cmd->add_flag("--l2-flush", o.l2_flush, "flush the L2 cache before every timed run (cold)");
   cmd->add_flag("--aa", o.aa, "A/A: time the reference against itself per case and dtype (noise floor)");
   cmd->add_flag("--layer-trace", o.layer_trace, "record each layer's rel-L2 error against the golden");
+  cmd->add_flag("--stage-times", o.stage_times,
+                "record each point's per-stage times and each stage's floor at this GPU's ceilings "
+                "(measured once per dtype and math, kept in <out>/ceilings.json)");
   cmd->add_option("--atol", o.tol.atol, "strict criterion: absolute tolerance")->capture_default_str();
   cmd->add_option("--rtol", o.tol.rtol, "strict criterion: relative tolerance")->capture_default_str();
   cmd->add_option("--min-reps", o.min_reps, "minimum timed pairs per point (default 10; --quick 3)");

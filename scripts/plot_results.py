@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Draws the charts of a tlbench analysis: per dtype a heatmap of configurations x cases
-(speedup over the reference) and a bar chart of what each technique buys, as PNG.
+(speedup over the reference) and a bar chart of what each technique buys, as PNG; where the
+run recorded stage times (run --stage-times), also per dtype a stacked bar per case of the
+reference's and the best configuration's stages.
 
     tlbench report RESULTS                 # writes RESULTS/analysis/*.json
     python3 scripts/plot_results.py RESULTS/analysis [--out DIR] [--dtypes fp16,bf16]
@@ -9,6 +11,7 @@ The input is the analysis folder (or a results folder that holds one); charts go
 JSON unless --out says otherwise. Needs matplotlib (Debian: python3-matplotlib), nothing else.
 """
 import argparse
+import csv
 import json
 import math
 import os
@@ -291,6 +294,65 @@ def plot_effects(eff, device, out_path):
     return out_path
 
 
+STAGES = ["ln1", "qkv", "attn", "out_proj", "ln2", "ffn_up", "ffn_down"]
+STAGE_COLOURS = ["#c6dbef", "#6baed6", "#d94801", "#2171b5", "#9ecae1", "#41ab5d", "#006d2c"]
+
+
+def plot_stage_breakdown(csv_path, group, device, out_path):
+    """Per case two stacked bars, the reference's stages and the best configuration's, as
+    shares of the reference's forward (the best bar is shorter by its speedup); each stage's
+    floor marked as a tick inside its segment."""
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    cases = []
+    for r in rows:
+        if r["case_id"] not in [c[0] for c in cases]:
+            cases.append((r["case_id"], r["case_name"]))
+    by = {(r["case_id"], r["role"]): r for r in rows}
+    fig, ax = plt.subplots(figsize=(11, 0.55 * 2 * len(cases) + 1.6), dpi=DPI)
+    y = 0
+    for cid, name in cases:
+        ref = by.get((cid, "reference"))
+        total = float(ref["stages_ms"]) if ref else None
+        for role in ("reference", "best"):
+            r = by.get((cid, role))
+            if not r:
+                continue
+            scale = total or float(r["stages_ms"])
+            left = 0.0
+            for s, colour in zip(STAGES, STAGE_COLOURS):
+                w = float(r[f"{s}_ms"]) / scale
+                ax.barh(y, w, left=left, color=colour, edgecolor="white", linewidth=0.4,
+                        label=s if y == 0 else None)
+                fl = r.get(f"{s}_floor_ms")
+                if fl:
+                    ax.plot([left + float(fl) / scale] * 2, [y - 0.35, y + 0.35], color="black",
+                            linewidth=0.8)
+                left += w
+            y += 1
+        y += 0.5
+    ticks, pos, yy = [], [], 0
+    for cid, name in cases:
+        for role in ("reference", "best"):
+            if (cid, role) in by:
+                own = "" if (cid, "reference") in by else ", its own total"
+                ticks.append(f"case {cid} {role} ({by[(cid, role)]['config']}{own})")
+                pos.append(yy)
+                yy += 1
+        yy += 0.5
+    ax.set_yticks(pos)
+    ax.set_yticklabels(ticks, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("share of the reference's forward (stage times from events between stages; "
+                  "black ticks: where each stage would end at its floor)")
+    ax.set_title(f"Where the time goes, {group}" + (f" — {device}" if device else ""))
+    ax.legend(ncol=7, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.08 - 0.2 / max(len(cases), 1)))
+    fig.tight_layout()
+    fig.savefig(out_path)
+    plt.close(fig)
+    return out_path
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("analysis", help="analysis folder written by `tlbench report` "
@@ -316,6 +378,10 @@ def main():
                      plot_effects(eff, device, os.path.join(out, f"effects_{g}.png"))):
             if path:
                 written.append(path)
+        stages = os.path.join(src, f"stage_breakdown_{g}.csv")
+        if os.path.exists(stages):
+            written.append(plot_stage_breakdown(stages, g, device,
+                                                os.path.join(out, f"stage_breakdown_{g}.png")))
     if not written:
         sys.exit("plot_results: nothing drawn")
     for path in written:

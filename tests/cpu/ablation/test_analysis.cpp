@@ -19,6 +19,7 @@
 #include "ablation_test_util.hpp"
 #include "config.hpp"
 #include "results_reader.hpp"
+#include "text.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -428,4 +429,53 @@ TEST_CASE("tlbench report regenerates the analysis and prints a summary per dtyp
   CHECK(run_cli("report /nonexistent-results", text) == 2);
   CHECK(text == "tlbench: /nonexistent-results/points.jsonl: cannot be read (is this a results "
                 "folder?)\n");
+}
+
+// run --stage-times rows: the report lays out, per case, the reference's and the best
+// configuration's stages with their floors; rows without them give no such file.
+TEST_CASE("write_analysis: a stage breakdown per dtype where rows carry stage times", "[analysis][stages]") {
+  const fs::path in = fresh_dir("stages-in");
+  fs::copy(kFixture, in, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  fs::remove(in / "points.csv");
+  std::string lines;
+  {
+    std::istringstream src(slurp(fs::path(kFixture) / "points.jsonl"));
+    std::string line;
+    while (std::getline(src, line)) {
+      json j = json::parse(line);
+      if (j["dtype"] == "fp16" && j.contains("cand_ms") && j["cand_ms"].is_number()) {
+        const double t = j["cand_ms"].get<double>();
+        j["stage_ms"] = {0.05 * t, 0.2 * t, 0.3 * t, 0.1 * t, 0.05 * t, 0.15 * t, 0.15 * t};
+        j["stage_floor_ms"] = {0.01, 0.02, 0.03, 0.01, 0.01, 0.02, 0.02};
+      }
+      lines += j.dump() + "\n";
+    }
+  }
+  std::ofstream(in / "points.jsonl") << lines;
+  const fs::path out = fresh_dir("stages-out");
+  const Analysis a = tlb::analysis::analyze(tlb::results::read_results(in.string()));
+  tlb::analysis::write_analysis(a, out.string());
+  CHECK_FALSE(fs::exists(out / "stage_breakdown_fp32.csv"));
+  REQUIRE(fs::is_regular_file(out / "stage_breakdown_fp16.csv"));
+  std::istringstream csv(slurp(out / "stage_breakdown_fp16.csv"));
+  std::string line;
+  std::getline(csv, line);
+  CHECK(line.rfind("case_id,case_name,role,config,forward_ms,ln1_ms,qkv_ms,attn_ms,out_proj_ms,ln2_ms,ffn_up_ms,"
+                   "ffn_down_ms,ln1_floor_ms",
+                   0) == 0);
+  std::map<std::string, int> roles;
+  while (std::getline(csv, line)) {
+    const std::vector<std::string> cells = tlb::split_csv_line(line);
+    REQUIRE(cells.size() == 5 + 7 + 7 + 2);
+    ++roles[cells[2]];
+    // The stages add up to their sum column, and the floors to theirs (0.12 ms).
+    double sum = 0;
+    for (size_t i = 5; i < 12; ++i) sum += std::stod(cells[i]);
+    CHECK(std::stod(cells[19]) == Approx(sum).epsilon(1e-4));
+    CHECK(std::stod(cells[20]) == Approx(0.12));
+    if (cells[2] == "reference") CHECK(cells[3] == "00000");
+  }
+  // Cases 1, 2 and 7 have their reference measured; case 14 runs against attn-only.
+  CHECK(roles["reference"] == 3);
+  CHECK(roles["best"] == 4);
 }

@@ -231,7 +231,7 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
   const fs::path cases = write_cases(dir, kTinyCases);
   const fs::path out = dir / "out";
   tlb::test::CommandResult r = run_tlbench("run --config " + cases.string() + " " + kTinyArgs +
-                                               " --blocks 2 --layer-trace --json --out " + out.string(),
+                                               " --blocks 2 --layer-trace --stage-times --json --out " + out.string(),
                                            dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -271,6 +271,13 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
     if (p.config == "00000") CHECK(*p.strict_violations == 0);
     // Two blocks apart in time: their spread recorded and held by the interval, which reaches
     // at least z · spread / sqrt(2) either side of the pooled median.
+    // --stage-times: seven stages, each with a time and a floor at the run's ceilings.
+    REQUIRE(p.stage_ms.size() == 7);
+    REQUIRE(p.stage_floor_ms.size() == 7);
+    for (size_t s = 0; s < 7; ++s) {
+      CHECK(p.stage_ms[s] > 0);
+      CHECK(p.stage_floor_ms[s] > 0);
+    }
     REQUIRE(p.blocks == 2);
     REQUIRE(p.block_spread.has_value());
     CHECK(*p.block_spread >= 0);
@@ -306,6 +313,10 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
   CHECK(run["techniques"].size() == 5);
   CHECK(run["groups"].size() == 4);
   CHECK(run["options"]["blocks"].get<int>() == 2);
+  CHECK(run["options"]["stage_times"].get<bool>());
+  const json ceilings = json::parse(slurp(out / "ceilings.json"));
+  CHECK(ceilings["ceilings"].contains("fp16"));
+  CHECK(ceilings["ceilings"].contains("fp32-tf32"));
   CHECK(run["block_spread"]["all"]["points"].get<size_t>() == kTinyPoints);
   CHECK(run["block_spread"]["all"]["max"].get<double>() >= run["block_spread"]["all"]["median"].get<double>());
   for (const json& g : run["groups"]) CHECK(g["golden_computed"].get<bool>());
