@@ -9,24 +9,57 @@ namespace tlb {
 
 using json = nlohmann::json;
 
-// The cached ceilings for this device and math, where the file holds them.
+namespace {
+
+// A number of the file, ConfigError naming the file and its JSON path where it is something else.
+double number_at(const json& parent, const std::string& key, const std::string& path, const std::string& at) {
+  const auto it = parent.find(key);
+  const std::string where = json_fields::key_path(at, key);
+  if (it == parent.end()) json_fields::fail(path, where, "missing");
+  if (!it->is_number()) json_fields::fail(path, where, "expected a number");
+  return it->get<double>();
+}
+
+// The file's document, checked: an object whose "ceilings" maps each math to the figures of
+// ceilings_json.
+json read_checked(const std::string& path) {
+  json doc = json_fields::parse_document(json_fields::read_input_file(path), path);
+  if (!doc.is_object()) json_fields::fail(path, "$", "expected an object");
+  if (!doc.contains("device_uuid") || !doc["device_uuid"].is_string())
+    json_fields::fail(path, "$.device_uuid", "expected a string");
+  if (!doc.contains("ceilings") || !doc["ceilings"].is_object())
+    json_fields::fail(path, "$.ceilings", "expected an object");
+  for (const auto& [math, c] : doc["ceilings"].items()) {
+    const std::string at = json_fields::key_path("$.ceilings", math);
+    if (!c.is_object()) json_fields::fail(path, at, "expected an object");
+    for (const char* key : {"tensor_tflops", "bandwidth_gbs", "gemm_n", "gemm_ms", "copy_bytes", "copy_ms"})
+      if (!(number_at(c, key, path, at) >= 0)) json_fields::fail(path, json_fields::key_path(at, key), "expected >= 0");
+  }
+  return doc;
+}
+
+}  // namespace
+
+void check_ceilings_file(const std::string& path) {
+  std::error_code ec;
+  if (!path.empty() && std::filesystem::is_regular_file(path, ec)) read_checked(path);
+}
+
 std::optional<MeasuredCeilings> cached_ceilings(const std::string& path, const std::string& uuid,
                                                 const std::string& math) {
   std::error_code ec;
   if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return std::nullopt;
-  const json doc = json_fields::parse_document(json_fields::read_input_file(path), path);
-  if (!doc.is_object() || doc.value("device_uuid", "") != uuid || !doc.contains("ceilings")) return std::nullopt;
-  const json& all = doc["ceilings"];
-  if (!all.is_object() || !all.contains(math)) return std::nullopt;
-  const json& c = all[math];
+  const json doc = read_checked(path);
+  if (doc["device_uuid"].get<std::string>() != uuid || !doc["ceilings"].contains(math)) return std::nullopt;
+  const json& c = doc["ceilings"][math];
   MeasuredCeilings m;
   m.gemm_math = math;
-  m.ceilings.tensor_tflops = c.value("tensor_tflops", 0.0);
-  m.ceilings.bandwidth_gbs = c.value("bandwidth_gbs", 0.0);
-  m.gemm_n = c.value("gemm_n", int64_t{0});
-  m.gemm_ms = c.value("gemm_ms", 0.0);
-  m.copy_bytes = c.value("copy_bytes", uint64_t{0});
-  m.copy_ms = c.value("copy_ms", 0.0);
+  m.ceilings.tensor_tflops = c["tensor_tflops"].get<double>();
+  m.ceilings.bandwidth_gbs = c["bandwidth_gbs"].get<double>();
+  m.gemm_n = static_cast<int64_t>(c["gemm_n"].get<double>());
+  m.gemm_ms = c["gemm_ms"].get<double>();
+  m.copy_bytes = static_cast<uint64_t>(c["copy_bytes"].get<double>());
+  m.copy_ms = c["copy_ms"].get<double>();
   if (!(m.ceilings.tensor_tflops > 0 && m.ceilings.bandwidth_gbs > 0)) return std::nullopt;
   return m;
 }
@@ -43,8 +76,8 @@ void store_ceilings(const std::string& path, const DeviceInfo& dev, const Measur
   json doc = json::object();
   std::error_code ec;
   if (std::filesystem::is_regular_file(path, ec)) {
-    doc = json_fields::parse_document(json_fields::read_input_file(path), path);
-    if (!doc.is_object() || doc.value("device_uuid", "") != dev.uuid) doc = json::object();
+    doc = read_checked(path);
+    if (doc["device_uuid"].get<std::string>() != dev.uuid) doc = json::object();
   }
   doc["device"] = dev.name;
   doc["device_uuid"] = dev.uuid;

@@ -15,6 +15,9 @@
 
 namespace tlb {
 
+// ConfigError naming the file and the JSON path where an existing file is not a ceilings file
+// (nothing where there is none yet).
+void check_ceilings_file(const std::string& path);
 // The file's ceilings for this device and math, where it holds usable ones (a missing file or
 // entry is nothing; a malformed file is ConfigError naming it).
 std::optional<MeasuredCeilings> cached_ceilings(const std::string& path, const std::string& uuid,

@@ -78,8 +78,7 @@ int reps_for(double forward_ms, int asked) {
 }
 
 ExplainConfig explain_config(const CaseData& data, const CaseSpec& spec, DType dtype, Fp32Math math,
-                             uint32_t config, const Ceilings& ceil, int asked_reps, cudaStream_t stream,
-                             int& reps_used) {
+                             uint32_t config, const Ceilings& ceil, int asked_reps, cudaStream_t stream) {
   ExplainConfig r;
   r.config = techniques().bits(config);
   r.names = techniques().names(config);
@@ -96,7 +95,7 @@ ExplainConfig explain_config(const CaseData& data, const CaseSpec& spec, DType d
   TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
   const double first = timer.ms([&] { path.run(); });
   const int reps = reps_for(first, asked_reps);
-  reps_used = reps;
+  r.reps = reps;
   for (int i = 0; i < std::min(reps, 10); ++i) path.run();
   r.dispatch = dispatch_text(path);
 
@@ -169,6 +168,7 @@ CaseSpec check_explain_options(const ExplainOptions& o) {
     if (c != "auto" && !config_of(c))
       throw ConfigError(fmt::format("--configs {}: expected a bit string of {} techniques (e.g. {}) or auto", c,
                                     techniques().size(), techniques().bits(techniques().num_configs() - 1)));
+  check_ceilings_file(o.ceilings_path);
   spec.seed = data_seed(spec, o.seed);
   spec.policy = layer_policy(spec);
   return spec;
@@ -199,7 +199,7 @@ Explanation run_explain(const ExplainOptions& o) {
       config = *config_of(c);
     }
     ExplainConfig ec = explain_config(data, e.spec, o.dtype, o.fp32_math, config, e.ceilings.ceilings, o.reps,
-                                      stream, e.reps);
+                                      stream);
     ec.note = note;
     if (c == "auto") ec.config = "auto=" + ec.config;
     e.configs.push_back(std::move(ec));
@@ -238,11 +238,10 @@ void print_explanation(const Explanation& e, std::FILE* out) {
     fmt::print(out, "  events: the stages of an uncaptured forward add up to {:.4f} ms ({:+.1f} % of an eager forward's {:.4f}); "
                "marginal: each stage's cost inside a graph replay of {:.4f} ms\n",
                c.events_sum_ms(), 100 * (c.events_sum_ms() / c.eager_ms - 1), c.eager_ms, c.replayed_ms);
-    fmt::print(out, "  ran: {}\n", c.dispatch);
+    fmt::print(out, "  ran: {}\n  {} timed repetitions per figure\n", c.dispatch, c.reps);
   }
-  fmt::print(out, "\n({} timed repetitions per figure; a floor is the longer of the stage's FLOPs at the matrix rate "
-                  "and its least bytes at the copy bandwidth)\n",
-             e.reps);
+  fmt::print(out, "\n(a floor is the longer of the stage's FLOPs at the matrix rate and its least bytes at the copy "
+                  "bandwidth)\n");
 }
 
 json explanation_json(const Explanation& e) {
@@ -262,6 +261,7 @@ json explanation_json(const Explanation& e) {
                        {"note", c.note},
                        {"graph", c.graph},
                        {"dispatch", c.dispatch},
+                       {"reps", c.reps},
                        {"forward_ms", c.forward_ms},
                        {"eager_ms", c.eager_ms},
                        {"replayed_ms", c.replayed_ms},
@@ -278,7 +278,6 @@ json explanation_json(const Explanation& e) {
           {"ceilings", ceilings_json(e.ceilings)},
           {"ceilings_math", e.ceilings.gemm_math},
           {"ceilings_source", e.ceilings_source},
-          {"reps", e.reps},
           {"configs", configs}};
 }
 

@@ -50,6 +50,7 @@ struct ExplainConfig {
   std::string config, names, note;  // note: where auto came from
   bool graph = false;
   std::string dispatch;             // as a result row names it
+  int reps = 0;                     // timed repetitions behind each figure
   double forward_ms = 0;            // as run times the configuration
   double eager_ms = 0;              // the events' forward, first event to last
   double replayed_ms = 0;           // the plain replay the marginal costs are taken against
@@ -66,7 +67,6 @@ struct Explanation {
   std::string device, device_uuid;
   MeasuredCeilings ceilings;
   std::string ceilings_source;  // "measured" or the cache file it came from
-  int reps = 0;
   std::vector<ExplainConfig> configs;
 };
 

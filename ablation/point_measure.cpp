@@ -284,15 +284,24 @@ bool time_block_of(const MeasureContext& ctx, Group& g, StackPath& cand, Pending
   peak.sample();
   if (m.stop == stats::StopReason::interrupted) return false;
   pp.blocks.push_back(m);
-  if (g.host_probe && g.host_probe->host_bound) {
-    cand.run_replayed();  // an eager candidate's capture, outside the timing
-    TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-    peak.sample();
-    const PairedMeasurement mg =
-        time_pairs(ctx, timer, [&base] { base.run_replayed(); }, [&cand] { cand.run_replayed(); });
-    peak.sample();
-    if (mg.stop == stats::StopReason::interrupted) return false;
-    pp.replay_blocks.push_back(mg);
+  if (g.host_probe && g.host_probe->host_bound && !pp.replay_stopped) {
+    // A candidate that cannot be replayed keeps its eager timing; its row says why it has no
+    // figure against the replayed baseline.
+    try {
+      cand.run_replayed();  // an eager candidate's capture, outside the timing
+      TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+      peak.sample();
+      const PairedMeasurement mg =
+          time_pairs(ctx, timer, [&base] { base.run_replayed(); }, [&cand] { cand.run_replayed(); });
+      peak.sample();
+      if (mg.stop == stats::StopReason::interrupted) return false;
+      pp.replay_blocks.push_back(mg);
+    } catch (const DeviceError& e) {
+      if (e.sticky()) throw;
+      pp.replay_stopped = true;
+      pp.replay_blocks.clear();
+      add_note(pp.row, fmt::format("no speedup_vs_graph_ref: the candidate was not replayed from a graph ({})", e.what()));
+    }
   }
   return true;
 }

@@ -68,8 +68,8 @@ struct Group {
   std::optional<StatusKind> failed_status;  // oom | error; none while the group is usable
   std::string failed_note;
   // The spread between the blocks of the group's points (block_log_sd), against the baseline
-  // and against its replay, rows of earlier segments included: where a point's own blocks
-  // happen to agree, the group's typical spread still widens its interval.
+  // (rows of earlier segments included) and against its replay (this segment's points): where
+  // a point's own blocks happen to agree, the group's typical spread still widens its interval.
   std::vector<double> block_sds, replay_block_sds;
   // --stage-times: the ceilings the stages' floors are taken at (the run folder's
   // ceilings.json, else measured once), or why there are none.
@@ -109,6 +109,7 @@ struct PendingPoint {
   bool ran = false;             // a candidate was attempted: the row gets its peak memory
   bool timed = false;           // the first block was timed: the row waits for the rest
   bool blocks_stopped = false;  // a later block failed (the row's note says why): no more
+  bool replay_stopped = false;  // the candidate could not be replayed (the note says why)
   std::vector<PairedMeasurement> blocks, replay_blocks;
   uint64_t peak_used = 0;
   // Whether the point takes another block in a run of `blocks` blocks a point.

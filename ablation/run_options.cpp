@@ -65,7 +65,8 @@ TimerOptions block_timer_options(const RunOptions& o, size_t block) {
   const auto blocks = static_cast<size_t>(std::max<int64_t>(o.blocks, 1));
   if (blocks == 1) return t;
   t.stop.min_pairs = (t.stop.min_pairs + blocks - 1) / blocks;
-  t.stop.max_pairs = std::max<size_t>(t.stop.max_pairs / blocks, 1);
+  // The pair limit shared out, earlier blocks taking the remainder (at least one a block).
+  t.stop.max_pairs = std::max<size_t>(t.stop.max_pairs / blocks + (block < t.stop.max_pairs % blocks ? 1 : 0), 1);
   t.stop.budget_ms /= static_cast<double>(blocks);
   t.stop.target_rel_half_width *= std::sqrt(static_cast<double>(blocks));
   t.stop.floor_pairs = std::min(block_floor_pairs(t.stop.floor_pairs, blocks, block), t.stop.min_pairs);

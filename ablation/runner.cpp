@@ -68,6 +68,7 @@ class Runner {
 
   std::unique_ptr<PointWriter> writer_;
   std::vector<PointRow> rows_;  // everything on disk: earlier segments and this one
+  const SchedPoint* measuring_ = nullptr;  // the point whose block is being timed
   DoneSet done_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<CudaRunClock> clock_;
@@ -126,19 +127,27 @@ bool Runner::open_device() {
 void Runner::measure_in_blocks(Group& g, const MeasureContext& ctx, const std::vector<size_t>& which) {
   const auto blocks = static_cast<size_t>(opt_.blocks);
   std::vector<PendingPoint> pending;
+  std::vector<size_t> pending_at;  // each pending point's index in the schedule
   for (size_t k : which) {
     if (interrupt_requested()) throw Interrupted{};
+    measuring_ = &sched_.points[k];
     std::optional<PendingPoint> pp = begin_point(ctx, g, sched_.points[k], rows_);
     if (!pp) throw Interrupted{};
     // In one block a point is done: its row goes to disk before the next point starts.
-    if (blocks == 1) write_row(finish_point(ctx, g, std::move(*pp)));
-    else pending.push_back(std::move(*pp));
+    if (blocks == 1) {
+      write_row(finish_point(ctx, g, std::move(*pp)));
+    } else {
+      pending.push_back(std::move(*pp));
+      pending_at.push_back(k);
+    }
   }
   for (size_t b = 1; b < blocks; ++b)
-    for (PendingPoint& pp : pending) {
-      if (!pp.wants_block(blocks)) continue;
-      if (interrupt_requested() || !time_next_block(ctx, g, pp)) throw Interrupted{};
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (!pending[i].wants_block(blocks)) continue;
+      measuring_ = &sched_.points[pending_at[i]];
+      if (interrupt_requested() || !time_next_block(ctx, g, pending[i])) throw Interrupted{};
     }
+  measuring_ = nullptr;
   note_block_spreads(g, pending);
   for (PendingPoint& pp : pending) write_row(finish_point(ctx, g, std::move(pp)));
 }
@@ -151,7 +160,8 @@ void Runner::measure_group(size_t begin, size_t end) {
   Group g = make_group(cases_, pts[begin], opt_.seed);
   // Rows of an earlier segment still tell the group's typical block spread.
   for (const PointRow& r : rows_)
-    if (r.case_id == g.spec.id && r.dtype == to_string(g.dtype) && r.block_spread && r.blocks && *r.blocks >= 2)
+    if (r.case_id == g.spec.id && r.dtype == to_string(g.dtype) && r.config != "auto" && r.block_spread && r.blocks &&
+        *r.blocks >= 2)
       g.block_sds.push_back(*r.block_spread);
   const MeasureContext ctx = context();
   std::vector<size_t> fixed, automatic;
@@ -180,12 +190,10 @@ void Runner::measure_groups() {
 }
 
 std::string Runner::device_fault_message(const DeviceError& e) const {
-  const SchedPoint* at = nullptr;
+  // The point being measured, else the first not on disk.
+  const SchedPoint* at = measuring_;
   for (const SchedPoint& p : sched_.points)
-    if (!done_.contains(p.key)) {
-      at = &p;
-      break;
-    }
+    if (at == nullptr && !done_.contains(p.key)) at = &p;
   const std::string where =
       at ? fmt::format(" at case {} {} {}", cases_.cases[at->case_index].id, to_string(at->dtype),
                        at->automatic ? std::string("auto") : techniques_.bits(at->config))

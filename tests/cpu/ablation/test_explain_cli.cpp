@@ -29,7 +29,11 @@ TEST_CASE("tlbench explain refuses bad options with one line and exit 2, writing
   check_refused(tlbench("explain --config only-fp16.json --case 4 --dtype bf16 --configs 11111", s),
                 {"--dtype bf16", "case 4 does not run in it"});
   check_refused(tlbench(base + "--configs 11111", s), {"--case"});  // required
-  CHECK(s.listing() == std::vector<std::string>{"only-fp16.json"});
+  // A ceilings file that is not one: named with its JSON path, before any device.
+  std::ofstream(s.dir / "ceilings.json") << R"({"device_uuid": "GPU-x", "ceilings": {"fp16": {"tensor_tflops": "fast"}}})";
+  check_refused(tlbench(base + "--case 1 --configs 11111 --ceilings ceilings.json", s),
+                {"ceilings.json", "$.ceilings.fp16.tensor_tflops", "expected a number"});
+  CHECK(s.listing() == std::vector<std::string>{"ceilings.json", "only-fp16.json"});
 }
 
 TEST_CASE("tlbench explain without a GPU: one line and exit 3", "[explain][cli]") {

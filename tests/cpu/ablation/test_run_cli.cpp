@@ -131,6 +131,20 @@ TEST_CASE("mode defaults: a full run fits the official sweep, --quick is a smoke
   CHECK(block_floor_pairs(5, 3, 0) == 2);
   CHECK(block_floor_pairs(5, 3, 2) == 2);  // never a block of one pair
   CHECK(block_floor_pairs(7, 3, 0) == 3);
+  // --max-reps 10 in three blocks: 4 + 3 + 3, never above the limit nor below --min-reps 10.
+  RunOptions three;
+  three.min_reps = 10;
+  three.max_reps = 10;
+  three.blocks = 3;
+  resolve_defaults(three);
+  size_t max_total = 0, min_total = 0;
+  for (size_t b = 0; b < 3; ++b) {
+    max_total += block_timer_options(three, b).stop.max_pairs;
+    min_total += block_timer_options(three, b).stop.min_pairs;
+  }
+  CHECK(max_total == 10);
+  CHECK(block_timer_options(three, 0).stop.max_pairs == 4);
+  CHECK(min_total >= 10);
   RunOptions quick;
   quick.quick = true;
   resolve_defaults(quick);

@@ -50,8 +50,8 @@ TEST_CASE("tlbench explain: stages that add up to the forward, floors, cached ce
     for (const json& c : e["configs"]) {
       INFO(c["config"].get<std::string>());
       REQUIRE(c["stages"].size() == kNumCostStages);
-      // The qkv stage's FLOPs: 2 T d 3d per layer, both layers.
-      CHECK(c["stages"][1]["flops"].get<double>() == Approx(2.0 * 2 * 1024 * 1024 * 3 * 1024 * 2));
+      // The qkv stage's FLOPs: 2 T d 3d per layer (T = 1024 tokens), both layers.
+      CHECK(c["stages"][1]["flops"].get<double>() == Approx(2.0 * 1024 * 1024 * 3 * 1024 * 2));
       for (const json& st : c["stages"]) {
         CHECK(st["floor_ms"].get<double>() > 0);
         CHECK(st["events_ms"].get<double>() > 0);
