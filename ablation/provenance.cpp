@@ -4,8 +4,14 @@
 #include <cuda_runtime.h>
 #include <fmt/core.h>
 #include <library_types.h>
+#include <sched.h>
 
+#include <cctype>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
 
 #include "common/cuda_check.hpp"
 #include "common/launch.hpp"
@@ -101,6 +107,64 @@ nlohmann::json to_json(const DeviceInfo& d) {
       {"cublas_version", fmt::format("{}.{}.{}", d.cublas_major, d.cublas_minor, d.cublas_patch)},
       {"kernel_launch", {{"pdl", d.pdl}, {"gemm_variant", d.gemm_variant}}},
   };
+}
+
+namespace {
+
+std::string first_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+// The NUMA node of a CPU: the nodeN entry of its sysfs folder.
+std::optional<int> cpu_numa_node(int cpu) {
+  std::error_code ec;
+  const std::filesystem::path dir = fmt::format("/sys/devices/system/cpu/cpu{}", cpu);
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("node", 0) == 0 && name.size() > 4 && std::isdigit(static_cast<unsigned char>(name[4])))
+      return std::stoi(name.substr(4));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+nlohmann::json host_json(int device) {
+  nlohmann::json h;
+  h["cpu_model"] = nullptr;
+  {
+    std::ifstream f("/proc/cpuinfo");
+    for (std::string line; std::getline(f, line);)
+      if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+        h["cpu_model"] = line.substr(line.find(':') + 2);
+        break;
+      }
+  }
+  h["logical_cpus"] = std::thread::hardware_concurrency();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  h["cpus_allowed"] = sched_getaffinity(0, sizeof(set), &set) == 0 ? nlohmann::json(CPU_COUNT(&set)) : nlohmann::json();
+  const int cpu = sched_getcpu();
+  h["on_cpu"] = cpu >= 0 ? nlohmann::json(cpu) : nlohmann::json();
+  const std::optional<int> node = cpu >= 0 ? cpu_numa_node(cpu) : std::nullopt;
+  h["cpu_numa_node"] = node ? nlohmann::json(*node) : nlohmann::json();
+  char bus[32] = {};
+  h["gpu_numa_node"] = nullptr;
+  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), device) == cudaSuccess) {
+    std::string id = bus;
+    for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string text = first_line("/sys/bus/pci/devices/" + id + "/numa_node");
+    if (!text.empty()) h["gpu_numa_node"] = std::atoi(text.c_str());
+    h["gpu_pci_bus"] = id;
+  } else {
+    cudaGetLastError();
+  }
+  const std::string load = first_line("/proc/loadavg");
+  h["load_average_1min"] = load.empty() ? nlohmann::json() : nlohmann::json(std::atof(load.c_str()));
+  return h;
 }
 
 nlohmann::json tool_json() {

@@ -42,4 +42,11 @@ nlohmann::json to_json(const DeviceInfo& d);
 // {"name": "tlbench", "version": ..., "git_commit": ...}
 nlohmann::json tool_json();
 
+// The host side of a measurement, which an eager forward's launch rate depends on: the CPU
+// model, the logical CPUs and how many this process may run on, the CPU it runs on now and
+// that CPU's NUMA node, the NUMA node of CUDA device `device` (-1 where the platform does not
+// say), and the load average when asked. Read from Linux's /proc and /sys; a field that
+// cannot be read is null.
+nlohmann::json host_json(int device);
+
 }  // namespace tlb

@@ -103,6 +103,9 @@ bool Runner::open_device() {
                                                     human_bytes(free_b), human_bytes(margin))}};
     const DeviceInfo dev = query_device(0);
     doc_["segments"].back()["device"] = dev.name;
+    // Per process: where its thread ran against the GPU's NUMA node, and how busy the host
+    // was; eager (host-bound) timings move with them between processes.
+    doc_["segments"].back()["host"] = host_json(0);
     if (!doc_.contains("device")) {
       doc_["device"] = to_json(dev);
     } else if (doc_["device"].value("name", "") != dev.name) {

@@ -31,8 +31,9 @@ const bool kRegistered = tlb::cli::register_command(40, [](CLI::App& root, int& 
     }
     const tlb::DeviceInfo d = tlb::query_device(0);
     const nlohmann::json dj = tlb::to_json(d);
+    const nlohmann::json host = tlb::host_json(0);
     if (*as_json) {
-      fmt::print("{}\n", nlohmann::json{{"tool", tool}, {"device", dj}}.dump(2));
+      fmt::print("{}\n", nlohmann::json{{"tool", tool}, {"device", dj}, {"host", host}}.dump(2));
       rc = tlb::cli::kOk;
       return;
     }
@@ -51,6 +52,12 @@ const bool kRegistered = tlb::cli::register_command(40, [](CLI::App& root, int& 
     fmt::print("cuBLAS             {}.{}.{}\n", d.cublas_major, d.cublas_minor, d.cublas_patch);
     fmt::print("kernel launch      PDL {}, GEMM variants {}\n",
                d.pdl ? "on (TLBENCH_PDL=0 turns it off)" : "off", d.gemm_variant);
+    auto text = [](const nlohmann::json& v) { return v.is_null() ? std::string("?") : v.dump(); };
+    fmt::print("host               {}, {} CPUs ({} allowed), on CPU {} (NUMA node {}), GPU on NUMA node {}, "
+               "load {}\n",
+               host["cpu_model"].is_string() ? host["cpu_model"].get<std::string>() : std::string("?"),
+               text(host["logical_cpus"]), text(host["cpus_allowed"]), text(host["on_cpu"]),
+               text(host["cpu_numa_node"]), text(host["gpu_numa_node"]), text(host["load_average_1min"]));
     rc = tlb::cli::kOk;
   });
 });

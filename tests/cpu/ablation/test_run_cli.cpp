@@ -19,6 +19,7 @@
 #include "ablation_test_util.hpp"
 #include "config.hpp"
 #include "grid.hpp"
+#include "provenance.hpp"
 #include "runner.hpp"
 
 using namespace tlb;
@@ -309,4 +310,16 @@ TEST_CASE("run --resume: files recorded as given, found from where the run began
   fs::current_path(here);
   CHECK(q.cases_path == "old/cases.json");
   CHECK(same == recorded);
+}
+
+TEST_CASE("host provenance: the CPU, where this thread runs and the load, null where unknown", "[run][provenance]") {
+  const nlohmann::json h = host_json(0);
+  for (const char* key : {"cpu_model", "logical_cpus", "cpus_allowed", "on_cpu", "cpu_numa_node", "gpu_numa_node",
+                          "load_average_1min"})
+    CHECK(h.contains(key));
+  REQUIRE(h["logical_cpus"].is_number());
+  CHECK(h["logical_cpus"].get<int>() >= 1);
+  if (h["cpus_allowed"].is_number()) CHECK(h["cpus_allowed"].get<int>() <= h["logical_cpus"].get<int>());
+  if (h["on_cpu"].is_number()) CHECK(h["on_cpu"].get<int>() >= 0);
+  CHECK((h["load_average_1min"].is_null() || h["load_average_1min"].get<double>() >= 0));
 }
