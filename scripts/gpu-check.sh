@@ -6,7 +6,8 @@
 #   scripts/gpu-check.sh build official     (next call: build rerun; each fits one 10-minute call)
 # Environment knobs per step: BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
-# SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), OFFICIAL_BUDGET, SELECT_ARGS, PEER_ARGS, PROFILE_ARGS,
+# SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), OFFICIAL_BUDGET, EXPLAIN_CASES,
+# EXPLAIN_DTYPES, EXPLAIN_CONFIGS, SELECT_ARGS, PEER_ARGS, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
 # side-by-side kernel records, for results/h200/kernels.jsonl) also come back on their own.
@@ -181,6 +182,23 @@ for step in "${steps[@]}"; do
           | tee -a "$OUT/summary.txt"
       fi
       tar -czf "$OUT/$step.tar.gz" "$dest"
+      ;;
+    explain)
+      # tlbench explain on every official case (EXPLAIN_CASES, default 1-14) in EXPLAIN_DTYPES
+      # (default fp16), the reference and auto, ceilings measured once and cached; one JSON per
+      # case and dtype, and the tables in explain.log.
+      log "explain ${EXPLAIN_CASES:=1-14} ${EXPLAIN_DTYPES:=fp16}"
+      mkdir -p "$OUT/explain"
+      IFS=',' read -ra dts <<<"$EXPLAIN_DTYPES"
+      for dt in "${dts[@]}"; do
+        for c in $(seq "${EXPLAIN_CASES%-*}" "${EXPLAIN_CASES#*-}"); do
+          timeout 120 $BIN explain --config configs/cases.json --case "$c" --dtype "$dt" \
+            --configs "${EXPLAIN_CONFIGS:-00000,auto}" --ceilings "$OUT/explain/ceilings.json" \
+            --json-out "$OUT/explain/case$c-$dt.json" >>"$OUT/explain.log" 2>&1
+          echo "explain case $c $dt: rc=$?" | tee -a "$OUT/summary.txt"
+        done
+      done
+      tar -czf "$OUT/explain.tar.gz" -C "$OUT" explain && rm -rf "${OUT:?}/explain"
       ;;
     select)
       log "run of a selection: ${SELECT_ARGS:=--cases 1 --dtypes fp16}"
