@@ -198,8 +198,17 @@ Explanation run_explain(const ExplainOptions& o) {
     } else {
       config = *config_of(c);
     }
-    ExplainConfig ec = explain_config(data, e.spec, o.dtype, o.fp32_math, config, e.ceilings.ceilings, o.reps,
-                                      stream);
+    ExplainConfig ec;
+    try {
+      ec = explain_config(data, e.spec, o.dtype, o.fp32_math, config, e.ceilings.ceilings, o.reps, stream);
+    } catch (const DeviceError& err) {
+      // Out of memory (case 14's dense reference) or a capture refused: this configuration is
+      // not measured, the others still are.
+      if (err.sticky()) throw;
+      ec.config = techniques().bits(config);
+      ec.names = techniques().names(config);
+      ec.error = err.what();
+    }
     ec.note = note;
     if (c == "auto") ec.config = "auto=" + ec.config;
     e.configs.push_back(std::move(ec));
@@ -217,6 +226,11 @@ void print_explanation(const Explanation& e, std::FILE* out) {
              e.ceilings.gemm_math, e.ceilings.ceilings.bandwidth_gbs,
              e.ceilings_source == "measured" ? "measured now" : "from " + e.ceilings_source);
   for (const ExplainConfig& c : e.configs) {
+    if (!c.error.empty()) {
+      fmt::print(out, "\n{} ({}{}): not measured: {}\n", c.config, c.names, c.note.empty() ? "" : "; " + c.note,
+                 c.error);
+      continue;
+    }
     fmt::print(out, "\n{} ({}{}): forward {:.4f} ms{}\n", c.config, c.names, c.note.empty() ? "" : "; " + c.note,
                c.forward_ms, c.graph ? " (graph replay)" : " (eager)");
     fmt::print(out, "  {:<12} {:>10} {:>10} {:>10} {:>11} {:>6} {:>11} {:>6}\n", "stage", "GFLOP", "MB", "floor ms",
@@ -256,6 +270,10 @@ json explanation_json(const Explanation& e) {
                         {"floor_ms", st.floor_ms},
                         {"events_ms", st.events_ms},
                         {"marginal_ms", st.marginal_ms}});
+    if (!c.error.empty()) {
+      configs.push_back({{"config", c.config}, {"names", c.names}, {"note", c.note}, {"error", c.error}});
+      continue;
+    }
     configs.push_back({{"config", c.config},
                        {"names", c.names},
                        {"note", c.note},

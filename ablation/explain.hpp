@@ -51,6 +51,7 @@ struct ExplainConfig {
   bool graph = false;
   std::string dispatch;             // as a result row names it
   int reps = 0;                     // timed repetitions behind each figure
+  std::string error;                // not measured, and why (out of memory, capture refused)
   double forward_ms = 0;            // as run times the configuration
   double eager_ms = 0;              // the events' forward, first event to last
   double replayed_ms = 0;           // the plain replay the marginal costs are taken against
