@@ -8,10 +8,12 @@
 // the dense reference cannot fit) is built once and its output kept. Per configuration, in the
 // seeded order: predicted memory against the budget (nonviable points are never attempted),
 // construction (an allocation failure is an `oom` row), one poisoned run checked against the
-// baseline and the golden, then paired ABBA timing against the baseline. Each row is on disk
-// before the next point starts. The auto point (--policy auto) is one more configuration of
-// its group: the dispatch table's choice for the case and dtype, measured the same way, its row
-// labelled "auto".
+// baseline and the golden, then paired ABBA timing against the baseline in --blocks blocks:
+// every configuration's first block, then every one's second (its path built anew), and the
+// group's rows on disk together once its last block is timed (with one block, each row is on
+// disk before the next point starts). The auto point (--policy auto) is one more
+// configuration of its group: the dispatch table's choice for the case and dtype, chosen from
+// the group's rows and measured after them the same way, its row labelled "auto".
 //
 // Stops: Ctrl-C/SIGTERM and sticky device faults end the run cleanly (run.json says
 // "interrupted" / "device-fault"), and `tlbench run --resume DIR` measures what is left,
