@@ -5,9 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <functional>
 #include <memory>
 
 #include "ceilings_cache.hpp"
@@ -16,40 +13,13 @@
 #include "provenance.hpp"
 #include "stack/layer_stack.hpp"
 #include "statistics.hpp"
+#include "timing/event_timer.hpp"
 
 namespace tlb {
 
 using json = nlohmann::json;
 
 namespace {
-
-// Event-timed ms of `work` (which enqueues on `stream`).
-class EventTimer {
- public:
-  explicit EventTimer(cudaStream_t stream) : stream_(stream) {
-    TLB_CUDA_CHECK(cudaEventCreate(&a_));
-    TLB_CUDA_CHECK(cudaEventCreate(&b_));
-  }
-  ~EventTimer() {
-    cudaEventDestroy(a_);
-    cudaEventDestroy(b_);
-  }
-  EventTimer(const EventTimer&) = delete;
-  EventTimer& operator=(const EventTimer&) = delete;
-  double ms(const std::function<void()>& work) {
-    TLB_CUDA_CHECK(cudaEventRecord(a_, stream_));
-    work();
-    TLB_CUDA_CHECK(cudaEventRecord(b_, stream_));
-    TLB_CUDA_CHECK(cudaEventSynchronize(b_));
-    float t = 0;
-    TLB_CUDA_CHECK(cudaEventElapsedTime(&t, a_, b_));
-    return t;
-  }
-
- private:
-  cudaStream_t stream_;
-  cudaEvent_t a_ = nullptr, b_ = nullptr;
-};
 
 const TechniqueSet& techniques() {
   static const TechniqueSet t = default_techniques();
@@ -61,14 +31,6 @@ std::optional<uint32_t> config_of(const std::string& bits) {
   for (uint32_t c = 0; c < techniques().num_configs(); ++c)
     if (techniques().bits(c) == bits) return c;
   return std::nullopt;
-}
-
-std::string dispatch_text(const StackPath& p) {
-  std::string out;
-  for (const StageDispatch& d : p.dispatch())
-    out += fmt::format("{}{}={}", out.empty() ? "" : ";", to_string(d.stage),
-                       d.variant.empty() ? (d.fused ? "fused" : "reference") : d.variant);
-  return out;
 }
 
 // Repetitions that fit in about 0.3 s of forwards, 5 to 50 (or the option's).
@@ -97,7 +59,7 @@ ExplainConfig explain_config(const CaseData& data, const CaseSpec& spec, DType d
   const int reps = reps_for(first, asked_reps);
   r.reps = reps;
   for (int i = 0; i < std::min(reps, 10); ++i) path.run();
-  r.dispatch = dispatch_text(path);
+  r.dispatch = dispatch_text(path.dispatch());
 
   std::vector<double> forward, eager, replayed;
   std::vector<std::vector<double>> events(kNumCostStages);

@@ -195,9 +195,8 @@ std::unique_ptr<StackPath> build_candidate(const MeasureContext& ctx, Group& g, 
 bool record_dispatch(const MeasureContext& ctx, const StackPath& cand, DType dtype, PointRow& r) {
   std::vector<std::string> fb_stages, fb_reasons;
   bool tensor_core_stage = false;
+  r.dispatch = dispatch_text(cand.dispatch());
   for (const StageDispatch& d : cand.dispatch()) {
-    r.dispatch += fmt::format("{}{}={}", r.dispatch.empty() ? "" : ";", to_string(d.stage),
-                              d.variant.empty() ? (d.fused ? "fused" : "reference") : d.variant);
     if (d.wanted && !d.fused) {
       fb_stages.emplace_back(to_string(d.stage));
       fb_reasons.push_back(fmt::format("{}: {}", to_string(d.stage), d.reason));

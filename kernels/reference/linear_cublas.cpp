@@ -4,6 +4,12 @@
 
 namespace tlb::reference {
 
+BlasHandle::BlasHandle() { TLB_CUBLAS_CHECK(cublasCreate(&h)); }
+
+BlasHandle::~BlasHandle() {
+  if (h) cublasDestroy(h);
+}
+
 cudaDataType cuda_data_type(DType d) {
   switch (d) {
     case DType::fp16: return CUDA_R_16F;

@@ -18,6 +18,15 @@ namespace tlb::reference {
 // algorithmic shortcut: the golden. fp16/bf16 always use CUBLAS_COMPUTE_32F.
 enum class GemmPrecision : int { standard = 0, pedantic = 1 };
 
+// Owner of a cuBLAS handle (created with the object, destroyed with it).
+struct BlasHandle {
+  cublasHandle_t h = nullptr;
+  BlasHandle();
+  ~BlasHandle();
+  BlasHandle(const BlasHandle&) = delete;
+  BlasHandle& operator=(const BlasHandle&) = delete;
+};
+
 cudaDataType cuda_data_type(DType d);
 cublasComputeType_t compute_type(DType d, GemmPrecision p);
 

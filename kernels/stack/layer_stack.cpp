@@ -108,16 +108,9 @@ std::vector<float> device_to_float(const void* src, DType dt, int64_t n, cudaStr
 
 constexpr Stage kKernelStages[] = {Stage::qkv, Stage::attn, Stage::ffn, Stage::norm};
 
-// Owners of the handle and the graph, so a constructor that throws half-way leaks nothing.
-struct BlasHandle {
-  cublasHandle_t h = nullptr;
-  BlasHandle() { TLB_CUBLAS_CHECK(cublasCreate(&h)); }
-  ~BlasHandle() {
-    if (h) cublasDestroy(h);
-  }
-  BlasHandle(const BlasHandle&) = delete;
-  BlasHandle& operator=(const BlasHandle&) = delete;
-};
+using reference::BlasHandle;
+
+// Owner of a captured graph, so a constructor that throws half-way leaks nothing.
 struct CapturedGraph {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
@@ -824,6 +817,15 @@ const std::vector<StageDispatch>& StackPath::dispatch() const { return impl_->di
 uint64_t StackPath::workspace_bytes() const { return impl_->ws.bytes(); }
 
 cudaStream_t StackPath::stream() const { return impl_->stream; }
+
+std::string dispatch_text(const std::vector<StageDispatch>& dispatch) {
+  std::string out;
+  for (const StageDispatch& d : dispatch) {
+    if (!out.empty()) out += ';';
+    out += std::string(to_string(d.stage)) + "=" + (d.variant.empty() ? (d.fused ? "fused" : "reference") : d.variant);
+  }
+  return out;
+}
 
 std::string stage_bits(const StageSwitch& s) {
   std::string b(kNumStages, '0');

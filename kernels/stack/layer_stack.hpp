@@ -140,4 +140,8 @@ class StackPath {
 // Maps a technique bit string's stages to a switch, e.g. {qkv, attn} -> 11000.
 std::string stage_bits(const StageSwitch& s);
 
+// What ran, as a result row's `dispatch` names it: "qkv=<variant>;attn=<variant>;...", a
+// stage without a recorded variant "fused" or "reference".
+std::string dispatch_text(const std::vector<StageDispatch>& dispatch);
+
 }  // namespace tlb

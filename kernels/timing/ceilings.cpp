@@ -9,7 +9,9 @@
 
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
+#include "reference/linear_cublas.hpp"
 #include "stack/generate.hpp"
+#include "timing/event_timer.hpp"
 
 namespace tlb {
 namespace {
@@ -21,35 +23,11 @@ double median_ms(const std::function<void()>& work, cudaStream_t stream, double 
     work();
     TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
   } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < warm_s);
-  cudaEvent_t a = nullptr, b = nullptr;
-  TLB_CUDA_CHECK(cudaEventCreate(&a));
-  TLB_CUDA_CHECK(cudaEventCreate(&b));
+  EventTimer timer(stream);
   std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    TLB_CUDA_CHECK(cudaEventRecord(a, stream));
-    work();
-    TLB_CUDA_CHECK(cudaEventRecord(b, stream));
-    TLB_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    TLB_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  for (int i = 0; i < reps; ++i) ms.push_back(timer.ms(work));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
-}
-
-struct Blas {
-  cublasHandle_t h = nullptr;
-  Blas() { TLB_CUBLAS_CHECK(cublasCreate(&h)); }
-  ~Blas() { cublasDestroy(h); }
-  Blas(const Blas&) = delete;
-  Blas& operator=(const Blas&) = delete;
-};
-
-cudaDataType_t data_type(DType d) {
-  return d == DType::fp16 ? CUDA_R_16F : d == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
 }  // namespace
@@ -75,12 +53,12 @@ MeasuredCeilings measure_ceilings(DType dtype, Fp32Math math, cudaStream_t strea
   generate_tensor(a.get(), dtype, dtype, dist, elems, stream);
   dist.key = 0x5eed0002;
   generate_tensor(w.get(), dtype, dtype, dist, elems, stream);
-  Blas blas;
+  reference::BlasHandle blas;
   TLB_CUBLAS_CHECK(cublasSetStream(blas.h, stream));
   const cublasComputeType_t compute =
       dtype == DType::fp32 && math == Fp32Math::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const float one = 1.0f, zero = 0.0f;
-  const cudaDataType_t t = data_type(dtype);
+  const cudaDataType_t t = reference::cuda_data_type(dtype);
   r.gemm_ms = median_ms(
       [&] {
         TLB_CUBLAS_CHECK(cublasGemmEx(blas.h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(n),
