@@ -413,7 +413,6 @@ void record_timing(const MeasureContext& ctx, const Group& g, const PendingPoint
 // was given). Nothing where the run was interrupted during the timing.
 std::optional<PendingPoint> begin_config(const MeasureContext& ctx, Group& g, const SchedPoint& p) {
   PendingPoint pp;
-  pp.point = p;
   PointRow& r = pp.row;
   r = base_row(ctx, g, p);
   const StageSwitch cand_stages = ctx.techniques.stages(p.config);

@@ -103,7 +103,6 @@ void ensure_golden(const MeasureContext& ctx, Group& g);
 // candidate path lives only while a block is timed, so a group's points hold no device memory
 // between their blocks; each block after the first builds it anew.
 struct PendingPoint {
-  SchedPoint point;
   PointRow row;
   PathOptions po;
   bool ran = false;             // a candidate was attempted: the row gets its peak memory
