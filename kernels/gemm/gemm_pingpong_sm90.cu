@@ -35,6 +35,7 @@
 #include "gemm/gemm_epilogue.cuh"
 #include "gemm/gemm_internal.hpp"
 #include "gemm/gemm_raster.cuh"
+#include "gemm/gemm_ring.cuh"
 #include "gemm/gemm_wgmma.cuh"
 
 // The parts live in a named namespace: the portable compile passes keep only the trapping
@@ -139,31 +140,6 @@ struct Schedule {
     return {raster_tile(dp_rounds * g + static_cast<int>(s), tiles_m, tiles_n),
             static_cast<int>(max(lo, base) - base), static_cast<int>(min(hi, base + k_tiles) - base)};
   }
-};
-
-// A position in the ring: the stage, and the parity of the round of the ring it is in (what
-// its barriers' phases are waited on with).
-template <int kStages>
-struct RingSlot {
-  int stage = 0;
-  uint32_t phase = 0;
-
-  __device__ void advance(int n) {
-    const int s = stage + n;
-    phase ^= static_cast<uint32_t>(s / kStages) & 1u;
-    stage = s % kStages;
-  }
-};
-
-// The shared memory of one CTA: the stages, then each stage's full barrier (its k-tiles have
-// landed) and empty barrier (its consumer is done with them).
-template <class C>
-struct Ring {
-  uint32_t stages, full_bar, empty_bar;
-
-  __device__ uint32_t stage(int s) const { return stages + static_cast<uint32_t>(s * C::kStageBytes); }
-  __device__ uint32_t full(int s) const { return full_bar + 8u * s; }
-  __device__ uint32_t empty(int s) const { return empty_bar + 8u * s; }
 };
 
 // The producer: one thread issues every TMA load of the CTA's units, k-tile by k-tile, each
