@@ -311,8 +311,10 @@ std::optional<ShardCut> shard_cut_for(const RunOptions& opt, const json& doc, co
   }
   if (!shard) return std::nullopt;
   const PathMemoryOptions paths{opt.fp32_math, opt.layer_trace};
-  return cut_shard(*shard, assignment_plan(cases, techniques, sel, opt.seed, paths, opt.quick,
-                                           table ? &*table : nullptr));
+  const DispatchTable* dispatch = table ? &*table : nullptr;
+  ShardCut cut = cut_shard(*shard, assignment_plan(cases, techniques, sel, opt.seed, paths, opt.quick, dispatch));
+  retime_cut(cut, assignment_plan(cases, techniques, sel, opt.seed, paths, run_time_model(opt), dispatch));
+  return cut;
 }
 
 }  // namespace

@@ -112,25 +112,38 @@ std::vector<int> assign_groups(const std::vector<ShardGroup>& groups, int count)
   return owner;
 }
 
-TimeModel run_time_model(bool quick) {
+TimeModel run_time_model(const RunOptions& o) {
   TimeModel model;
-  const ModeDefaults timer = mode_defaults(quick);
-  model.point_time_budget_s = timer.point_budget_ms * 1e-3;
+  const TimerOptions timer = timer_options(o);
+  model.point_time_budget_s = timer.stop.budget_ms * 1e-3;
   model.warmup_s = timer.warmup_min_ms * 1e-3;
   model.warmup_min_runs = static_cast<int>(timer.warmup_min_runs);
-  model.floor_pairs = static_cast<int>(timer.floor_pairs);
-  model.max_pairs = static_cast<int>(timer.max_reps);
-  model.blocks = static_cast<int>(timer.blocks);
+  model.floor_pairs = static_cast<int>(timer.stop.floor_pairs);
+  model.max_pairs = static_cast<int>(timer.stop.max_pairs);
+  model.blocks = static_cast<int>(o.blocks);
   return model;
+}
+
+TimeModel run_time_model(bool quick) {
+  RunOptions o;
+  o.quick = quick;
+  resolve_defaults(o);
+  return run_time_model(o);
 }
 
 Plan assignment_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selection& sel,
                      uint64_t seed, const PathMemoryOptions& paths, bool quick,
                      const DispatchTable* dispatch) {
+  return assignment_plan(cases, techniques, sel, seed, paths, run_time_model(quick), dispatch);
+}
+
+Plan assignment_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selection& sel,
+                     uint64_t seed, const PathMemoryOptions& paths, const TimeModel& model,
+                     const DispatchTable* dispatch) {
   // Free memory differs between machines (and from one moment to the next); the cut must not.
   const MemoryBudget fixed =
       fixed_memory_budget(kDefaultMemGiB, fmt::format("fixed for the shard cut ({} GiB)", kDefaultMemGiB));
-  return make_plan(cases, techniques, sel, seed, fixed, paths, run_time_model(quick), dispatch);
+  return make_plan(cases, techniques, sel, seed, fixed, paths, model, dispatch);
 }
 
 bool ShardCut::owns(int case_id, DType dtype) const {
@@ -152,6 +165,17 @@ ShardCut cut_shard(const ShardSpec& spec, const Plan& assignment) {
       cut.seconds += all[g].seconds;
     }
   return cut;
+}
+
+void retime_cut(ShardCut& cut, const Plan& timed) {
+  cut.seconds = 0;
+  for (const ShardGroup& t : plan_groups(timed))
+    for (ShardGroup& g : cut.groups)
+      if (g.case_id == t.case_id && g.dtype == t.dtype) {
+        g.seconds = t.seconds;
+        cut.seconds += t.seconds;
+      }
+  cut.plan_seconds = timed.estimated_seconds;
 }
 
 json to_json(const ShardCut& cut) {

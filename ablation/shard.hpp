@@ -21,6 +21,7 @@
 
 #include "config.hpp"
 #include "plan_report.hpp"
+#include "run_options.hpp"
 #include "run_schedule.hpp"
 
 namespace tlb {
@@ -56,12 +57,21 @@ std::vector<ShardGroup> plan_groups(const Plan& plan);
 // than its largest group away from any other's.
 std::vector<int> assign_groups(const std::vector<ShardGroup>& groups, int count);
 
-// The time model `tlbench run` (or run --quick) is timed by, for the plan.
+// The time model of a run with these options (resolved: resolve_defaults), for the plan.
+TimeModel run_time_model(const RunOptions& o);
+// The time model of `tlbench run` (or run --quick) with its default timing options.
 TimeModel run_time_model(bool quick);
 
-// The plan the cut is made on: the run's grid and options, the budget fixed at kDefaultMemGiB.
+// The plan the cut is made on: the run's grid and options, the budget fixed at kDefaultMemGiB
+// and the timing at the mode's defaults, so that shards started with other timing options
+// (--blocks, --point-budget-ms, ...) still cut the grid alike; those options scale every
+// group's time about alike, which leaves the balance as it is.
 Plan assignment_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selection& sel,
                      uint64_t seed, const PathMemoryOptions& paths, bool quick,
+                     const DispatchTable* dispatch);
+// The same plan timed by `model` (run_time_model of the run's own options), for retime_cut.
+Plan assignment_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selection& sel,
+                     uint64_t seed, const PathMemoryOptions& paths, const TimeModel& model,
                      const DispatchTable* dispatch);
 
 // What one shard owns, as run.json records it ($.shard).
@@ -73,6 +83,9 @@ struct ShardCut {
   bool owns(int case_id, DType dtype) const;
 };
 ShardCut cut_shard(const ShardSpec& spec, const Plan& assignment);
+// The cut's modelled times (its own and the whole plan's) taken from `timed`, the same grid
+// planned with the run's timing options; the groups stay as cut.
+void retime_cut(ShardCut& cut, const Plan& timed);
 nlohmann::json to_json(const ShardCut& cut);
 // $.shard of a run.json (a resumed shard keeps the groups it began with); ConfigError naming
 // `source` and the field where it is malformed.

@@ -16,6 +16,7 @@
 #include "dispatch_table.hpp"
 #include "grid.hpp"
 #include "plan_report.hpp"
+#include "run_options.hpp"
 #include "runner.hpp"
 #include "shard.hpp"
 
@@ -34,6 +35,7 @@ struct PlanArgs {
   std::string dispatch_table;
   std::string shard;
   bool json = false;
+  tlb::RunOptions timing;  // the timing options only, as run takes them
 };
 
 // --techniques if given; else techniques.json beside the cases file; else the built-in five.
@@ -84,10 +86,14 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
       ->capture_default_str();
   cmd->add_option("--dispatch-table", args->dispatch_table,
                   "dispatch table for auto points (default: the built-in one)");
+  tlb::cli::add_timing_options(*cmd, args->timing);
   cmd->add_flag("--json", args->json, "print a JSON document instead of tables");
   CLI::Option* shard_opt = cmd->add_option(
       "--shard", args->shard, "only the points run --shard i/n measures (1-based), and their time");
-  cmd->callback([args, mem, shard_opt, &rc]() {
+  cmd->callback([args, cmd, mem, shard_opt, &rc]() {
+    tlb::cli::check_timing_options(*cmd, args->timing);
+    args->timing.quick = args->quick;
+    tlb::resolve_defaults(args->timing);
     const uint64_t seed = tlb::cli::parse_seed(args->seed);
     std::optional<tlb::ShardSpec> shard;
     if (shard_opt->count() > 0) shard = tlb::parse_shard(args->shard);
@@ -106,8 +112,8 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
     if (!tlb::parse_fp32_math(args->fp32_math, paths.fp32_math))
       throw tlb::ConfigError("--fp32-math: unknown mode '" + args->fp32_math + "' (expected tf32 or ieee)");
     paths.keep_layer_outputs = args->layer_trace;
-    // The time model times points the way `tlbench run` (or run --quick) would.
-    const tlb::TimeModel model = tlb::run_time_model(args->quick);
+    // The time model times points the way `tlbench run` with these options would.
+    const tlb::TimeModel model = tlb::run_time_model(args->timing);
     const tlb::DispatchTable* dispatch = table ? &*table : nullptr;
     const tlb::Plan plan = tlb::make_plan(cases, techniques, sel, seed, budget, paths, model, dispatch);
     if (!shard) {
@@ -116,8 +122,9 @@ const bool kRegistered = tlb::cli::register_command(10, [](CLI::App& root, int& 
       else
         tlb::print_plan(plan, stdout);
     } else {
-      const tlb::ShardCut cut = tlb::cut_shard(
+      tlb::ShardCut cut = tlb::cut_shard(
           *shard, tlb::assignment_plan(cases, techniques, sel, seed, paths, args->quick, dispatch));
+      tlb::retime_cut(cut, plan);
       print_shard_plan(tlb::shard_plan(plan, cut), cut, args->json);
     }
     rc = tlb::cli::kOk;

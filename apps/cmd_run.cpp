@@ -102,16 +102,8 @@ struct RunArgs {
 // mode's default"), and a seed that is not a 64-bit unsigned integer (parsed, not wrapped).
 void check_numeric_options(const CLI::App& cmd, RunArgs& a) {
   tlb::RunOptions& o = a.opt;
-  auto given = [&](const char* name) { return cmd.get_option(name)->count() > 0; };
-  auto refuse = [](const char* name, double v, const char* want) {
-    throw tlb::ConfigError(fmt::format("{} {}: expected {}", name, v, want));
-  };
-  if (given("--min-reps") && o.min_reps < 1) refuse("--min-reps", double(o.min_reps), "a positive integer");
-  if (given("--max-reps") && o.max_reps < 1) refuse("--max-reps", double(o.max_reps), "a positive integer");
-  if (given("--blocks") && o.blocks < 1) refuse("--blocks", double(o.blocks), "an integer in 1 .. 16");
-  if (given("--point-budget-ms") && !(o.point_budget_ms > 0))
-    refuse("--point-budget-ms", o.point_budget_ms, "a number of milliseconds in (0, 3600000]");
-  if (given("--seed")) o.seed = tlb::cli::parse_seed(a.seed);
+  tlb::cli::check_timing_options(cmd, o);
+  if (cmd.get_option("--seed")->count() > 0) o.seed = tlb::cli::parse_seed(a.seed);
 }
 
 const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& rc) {
@@ -154,13 +146,7 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
                 "(measured once per dtype and math, kept in <out>/ceilings.json)");
   cmd->add_option("--atol", o.tol.atol, "strict criterion: absolute tolerance")->capture_default_str();
   cmd->add_option("--rtol", o.tol.rtol, "strict criterion: relative tolerance")->capture_default_str();
-  cmd->add_option("--min-reps", o.min_reps, "minimum timed pairs per point (default 10; --quick 3)");
-  cmd->add_option("--max-reps", o.max_reps, "maximum timed pairs per point (default 2000; --quick 200)");
-  cmd->add_option("--point-budget-ms", o.point_budget_ms,
-                  "wall time per point for warm-up and timing (default 100; --quick 25)");
-  cmd->add_option("--blocks", o.blocks,
-                  "time each point in this many blocks apart in time, its interval built from the spread "
-                  "between them as well as within (default 2; --quick 1)");
+  tlb::cli::add_timing_options(*cmd, o);
   cmd->add_option("--mem-reserve-mib", o.memory_margin_mib,
                   "device memory left unused under the free memory at start (shared GPUs)")
       ->capture_default_str();

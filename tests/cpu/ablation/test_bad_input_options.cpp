@@ -88,6 +88,17 @@ TEST_CASE("run --mem-reserve-mib, --atol and --rtol out of range: exit 2 before 
   CHECK(s.listing().empty());
 }
 
+TEST_CASE("plan's timing options out of range: exit 2, one line naming the option", "[bad-input][ranges][cli]") {
+  Scratch s("plan-timing");
+  for (const std::string opt : {"--blocks 0", "--blocks 17", "--min-reps 0", "--max-reps -3", "--max-reps 2",
+                                "--point-budget-ms -1", "--point-budget-ms nan", "--point-budget-ms 1e300"}) {
+    INFO(opt);
+    check_refused(tlbench("plan --mem-gib 80 --config " + shell_quote(kCases) + " " + opt, s),
+                  {opt.substr(0, opt.find(' '))});
+  }
+  CHECK(s.listing().empty());
+}
+
 TEST_CASE("a speedup or time at or below zero in points.jsonl is refused with its line", "[bad-input][ranges][cli]") {
   Scratch s("negative-speedup");
   const std::string dir = copy_fixture(s);

@@ -222,6 +222,46 @@ TEST_CASE("the shard's plan and schedule hold exactly its groups' points, in gri
   CHECK(points == full.total_points);
 }
 
+TEST_CASE("timing options change the modelled times, never the cut", "[shard][plan]") {
+  Selection sel = parse_selection("", "", "", official_cases(), official_techniques());
+  apply_policy_option(sel, "auto");
+  RunOptions o;
+  resolve_defaults(o);
+  CHECK(run_time_model(o).blocks == 2);
+  CHECK(run_time_model(o).point_time_budget_s == Approx(run_time_model(false).point_time_budget_s));
+  CHECK(run_time_model(o).floor_pairs == run_time_model(false).floor_pairs);
+  o.blocks = 4;
+  o.point_budget_ms = 40;
+  o.min_reps = 3;  // the floor follows a lower minimum
+  const TimeModel model = run_time_model(o);
+  CHECK(model.blocks == 4);
+  CHECK(model.point_time_budget_s == Approx(0.040));
+  CHECK(model.floor_pairs == 3);
+
+  const Plan cutting = plan_of("", "", "", "auto");
+  const Plan timed = assignment_plan(official_cases(), official_techniques(), sel, kDefaultRunSeed, {}, model, nullptr);
+  CHECK(timed.total_points == cutting.total_points);
+  CHECK(timed.estimated_seconds != Approx(cutting.estimated_seconds));
+  double shards = 0;
+  for (int i = 1; i <= 3; ++i) {
+    const ShardCut cut = cut_shard(ShardSpec{i, 3, "--shard"}, cutting);
+    ShardCut retimed = cut;
+    retime_cut(retimed, timed);
+    REQUIRE(retimed.groups.size() == cut.groups.size());
+    double sum = 0;
+    for (size_t g = 0; g < cut.groups.size(); ++g) {
+      CHECK(retimed.groups[g].case_id == cut.groups[g].case_id);
+      CHECK(retimed.groups[g].dtype == cut.groups[g].dtype);
+      CHECK(retimed.groups[g].points == cut.groups[g].points);
+      sum += retimed.groups[g].seconds;
+    }
+    CHECK(retimed.seconds == Approx(sum));
+    CHECK(retimed.plan_seconds == Approx(timed.estimated_seconds));
+    shards += retimed.seconds;
+  }
+  CHECK(shards == Approx(timed.estimated_seconds));
+}
+
 TEST_CASE("tlbench plan --shard lists the shard's points, and bad shards are exit 2 before any work", "[shard][cli]") {
   test::Scratch s("tlbench-shard", "cli");
   const std::string cases = kSource + "/configs/cases.json";
@@ -244,6 +284,18 @@ TEST_CASE("tlbench plan --shard lists the shard's points, and bad shards are exi
   const test::CommandResult text = tlbench("plan --config " + cases + " --mem-gib 141 --shard 2/3");
   CHECK(text.exit_code == 0);
   CHECK(text.out.rfind("shard 2/3 (--shard): ", 0) == 0);
+  // --blocks times the estimate as run --blocks would, and leaves the cut as it is.
+  auto shard_json = [&](const std::string& extra) {
+    const test::CommandResult r = tlbench("plan --config " + cases + " --mem-gib 141 --json --shard 2/3" + extra);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json two = shard_json(""), four = shard_json(" --blocks 4"), one = shard_json(" --blocks 1");
+  CHECK(four["shard"]["groups"] == two["shard"]["groups"]);
+  CHECK(one["shard"]["groups"] == two["shard"]["groups"]);
+  CHECK(four["shard"]["predicted_seconds"].get<double>() > two["shard"]["predicted_seconds"].get<double>());
+  CHECK(one["shard"]["predicted_seconds"].get<double>() < two["shard"]["predicted_seconds"].get<double>());
+  CHECK(four["time_estimate"]["model"]["blocks"] == 4);
 
   for (const char* bad : {"0/4", "5/4", "a/b", "1/0"}) {
     INFO(bad);
