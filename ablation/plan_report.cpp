@@ -215,6 +215,7 @@ DTypePlan dtype_plan(const CaseSpec& cs, DType dtype, const PlanInputs& in) {
   dp.fused_viable = dp.fused_peak <= budget;
   dp.golden_viable = dp.golden_peak <= budget;
   dp.baseline = choose_baseline(cs, dp.dtype, budget, paths);
+  dp.fallbacks = stage_fallbacks(s, dp.dtype, all_on, paths.fp32_math);
   dp.estimated_seconds = in.model.case_setup_s;
   if (dp.golden_viable) dp.estimated_seconds += forward_flops(s) / (in.model.golden_tflops * 1e12);
   return dp;
@@ -396,6 +397,22 @@ std::vector<std::string> print_memory_table(const Plan& plan, std::FILE* out) {
   return notes;
 }
 
+// Which techniques' kernels cannot run which (case, dtype), before anything runs.
+void print_fallbacks(const Plan& plan, std::FILE* out) {
+  std::vector<std::string> lines;
+  for (const auto& cp : plan.cases)
+    for (const auto& dp : cp.dtypes)
+      for (const StageFallback& f : dp.fallbacks)
+        lines.push_back(fmt::format("{:>3}  {:<5} {:<5} {}", cp.spec->id, to_string(dp.dtype), to_string(f.stage), f.why));
+  if (lines.empty()) {
+    fmt::print(out, "\nfallbacks: none (every technique's kernels run every selected case and dtype)\n");
+    return;
+  }
+  fmt::print(out, "\nfallbacks (the stage runs the reference's kernels wherever its technique is on; the "
+                  "rows say so)\n");
+  for (const std::string& l : lines) fmt::print(out, "{}\n", l);
+}
+
 void print_auto_choices(const Plan& plan, std::FILE* out) {
   if (plan.auto_points > 0) {
     fmt::print(out, "\nauto: {} point(s), one per case and dtype, configuration from {}\n",
@@ -442,6 +459,7 @@ void print_plan(const Plan& plan, std::FILE* out) {
   print_plan_header(plan, out);
   print_case_table(plan, out);
   const std::vector<std::string> notes = print_memory_table(plan, out);
+  print_fallbacks(plan, out);
   print_auto_choices(plan, out);
   print_notes_and_totals(plan, notes, out);
 }
@@ -482,6 +500,8 @@ ordered dtype_plan_json(const Plan& plan, const LayerShape& s, const DTypePlan& 
     if (i < dp.order.size()) order.push_back(bits_of(plan, dp.order[i]));
   }
   for (uint32_t k : dp.nonviable_configs) nonviable.push_back(bits_of(plan, k));
+  json fallbacks = json::array();
+  for (const StageFallback& f : dp.fallbacks) fallbacks.push_back({{"stage", to_string(f.stage)}, {"why", f.why}});
   json baseline = {{"kind", baseline_label(dp.baseline)},
                    {"stages", stage_names(dp.baseline.stages)}};
   if (!dp.baseline.reason.empty()) baseline["reason"] = dp.baseline.reason;
@@ -497,6 +517,7 @@ ordered dtype_plan_json(const Plan& plan, const LayerShape& s, const DTypePlan& 
           {"fused_viable", dp.fused_viable},
           {"golden_viable", dp.golden_viable},
           {"baseline", baseline},
+          {"fallbacks", fallbacks},
           {"points", dp.selected_points},
           {"viable", dp.viable_points},
           {"nonviable", dp.nonviable_points},

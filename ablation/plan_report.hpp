@@ -114,6 +114,9 @@ struct DTypePlan {
   bool fused_viable = false;
   bool golden_viable = false;
   BaselineChoice baseline;
+  // The techniques whose kernels cannot run this shape (their stage runs the reference's
+  // kernels in every configuration that switches them on, and the row says why).
+  std::vector<StageFallback> fallbacks;
   int selected_points = 0;        // points of this (case, dtype) in the grid
   int viable_points = 0;
   int nonviable_points = 0;

@@ -25,37 +25,44 @@ std::vector<bool> fused_layers(const std::string& policy, int64_t layers) {
   return f;
 }
 
+std::vector<StageFallback> stage_fallbacks(const LayerShape& s, DType dtype, const StageSwitch& wanted,
+                                           Fp32Math fp32_math) {
+  std::vector<StageFallback> out;
+  std::string why;
+  auto check = [&](Stage st, bool supported, const std::string& part = "") {
+    if (!supported) out.push_back({st, part + why});
+    why.clear();
+  };
+  if (wanted[Stage::qkv])
+    check(Stage::qkv, gemm_fused_supported(qkv_gemm_args(s, dtype, fp32_math, probe(1), probe(2), probe(3),
+                                                         probe(4), probe(5), probe(6)), &why));
+  if (wanted[Stage::attn]) check(Stage::attn, flash_attention_supported(s, dtype, &why));
+  if (wanted[Stage::ffn]) {
+    if (!gemm_fused_supported(ffn_up_args(s, dtype, fp32_math, probe(1), probe(2), probe(3), probe(4)), &why))
+      check(Stage::ffn, false, "up projection: ");
+    else
+      check(Stage::ffn, gemm_fused_supported(ffn_down_args(s, dtype, fp32_math, probe(4), probe(5), probe(6),
+                                                           probe(7), probe(8)), &why),
+            "down projection: ");
+  }
+  if (wanted[Stage::norm]) {
+    // Both forms the stack launches: normalise only (LN1), and add + bias + normalise.
+    if (!add_layernorm_supported(add_norm_args(s, dtype, probe(1), nullptr, nullptr, nullptr, probe(2),
+                                               probe(3), probe(4)), &why))
+      check(Stage::norm, false);
+    else
+      check(Stage::norm, add_layernorm_supported(add_norm_args(s, dtype, probe(1), probe(5), probe(6), probe(7),
+                                                               probe(2), probe(3), probe(4)), &why));
+  }
+  return out;
+}
+
 StageSwitch effective_stages(const LayerShape& s, DType dtype, const StageSwitch& wanted,
                              std::vector<std::string>* notes, Fp32Math fp32_math) {
   StageSwitch eff = wanted;
-  auto fall_back = [&](Stage st, const std::string& why) {
-    eff[st] = false;
-    if (notes) notes->push_back(std::string(to_string(st)) + ": " + why);
-  };
-  std::string why;
-  if (wanted[Stage::qkv] &&
-      !gemm_fused_supported(qkv_gemm_args(s, dtype, fp32_math, probe(1), probe(2), probe(3),
-                                          probe(4), probe(5), probe(6)), &why))
-    fall_back(Stage::qkv, why);
-  why.clear();
-  if (wanted[Stage::attn] && !flash_attention_supported(s, dtype, &why)) fall_back(Stage::attn, why);
-  why.clear();
-  if (wanted[Stage::ffn]) {
-    if (!gemm_fused_supported(ffn_up_args(s, dtype, fp32_math, probe(1), probe(2), probe(3), probe(4)), &why))
-      fall_back(Stage::ffn, "up projection: " + why);
-    else if (!gemm_fused_supported(ffn_down_args(s, dtype, fp32_math, probe(4), probe(5),
-                                                 probe(6), probe(7), probe(8)), &why))
-      fall_back(Stage::ffn, "down projection: " + why);
-  }
-  why.clear();
-  if (wanted[Stage::norm]) {
-    // Both forms the stack launches: normalise only (LN1), and add + bias + normalise.
-    if (!add_layernorm_supported(add_norm_args(s, dtype, probe(1), nullptr, nullptr, nullptr,
-                                               probe(2), probe(3), probe(4)), &why))
-      fall_back(Stage::norm, why);
-    else if (!add_layernorm_supported(add_norm_args(s, dtype, probe(1), probe(5), probe(6),
-                                                    probe(7), probe(2), probe(3), probe(4)), &why))
-      fall_back(Stage::norm, why);
+  for (const StageFallback& f : stage_fallbacks(s, dtype, wanted, fp32_math)) {
+    eff[f.stage] = false;
+    if (notes) notes->push_back(std::string(to_string(f.stage)) + ": " + f.why);
   }
   return eff;
 }

@@ -19,6 +19,16 @@ struct BufferSpec {
 // Per-layer policy: true where layer l runs the configuration ('F'), false for the reference.
 std::vector<bool> fused_layers(const std::string& policy, int64_t layers);
 
+// A wanted stage whose hand-written kernel cannot run this shape, and why: the stage then runs
+// the reference's kernels.
+struct StageFallback {
+  Stage stage;
+  std::string why;
+};
+// Every wanted stage that falls back, in stage order (what effective_stages switches off).
+std::vector<StageFallback> stage_fallbacks(const LayerShape& s, DType dtype, const StageSwitch& wanted,
+                                           Fp32Math fp32_math = Fp32Math::tf32);
+
 // The stages that actually run the hand-written kernel for this shape after fallbacks: each
 // wanted stage whose kernel's *_supported() rejects the layer's calls (stack/stage_args.hpp)
 // is switched off, with "<stage>: <why>" appended to fallback_notes. `fp32_math` is the fused

@@ -10,6 +10,7 @@
 #include "config.hpp"
 #include "grid.hpp"
 #include "plan_report.hpp"
+#include "attention/attention.hpp"
 #include "stack/memory_plan.hpp"
 
 using tlb::DType;
@@ -182,6 +183,8 @@ TEST_CASE("the official plan: 448 points per dtype, case 14 viable exactly with 
         std::string::npos);
   CHECK(text.find("time estimate: about") != std::string::npos);
   CHECK(text.find("a model, not a measurement") != std::string::npos);
+  // Every technique's kernels run every official case in every dtype.
+  CHECK(text.find("fallbacks: none") != std::string::npos);
 
   const auto doc = nlohmann::json::parse(js);
   CHECK(doc["total_points"] == 1344);
@@ -199,6 +202,8 @@ TEST_CASE("the official plan: 448 points per dtype, case 14 viable exactly with 
     CHECK(bits.get<std::string>()[1] == '0');
   CHECK(doc["cases"][1]["valid_lens"].size() == 8);
   CHECK(doc["cases"][0]["dtypes"][0]["order"].size() == 32);
+  for (const auto& c : doc["cases"])
+    for (const auto& d : c["dtypes"]) CHECK(d["fallbacks"].empty());
   // Each dtype's per-layer stage costs: seven stages whose FLOPs make up forward_flops, and
   // fp32's bytes twice fp16's.
   for (const auto& c : doc["cases"]) {
@@ -320,4 +325,51 @@ TEST_CASE("the out-projection joins attn on small products only and then needs n
   CHECK(staging(tiny, no_norm) == 0);
   CHECK(staging(bert, no_norm) == static_cast<uint64_t>(bert.tokens() * bert.d_model) * sizeof(float));
   CHECK(staging(tiny, attn_only) == static_cast<uint64_t>(tiny.tokens() * tiny.d_ff) * sizeof(float));
+}
+
+TEST_CASE("plan names, per case and dtype, every technique whose kernels cannot run the shape, and why",
+          "[plan]") {
+  // head_dim 20: neither the head-split QKV epilogue nor attention; head_dim 272: attention
+  // only (past the widest compiled width); head_dim 96: fp16/bf16 attention where the sm_90a
+  // kernel runs (an H200), never fp32's (its attention kernels have widths 64 and 128 only).
+  const tlb::CaseSet cases = tlb::parse_cases(R"({"cases": [
+    {"id": 1, "name": "hd20", "batch": 1, "seq": 7, "d_model": 80, "heads": 4, "d_ff": 256, "layers": 1, "mask": "none"},
+    {"id": 2, "name": "hd272", "batch": 1, "seq": 257, "d_model": 544, "heads": 2, "d_ff": 1024, "layers": 1, "mask": "causal"},
+    {"id": 3, "name": "hd96", "batch": 2, "seq": 33, "d_model": 384, "heads": 4, "d_ff": 1536, "layers": 1, "mask": "none"}
+  ]})", "odd.json");
+  const tlb::Plan plan =
+      tlb::make_plan(cases, tlb::default_techniques(), {}, 1, tlb::fixed_memory_budget(80, "test"));
+  REQUIRE(plan.cases.size() == 3);
+  auto stages_of = [&](int c, int d) {
+    std::string out;
+    for (const tlb::StageFallback& f : plan.cases[static_cast<size_t>(c)].dtypes[static_cast<size_t>(d)].fallbacks) {
+      out += (out.empty() ? "" : ",") + std::string(tlb::to_string(f.stage));
+      CHECK_FALSE(f.why.empty());
+    }
+    return out;
+  };
+  for (int d = 0; d < 3; ++d) {
+    INFO("dtype " << d);
+    CHECK(stages_of(0, d) == "qkv,attn");
+    CHECK(stages_of(1, d) == "attn");
+    CHECK(stages_of(2, d) == (d == 2 || !tlb::flash_attention_has_sm90a() ? "attn" : ""));
+  }
+  const tlb::StageFallback& hd272 = plan.cases[1].dtypes[0].fallbacks.front();
+  CHECK(hd272.why.find("272") != std::string::npos);
+  // The stack switches off exactly these stages (the rows' notes are the same reasons).
+  std::vector<std::string> notes;
+  const StageSwitch all = tlb::default_techniques().stages(31);
+  const StageSwitch eff = tlb::effective_stages(cases.cases[1].shape, DType::fp16, all, &notes);
+  CHECK_FALSE(eff[Stage::attn]);
+  CHECK(eff[Stage::qkv]);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] == "attn: " + hd272.why);
+
+  const std::string text = capture(plan);
+  CHECK(text.find("fallbacks (the stage runs the reference's kernels") != std::string::npos);
+  CHECK(text.find("  2  fp16  attn  " + hd272.why) != std::string::npos);
+  const auto doc = nlohmann::json::parse(tlb::plan_json(plan));
+  REQUIRE(doc["cases"][0]["dtypes"][0]["fallbacks"].size() == 2);
+  CHECK(doc["cases"][0]["dtypes"][0]["fallbacks"][1]["stage"] == "attn");
+  CHECK(doc["cases"][2]["dtypes"][2]["fallbacks"][0]["why"].get<std::string>().find("96") != std::string::npos);
 }
