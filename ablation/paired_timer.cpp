@@ -371,4 +371,8 @@ std::vector<double> block_medians(const std::vector<PairedMeasurement>& blocks) 
   return m;
 }
 
+double block_spread(const std::vector<PairedMeasurement>& blocks) {
+  return stats::block_log_sd(block_medians(blocks));
+}
+
 }  // namespace tlb

@@ -122,5 +122,7 @@ PairedMeasurement pool_blocks(const std::vector<PairedMeasurement>& blocks, doub
 
 // The median speedup of each block (NaN for a block without a usable pair).
 std::vector<double> block_medians(const std::vector<PairedMeasurement>& blocks);
+// The sd of the log of those medians (stats::block_log_sd): the spread between the blocks.
+double block_spread(const std::vector<PairedMeasurement>& blocks);
 
 }  // namespace tlb

@@ -345,7 +345,7 @@ void record_stage_times(const MeasureContext& ctx, Group& g, StackPath& cand, Po
 // own and its group's, whichever is larger).
 stats::MedianInterval blocked_interval(const PairedMeasurement& pooled, const std::vector<PairedMeasurement>& blocks,
                                        const std::vector<double>& group_sds, double level) {
-  const double own = stats::block_log_sd(block_medians(blocks));
+  const double own = block_spread(blocks);
   return stats::widen_for_blocks(pooled.speedup, own * own, stats::pooled_block_log_var(group_sds, blocks.size()),
                                  blocks.size(), level);
 }
@@ -395,7 +395,7 @@ void record_timing(const MeasureContext& ctx, const Group& g, const PendingPoint
   r.speedup_ci_high = finite_or_none(ci.hi);
   r.speedup_ci_level = m.speedup.confidence;
   r.blocks = static_cast<int64_t>(pp.blocks.size());
-  if (pp.blocks.size() >= 2) r.block_spread = finite_or_none(stats::block_log_sd(block_medians(pp.blocks)));
+  if (pp.blocks.size() >= 2) r.block_spread = finite_or_none(block_spread(pp.blocks));
   r.reps = static_cast<int64_t>(m.pairs);
   r.reps_attempted = static_cast<int64_t>(m.pairs_attempted);
   r.warmup_runs = static_cast<int64_t>(m.warmup_runs);
@@ -508,9 +508,9 @@ bool time_next_block(const MeasureContext& ctx, Group& g, PendingPoint& pp) {
 
 void note_block_spreads(Group& g, const std::vector<PendingPoint>& points) {
   for (const PendingPoint& pp : points) {
-    if (pp.blocks.size() >= 2) g.block_sds.push_back(stats::block_log_sd(block_medians(pp.blocks)));
+    if (pp.blocks.size() >= 2) g.block_sds.push_back(block_spread(pp.blocks));
     if (pp.replay_blocks.size() >= 2)
-      g.replay_block_sds.push_back(stats::block_log_sd(block_medians(pp.replay_blocks)));
+      g.replay_block_sds.push_back(block_spread(pp.replay_blocks));
   }
 }
 
