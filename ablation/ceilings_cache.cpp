@@ -1,7 +1,11 @@
 #include "ceilings_cache.hpp"
 
+#include <fmt/core.h>
+
+#include <cmath>
 #include <filesystem>
 
+#include "common/cuda_check.hpp"
 #include "json_fields.hpp"
 #include "output_files.hpp"
 
@@ -92,6 +96,13 @@ MeasuredCeilings ceilings_for(const std::string& path, const DeviceInfo& dev, DT
     return *c;
   }
   MeasuredCeilings m = measure_ceilings(dtype, math, stream);
+  // A rate that is not a positive number would make every floor meaningless, and the file
+  // unreadable next time (JSON has no NaN): neither kept nor used.
+  if (!(std::isfinite(m.ceilings.tensor_tflops) && m.ceilings.tensor_tflops > 0 &&
+        std::isfinite(m.ceilings.bandwidth_gbs) && m.ceilings.bandwidth_gbs > 0))
+    throw DeviceError(fmt::format("the {} ceilings measured {} TFLOP/s and {} GB/s", m.gemm_math,
+                                  m.ceilings.tensor_tflops, m.ceilings.bandwidth_gbs),
+                      false);
   source = "measured";
   store_ceilings(path, dev, m);
   return m;

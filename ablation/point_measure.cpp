@@ -18,7 +18,7 @@ namespace tlb {
 namespace {
 
 std::optional<double> finite_or_none(double v) {
-  if (std::isnan(v)) return std::nullopt;
+  if (!std::isfinite(v)) return std::nullopt;
   return v;
 }
 
@@ -268,6 +268,18 @@ void trace_layers(const MeasureContext& ctx, const Group& g, const PathOptions& 
   cand = std::make_unique<StackPath>(*g.data, po, ctx.stream);
 }
 
+// The candidate could not be replayed in the block just timed eagerly: no replay from now on;
+// the replayed blocks before it, if any, still make the row's speedup_vs_graph_ref.
+void stop_replay(PendingPoint& pp, const std::string& why) {
+  pp.replay_stopped = true;
+  if (pp.replay_blocks.empty()) {
+    add_note(pp.row, fmt::format("no speedup_vs_graph_ref: the candidate was not replayed from a graph ({})", why));
+  } else {
+    add_note(pp.row, fmt::format("speedup_vs_graph_ref from {} block(s): block {} was not replayed from a graph ({})",
+                                 pp.replay_blocks.size(), pp.blocks.size(), why));
+  }
+}
+
 // One block of a point with its candidate built: ABBA pairs against the baseline and, in a
 // group whose baseline is host-bound, the candidate replayed from a graph (its own, for a
 // graph configuration) against the replayed baseline, its own pairs. Two runs of case 1 on one
@@ -297,9 +309,9 @@ bool time_block_of(const MeasureContext& ctx, Group& g, StackPath& cand, Pending
       pp.replay_blocks.push_back(mg);
     } catch (const DeviceError& e) {
       if (e.sticky()) throw;
-      pp.replay_stopped = true;
-      pp.replay_blocks.clear();
-      add_note(pp.row, fmt::format("no speedup_vs_graph_ref: the candidate was not replayed from a graph ({})", e.what()));
+      stop_replay(pp, e.what());
+    } catch (const std::exception& e) {
+      stop_replay(pp, e.what());
     }
   }
   return true;
@@ -318,6 +330,9 @@ void ensure_ceilings(const MeasureContext& ctx, Group& g) {
   } catch (const DeviceError& e) {
     if (e.sticky()) throw;
     g.ceilings_note = fmt::format("stage floors: ceilings not measured ({})", e.what());
+  } catch (const std::exception& e) {
+    // A ceilings file that cannot be read or kept (ConfigError) costs the floors, not the point.
+    g.ceilings_note = fmt::format("stage floors: no ceilings ({})", e.what());
   }
 }
 

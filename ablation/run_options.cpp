@@ -67,6 +67,7 @@ TimerOptions block_timer_options(const RunOptions& o, size_t block) {
   t.stop.min_pairs = (t.stop.min_pairs + blocks - 1) / blocks;
   // The pair limit shared out, earlier blocks taking the remainder (at least one a block).
   t.stop.max_pairs = std::max<size_t>(t.stop.max_pairs / blocks + (block < t.stop.max_pairs % blocks ? 1 : 0), 1);
+  t.stop.min_pairs = std::min(t.stop.min_pairs, t.stop.max_pairs);  // --min-reps = --max-reps: both shared alike
   t.stop.budget_ms /= static_cast<double>(blocks);
   t.stop.target_rel_half_width *= std::sqrt(static_cast<double>(blocks));
   t.stop.floor_pairs = std::min(block_floor_pairs(t.stop.floor_pairs, blocks, block), t.stop.min_pairs);

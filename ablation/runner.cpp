@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include "ceilings_cache.hpp"
 #include "common/cuda_check.hpp"
 #include "dispatch_table.hpp"
 #include "matrices.hpp"
@@ -368,6 +369,9 @@ int run_command(RunOptions opt, const std::optional<ShardSpec>& shard) {
     std::error_code ec;
     const std::string points = opt.out_dir + "/points.jsonl";
     if (fs::exists(fs::symlink_status(points, ec))) read_points_jsonl(points, &torn);
+    // The ceilings the run kept for its stage floors are read again: a damaged file is named
+    // now, not found out group by group.
+    if (opt.stage_times) check_ceilings_file(opt.out_dir + "/ceilings.json");
   }
   std::string why;
   if (!cuda_device_present(&why)) {

@@ -248,9 +248,10 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
   CHECK(std::any_of(rows.begin(), rows.end(), [](const PointRow& p) {
     return p.host_bound == true && p.config == "11111" && p.speedup_vs_graph_ref.has_value();
   }));
-  CHECK(std::any_of(rows.begin(), rows.end(), [](const PointRow& p) {
-    return p.host_bound == true && p.config == "11000" && p.speedup_vs_graph_ref.has_value();
-  }));
+  for (const char* config : {"11000", "00000"})
+    CHECK(std::any_of(rows.begin(), rows.end(), [&](const PointRow& p) {
+      return p.host_bound == true && p.config == config && p.speedup_vs_graph_ref.has_value();
+    }));
   for (const PointRow& p : rows) {
     INFO(p.case_id << " " << p.dtype << " " << p.config << " " << p.status << " " << p.note);
     tlb::test::check_timed_row(p);
@@ -297,6 +298,10 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
       CHECK(*p.speedup_vs_graph_ref_ci_low <= *p.speedup_vs_graph_ref);
       CHECK(*p.speedup_vs_graph_ref <= *p.speedup_vs_graph_ref_ci_high);
       CHECK_THAT(p.note, Catch::Contains("host-bound baseline"));
+      // The reference's own row: both sides replay the same forward, so its figure is 1 within
+      // noise. Pairing the eager candidate against the replay, or the ratio inverted, reads
+      // far from 1 here (the eager runs are launch-bound, the more so with synchronous launches).
+      if (p.config == "00000") CHECK(*p.speedup_vs_graph_ref == Approx(1.0).epsilon(0.10));
     }
   }
   const json run = json::parse(slurp(out / "run.json"));
