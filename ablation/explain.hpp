@@ -53,7 +53,7 @@ struct ExplainConfig {
   int reps = 0;                     // timed repetitions behind each figure
   std::string error;                // not measured, and why (out of memory, capture refused)
   double forward_ms = 0;            // as run times the configuration
-  double eager_ms = 0;              // the events' forward, first event to last
+  double eager_ms = 0;              // an uncaptured forward without events (run_eager)
   double replayed_ms = 0;           // the plain replay the marginal costs are taken against
   std::vector<ExplainStage> stages;
   double events_sum_ms() const;

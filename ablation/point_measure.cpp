@@ -352,8 +352,8 @@ void record_stage_times(const MeasureContext& ctx, Group& g, StackPath& cand, Po
     if (!g.ceilings_note.empty()) add_note(r, g.ceilings_note);
     return;
   }
-  const auto layers = static_cast<double>(g.spec.shape.layers);
-  for (const StageCost& c : layer_stage_costs(g.spec.shape, g.dtype)) r.stage_floor_ms.push_back(layers * floor_ms(c, *g.ceilings));
+  for (const StageCost& c : forward_stage_costs(g.spec.shape, g.dtype, cand.deferred_layers()))
+    r.stage_floor_ms.push_back(floor_ms(c, *g.ceilings));
 }
 
 // The pooled blocks' speedup interval, widened by the spread between the blocks (the point's

@@ -299,9 +299,12 @@ STAGE_COLOURS = ["#c6dbef", "#6baed6", "#d94801", "#2171b5", "#9ecae1", "#41ab5d
 
 
 def plot_stage_breakdown(csv_path, group, device, out_path):
-    """Per case two stacked bars, the reference's stages and the best configuration's, as
-    shares of the reference's forward (the best bar is shorter by its speedup); each stage's
-    floor marked as a tick inside its segment."""
+    """Per case two bars, the reference's and the best configuration's, each as long as its
+    forward relative to the reference's forward (the best bar is shorter by its speedup), cut
+    into its stages in the proportions of their times. The stage times come from an uncaptured
+    forward with events between the stages, while a graph configuration's forward is its
+    replay: the proportions are the eager forward's. Each stage's floor is a black tick inside
+    its segment, as the share of the stage's time the floor is."""
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
     cases = []
@@ -313,21 +316,23 @@ def plot_stage_breakdown(csv_path, group, device, out_path):
     y = 0
     for cid, name in cases:
         ref = by.get((cid, "reference"))
-        total = float(ref["stages_ms"]) if ref else None
+        total = float(ref["forward_ms"]) if ref else None
         for role in ("reference", "best"):
             r = by.get((cid, role))
             if not r:
                 continue
-            scale = total or float(r["stages_ms"])
+            length = float(r["forward_ms"]) / (total or float(r["forward_ms"]))
+            stages_ms = float(r["stages_ms"])
             left = 0.0
             for s, colour in zip(STAGES, STAGE_COLOURS):
-                w = float(r[f"{s}_ms"]) / scale
+                stage_ms = float(r[f"{s}_ms"])
+                w = stage_ms / stages_ms * length if stages_ms > 0 else 0.0
                 ax.barh(y, w, left=left, color=colour, edgecolor="white", linewidth=0.4,
                         label=s if y == 0 else None)
                 fl = r.get(f"{s}_floor_ms")
-                if fl:
-                    ax.plot([left + float(fl) / scale] * 2, [y - 0.35, y + 0.35], color="black",
-                            linewidth=0.8)
+                if fl and stage_ms > 0:
+                    at = left + min(float(fl) / stage_ms, 1.0) * w
+                    ax.plot([at] * 2, [y - 0.35, y + 0.35], color="black", linewidth=0.8)
                 left += w
             y += 1
         y += 0.5
@@ -343,10 +348,10 @@ def plot_stage_breakdown(csv_path, group, device, out_path):
     ax.set_yticks(pos)
     ax.set_yticklabels(ticks, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("share of the reference's forward (stage times from events between stages; "
-                  "black ticks: where each stage would end at its floor)")
+    ax.set_xlabel("forward time over the reference's, cut in the proportions of an uncaptured forward's stage times\n"
+                  "(events between stages); black ticks: each stage's floor as a share of its time", fontsize=9)
     ax.set_title(f"Where the time goes, {group}" + (f" — {device}" if device else ""))
-    ax.legend(ncol=7, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.08 - 0.2 / max(len(cases), 1)))
+    ax.legend(ncol=1, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(out_path)
     plt.close(fig)

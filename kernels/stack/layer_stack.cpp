@@ -725,6 +725,14 @@ void StackPath::run_replayed() {
   TLB_LAUNCH_CHECK(impl_->stream);
 }
 
+void StackPath::run_eager() { impl_->forward(); }
+
+std::vector<bool> StackPath::deferred_layers() const {
+  std::vector<bool> d(static_cast<size_t>(impl_->s.layers));
+  for (int64_t l = 0; l < impl_->s.layers; ++l) d[static_cast<size_t>(l)] = impl_->defers_residual(l);
+  return d;
+}
+
 StageTimes StackPath::run_stage_events() {
   Impl& m = *impl_;
   const size_t markers = static_cast<size_t>(m.s.layers) * kNumCostStages + 1;

@@ -111,10 +111,16 @@ class StackPath {
   // the stage's work whichever kernel does it: a fused LayerNorm that adds the previous
   // layer's deferred residual is ln1's, attn's own out-projection launch out_proj's.
   StageTimes run_stage_events();
+  // The same forward without the events: its kernels launched from the host, a graph path's
+  // too (what run_stage_events' times are compared with).
+  void run_eager();
   // The marginal-cost method: the forward replayed from a graph in which every layer runs
   // `stage`'s work twice (captured on first use, DeviceError "graph capture failed: ..."
   // where that fails). Its time less run_replayed()'s is what the stage costs inside a graph.
   void run_replayed_repeating(CostStage stage);
+  // Per layer, whether its ffn_down leaves its bias and residual add to the next layer's ln1
+  // (norm on, ffn off): the stage boundaries forward_stage_costs needs.
+  std::vector<bool> deferred_layers() const;
   // The final output [batch, seq, d_model] in the path's dtype (device).
   const void* output() const;
   DType dtype() const;

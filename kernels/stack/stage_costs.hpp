@@ -7,10 +7,17 @@
 //   ln1       LayerNorm of the layer's input                    x -> normed
 //   qkv       Q, K, V projection with its bias                  normed -> q, k, v
 //   attn      softmax(Q K^T / sqrt(dh)) V over all heads        q, k, v -> o (no score matrix)
-//   out_proj  output projection, bias, residual add             o, x -> h1
-//   ln2       LayerNorm of the attention block's output         h1 -> normed
+//   out_proj  output projection                                 o -> proj
+//   ln2       bias and residual add, LayerNorm                  x, proj -> h1, normed
 //   ffn_up    first FFN projection, bias, activation            normed -> hidden
 //   ffn_down  second FFN projection, bias, residual add         hidden, h1 -> y
+//
+// These are the boundaries the layer stack times its stages at (StackPath::run_stage_events),
+// in every configuration: the out-projection's bias and residual belong to ln2 (the fused
+// add + LayerNorm applies them; the reference's bias kernel is the out-projection's). One
+// exception moves work between layers: with norm on and ffn off, a layer's ffn_down is the
+// bare product (hidden -> proj) and the next layer's ln1 adds its bias and residual
+// (h1, proj -> y, normed): ResidualHandOff, and forward_stage_costs over the whole stack.
 //
 // FLOPs count the multiply-adds of the products as two (the attention's two products over
 // all heads, halved under a causal mask, as forward_flops counts them) and nothing for the
@@ -21,6 +28,7 @@
 #include <array>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "common/types.hpp"
 
@@ -37,8 +45,19 @@ struct StageCost {
   bool tensor = false;   // its FLOPs run on the matrix units (else it is element-wise)
 };
 
+// Whether a layer's ln1 takes the previous layer's bias and residual add, and whether its
+// ffn_down gives its own to the next layer (StackPath::deferred_layers).
+struct ResidualHandOff {
+  bool takes = false, gives = false;
+};
+
 // One layer's stages in order, for `dtype` (fp32 moves 4-byte elements, fp16/bf16 two).
-std::array<StageCost, kNumCostStages> layer_stage_costs(const LayerShape& s, DType dtype);
+std::array<StageCost, kNumCostStages> layer_stage_costs(const LayerShape& s, DType dtype,
+                                                        ResidualHandOff hand_off = {});
+// The whole forward's stages: every layer's, summed, layer l giving its residual add to layer
+// l + 1 where defers[l] (missing entries: false).
+std::array<StageCost, kNumCostStages> forward_stage_costs(const LayerShape& s, DType dtype,
+                                                          const std::vector<bool>& defers);
 
 // A GPU's ceilings as measured: the matrix units' rate in the dtype and the copy bandwidth
 // (bytes read plus bytes written per second).

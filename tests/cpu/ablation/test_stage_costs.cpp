@@ -52,13 +52,16 @@ TEST_CASE("stage costs: case 1's tiny layer in fp16, by hand", "[stage_costs]") 
   // T = 128 tokens, d = 512, d_ff = 2048, 2-byte elements. LayerNorm: x read and written,
   // gamma and beta read: 2 x 128 x 512 x 2 + 2 x 512 x 2. QKV: 2 x 128 x 512 x 1536 FLOPs;
   // (128 x 512 + 512 x 1536 + 1536 + 128 x 1536) x 2 bytes. Attention: 4 x 128^2 x 512;
-  // q, k, v and o: 4 x 128 x 512 x 2. The out- and down projections also read the residual.
+  // q, k, v and o: 4 x 128 x 512 x 2. The out-projection is the bare product (no bias:
+  // (128 x 512 + 512 x 512 + 128 x 512) x 2); ln2 adds its bias and the residual first, reading
+  // x and proj and writing h1 and normed: 4 x 128 x 512 x 2 + 3 x 512 x 2. The down projection
+  // reads the residual.
   check_costs(shape(1, 128, 512, 8, 2048, 4, MaskKind::none), DType::fp16,
               {{CostStage::ln1, 0, 264192},
                {CostStage::qkv, 201326592, 2100224},
                {CostStage::attn, 33554432, 524288},
-               {CostStage::out_proj, 67108864, 918528},
-               {CostStage::ln2, 0, 264192},
+               {CostStage::out_proj, 67108864, 786432},
+               {CostStage::ln2, 0, 527360},
                {CostStage::ffn_up, 268435456, 2756608},
                {CostStage::ffn_down, 268435456, 2884608}});
 }
@@ -70,8 +73,8 @@ TEST_CASE("stage costs: an odd causal layer in fp32, by hand", "[stage_costs]") 
               {{CostStage::ln1, 0, 7680},
                {CostStage::qkv, 344064, 64256},
                {CostStage::attn, 12544, 14336},
-               {CostStage::out_proj, 114688, 27392},
-               {CostStage::ln2, 0, 7680},
+               {CostStage::out_proj, 114688, 23552},
+               {CostStage::ln2, 0, 15104},
                {CostStage::ffn_up, 229376, 44032},
                {CostStage::ffn_down, 229376, 47360}});
 }
@@ -82,8 +85,8 @@ TEST_CASE("stage costs: d_model 1600 over 25 heads in bf16, causal, by hand", "[
               {{CostStage::ln1, 0, 52435200},
                {CostStage::qkv, 125829120000.0, 120227200},
                {CostStage::attn, 26843545600.0, 104857600},
-               {CostStage::out_proj, 41943040000.0, 83766400},
-               {CostStage::ln2, 0, 52435200},
+               {CostStage::out_proj, 41943040000.0, 57548800},
+               {CostStage::ln2, 0, 104867200},
                {CostStage::ffn_up, 167772160000.0, 151564800},
                {CostStage::ffn_down, 167772160000.0, 177769600}});
 }
@@ -96,6 +99,34 @@ TEST_CASE("stage costs: a layer's FLOPs times its layers are forward_flops", "[s
     double flops = 0;
     for (const auto& c : tlb::layer_stage_costs(s, DType::fp16)) flops += c.flops;
     CHECK(flops * static_cast<double>(s.layers) == Approx(tlb::forward_flops(s)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("stage costs: a layer that hands its residual add to the next one, by hand", "[stage_costs]") {
+  // Case 1's layer with norm on and ffn off: its ffn_down is the bare product,
+  // (128 x 2048 + 2048 x 512 + 128 x 512) x 2 = 2752512 bytes, and the next layer's ln1 adds
+  // the bias and the residual as ln2 does: 527360 bytes.
+  const LayerShape s = shape(1, 128, 512, 8, 2048, 4, MaskKind::none);
+  const auto gives = tlb::layer_stage_costs(s, DType::fp16, {false, true});
+  const auto takes = tlb::layer_stage_costs(s, DType::fp16, {true, false});
+  CHECK(gives[6].min_bytes == 2752512);
+  CHECK(gives[6].flops == 268435456);
+  CHECK(gives[0].min_bytes == 264192);
+  CHECK(takes[0].min_bytes == 527360);
+  CHECK(takes[6].min_bytes == 2884608);
+  // Over four layers, the first three handing off: ln1 plain once and taking three times,
+  // ffn_down bare three times and whole once; the other stages four times a layer's.
+  const auto whole = tlb::forward_stage_costs(s, DType::fp16, {true, true, true, false});
+  CHECK(whole[0].min_bytes == 264192 + 3 * 527360);
+  CHECK(whole[6].min_bytes == 3 * 2752512 + 2884608);
+  CHECK(whole[4].min_bytes == 4 * 527360);
+  CHECK(whole[1].flops == 4 * 201326592.0);
+  // No hand-off: every stage a layer's times the layers.
+  const auto plain = tlb::forward_stage_costs(s, DType::fp16, {});
+  const auto layer = tlb::layer_stage_costs(s, DType::fp16);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    CHECK(plain[i].min_bytes == 4 * layer[i].min_bytes);
+    CHECK(plain[i].flops == 4 * layer[i].flops);
   }
 }
 

@@ -58,10 +58,15 @@ TEST_CASE("tlbench explain: stages that add up to the forward, floors, cached ce
         // A marginal cost is a difference of two timings: near zero it may dip a little below.
         CHECK(st["marginal_ms"].get<double>() > -0.02 * c["forward_ms"].get<double>());
       }
+      // The events' stages against forwards timed without them: an eager one (a graph
+      // configuration's kernels launched from the host) and, for an eager configuration,
+      // the forward as run times it.
       const double eager = c["eager_ms"].get<double>(), forward = c["forward_ms"].get<double>();
       CHECK(std::fabs(c["events_sum_ms"].get<double>() / eager - 1) < 0.05);
-      if (!c["graph"].get<bool>()) CHECK(std::fabs(c["events_sum_ms"].get<double>() / forward - 1) < 0.05);
-      CHECK(c["marginal_sum_ms"].get<double>() + c["launch_gaps_ms"].get<double>() == Approx(forward));
+      if (!c["graph"].get<bool>()) {
+        CHECK(std::fabs(c["events_sum_ms"].get<double>() / forward - 1) < 0.05);
+        CHECK(std::fabs(eager / forward - 1) < 0.05);  // the same launches, timed apart
+      }
       // Inside a graph the stages' own costs account for nearly all of the replay.
       CHECK(std::fabs(c["marginal_sum_ms"].get<double>() / c["replayed_ms"].get<double>() - 1) < 0.15);
     }
