@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "ceilings_cache.hpp"
@@ -49,6 +50,7 @@ class Runner {
 
  private:
   bool open_device();
+  void measure_ceilings_first();
   void measure_groups();
   void measure_group(size_t begin, size_t end);
   void measure_in_blocks(Group& g, const MeasureContext& ctx, const std::vector<size_t>& which);
@@ -179,6 +181,28 @@ void Runner::measure_group(size_t begin, size_t end) {
 }
 
 // Group by group; a group's points are contiguous in the schedule.
+// --stage-times: the ceilings of every dtype still to measure, before the first group, so
+// that their seconds of full-power GEMMs heat no group's blocks and their memory is not
+// wanted beside a group's paths. Kept in the run folder, where the groups read them; one
+// that cannot be measured now is tried again by its first group, whose rows then say why.
+void Runner::measure_ceilings_first() {
+  std::set<DType> dtypes;
+  for (const SchedPoint& p : sched_.points)
+    if (!done_.contains(p.key)) dtypes.insert(p.dtype);
+  const DeviceInfo dev = query_device(0);
+  for (DType d : dtypes) {
+    try {
+      std::string source;
+      ceilings_for(opt_.out_dir + "/ceilings.json", dev, d, opt_.fp32_math, stream_, source);
+    } catch (const DeviceError& e) {
+      if (e.sticky()) throw;
+      fmt::print(stderr, "tlbench run: {} ceilings not measured yet: {}\n", to_string(d), e.what());
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "tlbench run: {} ceilings not kept: {}\n", to_string(d), e.what());
+    }
+  }
+}
+
 void Runner::measure_groups() {
   const std::vector<SchedPoint>& pts = sched_.points;
   for (size_t i = 0; i < pts.size();) {
@@ -276,6 +300,7 @@ int Runner::run() {
 
   std::string stop_state = "complete", stop_message;
   try {
+    if (opt_.stage_times) measure_ceilings_first();
     measure_groups();
   } catch (const Interrupted&) {
     stop_state = "interrupted";
