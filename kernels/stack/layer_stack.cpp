@@ -546,19 +546,23 @@ void StackPath::Impl::forward() {
 
     // ---- attention -> attn_out [batch, seq, d]
     stage(CostStage::attn, [&] {
-      if (opt.golden) {
-        reference::StreamedAttentionArgs a;
+      // The shape and scale both reference attentions take.
+      auto shaped = [&](auto& a) {
         a.batch = s.batch;
         a.heads = s.heads;
         a.seq = s.seq;
         a.head_dim = dh;
         a.mask = s.mask;
         a.valid_lens = data.valid_lens();
+        a.scale = attention_scale(s);
+      };
+      if (opt.golden) {
+        reference::StreamedAttentionArgs a;
+        shaped(a);
         a.q = reinterpret_cast<const float*>(q);
         a.k = reinterpret_cast<const float*>(k);
         a.v = reinterpret_cast<const float*>(v);
         a.o = reinterpret_cast<float*>(attn_out);
-        a.scale = attention_scale(s);
         record(Stage::attn, reference::attention_streamed_fp32(a, stream));
       } else if (st[Stage::attn]) {
         record(Stage::attn, flash_attention(flash_args(s, dt, opt.fp32_math, data.valid_lens(), q, k,
@@ -567,21 +571,15 @@ void StackPath::Impl::forward() {
         TLB_LAUNCH_CHECK(stream);
       } else {
         reference::DenseAttentionArgs a;
+        shaped(a);
         a.dtype = dt;
         a.precision = precision();
-        a.batch = s.batch;
-        a.heads = s.heads;
-        a.seq = s.seq;
-        a.head_dim = dh;
-        a.mask = s.mask;
-        a.valid_lens = data.valid_lens();
         a.q = q;
         a.k = k;
         a.v = v;
         a.o = attn_out;
         a.scores = reinterpret_cast<float*>(scores);
         a.probs = probs;
-        a.scale = attention_scale(s);
         a.pv_pointers = pv_pointers;
         reference::attention_dense(blas.h, a);
         TLB_LAUNCH_CHECK(stream);
