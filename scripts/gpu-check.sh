@@ -4,7 +4,7 @@
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
 #   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer
 #   scripts/gpu-check.sh build official     (next call: build rerun; each fits one 10-minute call)
-# Environment knobs per step: BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
+# Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), OFFICIAL_BUDGET, EXPLAIN_CASES,
 # EXPLAIN_DTYPES, EXPLAIN_CONFIGS, SELECT_ARGS, PEER_ARGS, PROFILE_ARGS,
@@ -46,7 +46,7 @@ for step in "${steps[@]}"; do
     build)
       log "configure + build"
       cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
-        -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTLBENCH_PTXAS_VERBOSE=ON >"$OUT/build.log" 2>&1 \
+        -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTLBENCH_PTXAS_VERBOSE=ON ${CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 \
         || { tail -30 "$OUT/build.log"; exit 1; }
       targets=()
       for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done

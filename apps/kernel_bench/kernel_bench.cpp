@@ -278,7 +278,8 @@ void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx,
   std::string pick;
   std::vector<std::string> others;
   for (const std::string& v : tlb::gemm_fused_variants(b.args)) {
-    const bool big_grid_variant = v.rfind("sm90_pingpong", 0) == 0 || v.rfind("sm90_wgmma_128x", 0) == 0 ||
+    const bool big_grid_variant = v.rfind("sm90_pingpong", 0) == 0 || v.rfind("sm90_coop", 0) == 0 ||
+                                  v.rfind("sm90_wgmma_128x", 0) == 0 ||
                                   v.rfind("fma_128x", 0) == 0;
     if (big_grid_variant) others.push_back(v);
   }

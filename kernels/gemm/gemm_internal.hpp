@@ -64,23 +64,32 @@ void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile t, int split, cudaStrea
 // SMs / split.
 int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
 
-// Hopper, for grids that fill the chip: the persistent ping-pong kernel (one CTA per SM, two
-// consumer warpgroups taking 128 x 128 tiles in turn, so one's epilogue runs under the other's
-// MMAs). "sm90_pingpong_128x128x64_s6" ("_tf32" for fp32). With stream_k_waves 1 or 2
-// ("sm90_pingpong_streamk1_..."): the tiles of the partial wave (1), or of the last full wave
-// and the partial one (2), are shared out as equal runs of k-tiles, one per CTA, so no SM
-// idles through the partial wave; a tile cut between CTAs is finished by the last of them, in
-// a fixed order (results are deterministic). Stream-K needs pingpong_stream_k_applies.
-// max_ctas > 0 caps the grid below one CTA per SM (tests use it to give each CTA many tiles).
-std::string pingpong_variant_name(DType d, int stream_k_waves);
-bool pingpong_supported(int64_t M, int64_t N);
+// Hopper, for grids that fill the chip: the persistent kernel (one CTA per SM, a TMA producer
+// and two consumer warpgroups of 128 x 128 accumulators each), in one of two schedules:
+// - ping-pong: 128 x 128 tiles, the consumers taking them in turn, so one's epilogue runs
+//   under the other's MMAs. "sm90_pingpong_128x128x64_s6" ("_tf32" for fp32).
+// - cooperative: 256 x 128 tiles, the consumers splitting each one by rows. Each k-tile's
+//   48 KiB of operands feed twice the MMAs that a 128 x 128 tile's 32 KiB do (a quarter
+//   fewer bytes per FLOP through L2 and shared memory), but the epilogue stops the tensor
+//   cores. "sm90_coop_256x128x64_s4".
+// With stream_k_waves 1 or 2 ("sm90_pingpong_streamk1_..."): the tiles of the partial wave
+// (1), or of the last full wave and the partial one (2), are shared out as equal runs of
+// k-tiles, one per CTA, so no SM idles through the partial wave; a tile cut between CTAs is
+// finished by the last of them, in a fixed order (results are deterministic). Stream-K needs
+// persistent_stream_k_applies. max_ctas > 0 caps the grid below one CTA per SM (tests use it
+// to give each CTA many tiles).
+enum class PersistentSchedule { pingpong, cooperative };
+std::string persistent_variant_name(DType d, PersistentSchedule s, int stream_k_waves);
+bool persistent_supported(int64_t M, int64_t N, PersistentSchedule s);
 // Whether the grid has a partial wave for stream-K to spread: more tiles than CTAs, and not a
 // multiple of them.
-bool pingpong_stream_k_applies(int64_t M, int64_t N, int max_ctas);
-void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, int stream_k_waves, cudaStream_t stream);
+bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int max_ctas);
+void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int max_ctas, int stream_k_waves,
+                                 cudaStream_t stream);
 
 // Stream-K's scratch (gemm_workspace.cpp): a 128 x 128 fp32 partial tile and a ready flag
-// (zero between launches) for each of up to `slots` CTAs, one per device and stream, made on
+// (zero between launches) in each of `slots` slots, two per SM (a cooperative CTA's consumers
+// each leave their half of a cut tile in a slot of their own), one per device and stream, made on
 // first use and kept (graphs hold its address). Launches on one stream run in order, so they
 // share it safely.
 inline constexpr int kStreamKPartialBytes = 128 * 128 * 4;

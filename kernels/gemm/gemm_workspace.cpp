@@ -1,4 +1,4 @@
-// The stream-K ping-pong GEMM's workspace (gemm_internal.hpp): one per device and stream, so
+// The stream-K persistent GEMM's workspace (gemm_internal.hpp): one per device and stream, so
 // that GEMMs on different streams never share partial tiles or flags, made on first use and
 // kept for the life of the process (graphs captured from a stream hold its pointers, so it is
 // never moved or freed; the CUDA context reclaims it at exit).
@@ -49,7 +49,7 @@ StreamKWorkspace stream_k_workspace(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(mu);
   const auto key = std::make_pair(device, stream);
   auto it = workspaces->find(key);
-  if (it == workspaces->end()) it = workspaces->emplace(key, allocate(device_caps().sms)).first;
+  if (it == workspaces->end()) it = workspaces->emplace(key, allocate(2 * device_caps().sms)).first;
   return it->second;
 }
 

@@ -311,19 +311,21 @@ TEST_CASE("gemm small grids split K over a cluster, deterministically", "[gpu][k
   }
 }
 
-TEST_CASE("gemm ping-pong kernel runs many tiles per CTA, in turn, in every dtype and epilogue",
+TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, every dtype and epilogue",
           "[gpu][kernels][gemm]") {
   TLB_REQUIRE_GPU();
   // The variant tests above give each CTA one tile at most. Capping the grid gives every CTA
-  // a long run of tiles, odd and even counts, so that both consumers take turns many times and
-  // the ring's stages and phases run on across tile boundaries: 1 CTA (all tiles, one after
-  // the other), 3 and 5 (uneven shares). K = 8 is one k-tile per tile (every stage of the ring
+  // a long run of tiles, odd and even counts, so that the ping-pong consumers take turns many
+  // times, the cooperative ones share many tiles, and the ring's stages and phases run on
+  // across tile boundaries: 1 CTA (all tiles, one after the other), 3 and 5 (uneven shares). K = 8 is one k-tile per tile (every stage of the ring
   // turns over every few tiles), K = 1000 has a K tail; M and N leave partial tiles.
   // Stream-K, over the partial wave and over it and the last full one, runs on every capped
   // grid with a partial wave (2, 3, 4, 5 and 7 CTAs over 32, 15 and 15 tiles): with 16 and 63
   // k-tiles per tile its runs cut tiles at many places, on either consumer, a tile meeting up
   // to seven runs (one partial-wave tile over 7 CTAs), so partials are written and finished
-  // across CTAs; each such launch runs twice and must give the same bits.
+  // across CTAs; each such launch runs twice and must give the same bits. The cooperative
+  // schedule's 256-row tiles leave M = 300 and 601 a second tile row whose lower consumer has
+  // no row inside M.
   const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}, {300, 520, 4000}};
   const struct {
     GemmEpilogue epi;
@@ -333,6 +335,7 @@ TEST_CASE("gemm ping-pong kernel runs many tiles per CTA, in turn, in every dtyp
                    {GemmEpilogue::bias_residual, tlb::Activation::gelu}};
   bool ran = false;
   int stream_k_runs = 0;
+  using tlb::gemm_detail::PersistentSchedule;
   for (const Mode& mode : kModes) {
     if (mode.math == tlb::Fp32Math::ieee) continue;  // no tensor cores: not this kernel's
     for (const Shape& s : shapes) {
@@ -343,38 +346,40 @@ TEST_CASE("gemm ping-pong kernel runs many tiles per CTA, in turn, in every dtyp
         GemmArgs a = gemm_args(mode, s, p, e.epi, e.act);
         a.out = out.ptr();
         const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
-        const std::string name = tlb::gemm_detail::pingpong_variant_name(mode.dtype, 0);
-        if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
-        ran = true;
-        auto run = [&](int ctas, int stream_k_waves) {
-          out.poison();
-          tlb::gemm_detail::launch_gemm_pingpong_sm90(a, ctas, stream_k_waves, nullptr);
-          TLB_CUDA_CHECK(cudaDeviceSynchronize());
-          bool guards_intact = false;
-          std::vector<float> got = out.read(&guards_intact);
-          CHECK(guards_intact);
-          const tlb::test::ErrorStats err = tlb::test::compare_finite(got, ref);
-          CHECK(err.nan + err.inf == 0);
-          CHECK(err.rel_l2 <= mode.tolerance);
-          return got;
-        };
-        for (int ctas : {1, 2, 3, 4, 5, 7}) {
-          INFO(mode.name << " M=" << s.M << " N=" << s.N << " K=" << s.K << " epilogue "
-                         << static_cast<int>(e.epi) << " CTAs " << ctas);
-          if (ctas == 1 || ctas == 3 || ctas == 5) run(ctas, 0);
-          if (!tlb::gemm_detail::pingpong_stream_k_applies(s.M, s.N, ctas)) continue;
-          for (int waves : {1, 2}) {
-            INFO("stream-K over " << waves << " waves");
-            const std::vector<float> first = run(ctas, waves);
-            CHECK(tlb::test::bit_identical(first, run(ctas, waves)));
-            ++stream_k_runs;
+        for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
+          const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, schedule, 0);
+          if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
+          ran = true;
+          auto run = [&](int ctas, int stream_k_waves) {
+            out.poison();
+            tlb::gemm_detail::launch_gemm_persistent_sm90(a, schedule, ctas, stream_k_waves, nullptr);
+            TLB_CUDA_CHECK(cudaDeviceSynchronize());
+            bool guards_intact = false;
+            std::vector<float> got = out.read(&guards_intact);
+            CHECK(guards_intact);
+            const tlb::test::ErrorStats err = tlb::test::compare_finite(got, ref);
+            CHECK(err.nan + err.inf == 0);
+            CHECK(err.rel_l2 <= mode.tolerance);
+            return got;
+          };
+          for (int ctas : {1, 2, 3, 4, 5, 7}) {
+            INFO(mode.name << " " << name << " M=" << s.M << " N=" << s.N << " K=" << s.K << " epilogue "
+                           << static_cast<int>(e.epi) << " CTAs " << ctas);
+            if (ctas == 1 || ctas == 3 || ctas == 5) run(ctas, 0);
+            if (!tlb::gemm_detail::persistent_stream_k_applies(s.M, s.N, schedule, ctas)) continue;
+            for (int waves : {1, 2}) {
+              INFO("stream-K over " << waves << " waves");
+              const std::vector<float> first = run(ctas, waves);
+              CHECK(tlb::test::bit_identical(first, run(ctas, waves)));
+              ++stream_k_runs;
+            }
           }
         }
       }
     }
   }
   if (!ran) {
-    WARN("no sm_90a image or no compute capability 9.0 GPU: the ping-pong kernel does not exist here");
+    WARN("no sm_90a image or no compute capability 9.0 GPU: the persistent kernel does not exist here");
     return;
   }
   CHECK(stream_k_runs > 0);

@@ -1,19 +1,24 @@
-// Hopper persistent ping-pong GEMM, out = epilogue(A · W^T), for grids that fill the chip:
-// one CTA per SM walks a static schedule of 128 x 128 output tiles (or, stream-K, of runs of
-// their k-tiles: see Schedule). A producer thread streams
-// every tile's A and W k-tiles with TMA into one ring of mbarrier stages; two consumer
-// warpgroups take the CTA's tiles in turn. While one issues its tile's MMAs, the other applies
-// the fused epilogue to its previous tile, so the tensor cores
-// do not wait for epilogues, and the ring runs on across tiles (the next tile's loads overlap
-// this one's MMAs). fp16/bf16 k16, tf32 k8, fp32 accumulation; any M (TMA zero-fills the
-// tails); N and K multiples of 8. sm_90a only; elsewhere the kernel body traps and the host
-// never launches it.
+// Hopper persistent GEMM, out = epilogue(A · W^T), for grids that fill the chip: one CTA per
+// SM walks a static schedule of output tiles (or, stream-K, of runs of their k-tiles: see
+// Schedule). A producer thread streams every tile's A and W k-tiles with TMA into one ring of
+// mbarrier stages that runs on across tiles (the next tile's loads overlap this one's MMAs);
+// two consumer warpgroups, each with 128 x 128 fp32 accumulators, share the work in one of
+// two schedules (PersistentSchedule):
+// - ping-pong: 128 x 128 tiles taken in turn. While one consumer issues its tile's MMAs, the
+//   other applies the fused epilogue to its previous tile, so the tensor cores do not wait
+//   for epilogues.
+// - cooperative: 256 x 128 tiles, each consumer taking 128 of its rows. A k-tile's 48 KiB of
+//   operands feed twice the MMAs of a 128 x 128 tile's 32 KiB, so a quarter fewer bytes per
+//   FLOP cross L2 and shared memory (what the power cap charges for, results/perf-log.md),
+//   but the tensor cores wait while both consumers run the epilogue.
+// fp16/bf16 k16, tf32 k8, fp32 accumulation; any M (TMA zero-fills the tails); N and K
+// multiples of 8. sm_90a only; elsewhere the kernel body traps and the host never launches it.
 //
 // The parts, in the order a tile meets them: Schedule (which tiles, or runs of k-tiles, a CTA
-// owns), produce (the TMA loop), mma_tile (a consumer's k-loop), Partials (stream-K's hand-over
-// of a cut tile's k-tiles from the runs that meet it to the one that ends it), store_tile (the epilogue, through the
-// consumer's Staging), and the turn barriers that keep the two consumers' MMAs from running at
-// the same time.
+// owns), produce (the TMA loop), mma_tile (a consumer's k-loop), Partials (stream-K's
+// hand-over of a cut tile's k-tiles from the runs that meet it to the one that ends it),
+// store_tile (the epilogue, through the consumer's Staging), and, in ping-pong, the turn
+// barriers that keep the two consumers' MMAs from running at the same time.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -40,39 +45,49 @@
 
 // The parts live in a named namespace: the portable compile passes keep only the trapping
 // kernel stub and would otherwise flag every part as unreferenced.
-namespace tlb::gemm_detail::pingpong {
+namespace tlb::gemm_detail::persistent {
 
-template <typename T>
-struct PingpongConfig {
+template <typename T, PersistentSchedule kSchedule>
+struct PersistentConfig {
   using Elem = T;
-  // A consumer's tile: two 64-row wgmma blocks over the full width, 128 fp32 accumulators per
-  // thread. (128 x 256 would need 256 of them: more than a thread has.)
-  static constexpr int BM = 128, BN = 128;
+  static constexpr bool kCooperative = kSchedule == PersistentSchedule::cooperative;
+  // A consumer's share of a tile: two 64-row wgmma blocks over the full width, 128 fp32
+  // accumulators per thread. (128 x 256 would need 256 of them: more than a thread has.)
+  static constexpr int kConsumerRows = 128;
+  // How many consumers work on one tile, and so how tall the tile is.
+  static constexpr int kConsumersPerTile = kCooperative ? 2 : 1;
+  static constexpr int BM = kConsumersPerTile * kConsumerRows, BN = 128;
   static constexpr int kRowBytes = 128;  // a k-tile is 128 bytes of K per row: one swizzle span
   static constexpr int BK = kRowBytes / static_cast<int>(sizeof(T));
   static constexpr int kKSteps = kRowBytes / 32;  // wgmma k16 (halves) or k8 (tf32): 32 bytes
   static constexpr int kThreads = 384;            // the producer warpgroup, then two consumers
-  static constexpr int kTileBytes = BM * kRowBytes;  // an A or W k-tile: 16 KiB
-  static constexpr int kStageBytes = 2 * kTileBytes;
-  // Six 32 KiB stages (about 2.5 us of loads in flight at the rate the tensor cores consume
-  // them) and each consumer's 16 KiB epilogue staging: 227 KiB with the barriers, the most a
-  // CTA may have.
-  static constexpr int STAGES = 6;
+  static constexpr int kATileBytes = BM * kRowBytes, kWTileBytes = BN * kRowBytes;
+  static constexpr int kStageBytes = kATileBytes + kWTileBytes;  // A's k-tile, then W's
+  // 192 KiB of stages: six of 32 KiB or four of 48 KiB, about 2.5 us of loads in flight at
+  // the rate the tensor cores consume them. With each consumer's 16 KiB epilogue staging that
+  // is 227 KiB with the barriers, the most a CTA may have.
+  static constexpr int STAGES = kCooperative ? 4 : 6;
+  // k-tiles of MMAs a consumer keeps queued at the tensor cores. Ping-pong's consumer keeps
+  // two, or the tensor cores run dry whenever its next group comes late behind the other
+  // consumer's epilogue on the same schedulers; cooperative consumers issue side by side, and
+  // with fewer, larger stages each one held back is a stage the producer cannot fill.
+  static constexpr int kMmaGroupsInFlight = kCooperative ? 1 : 2;
   static constexpr int kStageCols = 32;  // fp32 columns of a staged chunk
-  static constexpr int kStagingBytes = BM * kStageCols * 4;
+  static constexpr int kStagingBytes = kConsumerRows * kStageCols * 4;
   // + 1024 to align the stages (the swizzle pattern is anchored at 1024-byte boundaries), the
   // two consumers' staging, then a full and an empty barrier per stage.
   static constexpr int kSmemBytes = 1024 + STAGES * kStageBytes + 2 * kStagingBytes + STAGES * 16;
   // The 384-thread entry budget is 168 registers each; the producer gives back all but 40,
   // so the consumers' accumulators and epilogue get 232 (128 x 40 + 256 x 232 = 64 Ki).
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-  static_assert(BM == BN, "A's and W's k-tiles share one size");
-  static_assert(kStageBytes % 1024 == 0, "stages must stay 1024-byte aligned");
+  static_assert(kMmaGroupsInFlight < STAGES, "the queued k-tiles hold stages");
+  static_assert(kATileBytes % 1024 == 0 && kStageBytes % 1024 == 0, "stages must stay 1024-byte aligned");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory must fit one CTA's limit");
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 64 * 1024, "registers must fit the SM's file");
 };
 
-// Named barriers 1 and 2: consumer c waits on 1 + c for its turn at the tensor cores, which
-// the other consumer grants once it has issued its own tile's last MMA. 3 and 4: consumer c's
+// Named barriers 1 and 2 (ping-pong): consumer c waits on 1 + c for its turn at the tensor
+// cores, which the other consumer grants once it has issued its own tile's last MMA. 3 and 4: consumer c's
 // 128 threads around each staged epilogue chunk.
 inline constexpr uint32_t kTurnBarrier = 1;
 inline constexpr uint32_t kTurnThreads = 256;
@@ -89,8 +104,8 @@ struct WorkUnit {
   __device__ int k_count() const { return k_end - k_begin; }
 };
 
-// The static persistent schedule, in raster order (gemm_raster.cuh); a CTA's j-th unit goes to
-// consumer j % 2.
+// The static persistent schedule, in raster order (gemm_raster.cuh); in ping-pong a CTA's j-th
+// unit goes to consumer j % 2, cooperative consumers take every unit together.
 // - Data-parallel (sk_tiles == 0): CTA c of G takes the tiles c, c + G, c + 2G, ..., whole.
 // - Stream-K (sk_tiles > 0): tiles below dp_rounds x G go so, dp_rounds to each CTA; the
 //   k-tiles of the sk_tiles after them (the partial wave, or the last full wave and the
@@ -102,7 +117,8 @@ struct WorkUnit {
 //   the epilogue. A CTA takes its units longest first: the first one's MMAs hide the epilogue
 //   of its last whole tile, and with three units the first is the whole middle tile, so the
 //   one that writes a partial never waits behind the one that waits for partials on the same
-//   consumer (a CTA's units alternate between its two consumers, and writing never waits).
+//   consumer (a ping-pong CTA's units alternate between its two consumers, and writing never
+//   waits).
 struct Schedule {
   int tiles_m, tiles_n, k_tiles;
   int dp_rounds, sk_tiles;
@@ -161,32 +177,29 @@ __device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, co
       const uint32_t dst = ring.stage(slot.stage), full = ring.full(slot.stage);
       ptx::mbarrier_arrive_expect_tx(full, C::kStageBytes);
       ptx::tma_load_2d(dst, tmap_a, kt * C::BK, t.m * C::BM, full);
-      ptx::tma_load_2d(dst + C::kTileBytes, tmap_w, kt * C::BK, t.n * C::BN, full);
+      ptx::tma_load_2d(dst + C::kATileBytes, tmap_w, kt * C::BK, t.n * C::BN, full);
       slot.advance(1);
     }
   }
 }
 
-// One consumer's k-loop over a tile: waits for each stage, issues its MMAs (the first k-step
-// overwrites the accumulators) and keeps kMmaGroupsInFlight k-tiles' MMAs queued at the tensor
-// cores, releasing each stage once the MMAs that read it are done. With one group queued the
-// tensor cores ran dry whenever the warp's next group came late, which it does while the other
-// consumer's epilogue shares the warp's scheduler. Returns with every MMA issued and the last
-// min(k_tiles, kMmaGroupsInFlight) stages still held, from `held` on: the caller hands the turn
-// on first, then waits for the MMAs and releases them (release_held).
-inline constexpr int kMmaGroupsInFlight = 2;
-
+// One consumer's k-loop over its rows of a tile (`a_rows_bytes` into the stage's A k-tile):
+// waits for each stage, issues its MMAs (the first k-step overwrites the accumulators) and
+// keeps C::kMmaGroupsInFlight k-tiles' MMAs queued at the tensor cores, releasing each stage
+// once the MMAs that read it are done. Returns with every MMA issued and the last
+// min(k_tiles, kMmaGroupsInFlight) stages still held, from `held` on: the caller hands the
+// turn on first (ping-pong), then waits for the MMAs and releases them (release_held).
 template <class C>
 __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(float (&acc)[2][C::BN / 2], int k_tiles, const Ring<C>& ring,
-                                                        RingSlot<C::STAGES>& slot) {
+                                                        RingSlot<C::STAGES>& slot, uint32_t a_rows_bytes) {
   using T = typename C::Elem;
-  static_assert(kMmaGroupsInFlight < C::STAGES, "the queued k-tiles hold stages");
+  constexpr int kInFlight = C::kMmaGroupsInFlight;
   const bool lane0 = (threadIdx.x & 31) == 0;
   RingSlot<C::STAGES> held = slot;  // the oldest stage not yet released
   for (int kt = 0; kt < k_tiles; ++kt) {
     ptx::mbarrier_wait(ring.full(slot.stage), slot.phase);
-    const uint64_t desc_a = ptx::wgmma_desc_k_major_sw128(ring.stage(slot.stage));
-    const uint64_t desc_w = ptx::wgmma_desc_k_major_sw128(ring.stage(slot.stage) + C::kTileBytes);
+    const uint64_t desc_a = ptx::wgmma_desc_k_major_sw128(ring.stage(slot.stage) + a_rows_bytes);
+    const uint64_t desc_w = ptx::wgmma_desc_k_major_sw128(ring.stage(slot.stage) + C::kATileBytes);
     ptx::wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < C::kKSteps; ++ks) {
@@ -199,10 +212,10 @@ __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(float (&acc)[2][C::BN / 
       }
     }
     ptx::wgmma_commit_group();
-    ptx::wgmma_wait_group<kMmaGroupsInFlight>();
-    // One arrival per warp (the empty barriers count four): this warp's MMAs of k-tile
-    // kt - kMmaGroupsInFlight are done, so the stage they read is free.
-    if (kt >= kMmaGroupsInFlight) {
+    ptx::wgmma_wait_group<kInFlight>();
+    // One arrival per warp (the empty barriers count every consumer warp that reads the
+    // stage): this warp's MMAs of k-tile kt - kInFlight are done, so it is done with the stage.
+    if (kt >= kInFlight) {
       if (lane0) ptx::mbarrier_arrive(ring.empty(held.stage));
       __syncwarp();
       held.advance(1);
@@ -216,30 +229,31 @@ __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(float (&acc)[2][C::BN / 
 template <class C>
 __device__ __forceinline__ void release_held(const Ring<C>& ring, RingSlot<C::STAGES> held, int k_tiles) {
   const bool lane0 = (threadIdx.x & 31) == 0;
-  for (int i = 0; i < k_tiles && i < kMmaGroupsInFlight; ++i) {
+  for (int i = 0; i < k_tiles && i < C::kMmaGroupsInFlight; ++i) {
     if (lane0) ptx::mbarrier_arrive(ring.empty(held.stage));
     held.advance(1);
   }
   __syncwarp();
 }
 
-// Stream-K's hand-over between CTAs (Schedule): the workspace holds one partial tile per CTA
-// (a CTA's run stops short of a tile's end at most once) and a ready flag each, zero between
-// launches (the reader clears it). A partial keeps the wgmma fragment layout: thread t's accumulators, 16
+// Stream-K's hand-over between CTAs (Schedule): the workspace holds one partial 128 x 128 tile
+// per consumer that works on a tile (one per ping-pong CTA, two per cooperative one: a CTA's
+// run stops short of a tile's end at most once) and a ready flag each, zero between launches
+// (the reader clears it); `slot` below is such a tile's index. A partial keeps the wgmma fragment layout: thread t's accumulators, 16
 // bytes at a time, at float4 q x 128 + t, so both sides move whole 512-byte lines per warp.
 struct Partials {
   float* tiles;
   int* ready;
 
   template <int kAcc>
-  __device__ static float4* of(float* tiles, int cta) {
-    return reinterpret_cast<float4*>(tiles) + static_cast<int64_t>(cta) * (kAcc / 2) * 128 +
+  __device__ static float4* of(float* tiles, int slot) {
+    return reinterpret_cast<float4*>(tiles) + static_cast<int64_t>(slot) * (kAcc / 2) * 128 +
            static_cast<int>(threadIdx.x) % 128;
   }
-  // The consumer's accumulators as CTA `cta`'s partial; `barrier` is its 128 threads' own.
+  // The consumer's accumulators as the partial in `slot`; `barrier` is its 128 threads' own.
   template <int kAcc>
-  __device__ void publish(const float (&acc)[2][kAcc], int cta, uint32_t barrier) const {
-    float4* dst = of<kAcc>(tiles, cta);
+  __device__ void publish(const float (&acc)[2][kAcc], int slot, uint32_t barrier) const {
+    float4* dst = of<kAcc>(tiles, slot);
 #pragma unroll
     for (int q = 0; q < kAcc / 2; ++q) {
       const float* a = &acc[q / (kAcc / 4)][4 * (q % (kAcc / 4))];
@@ -248,18 +262,18 @@ struct Partials {
     ptx::named_barrier_sync(barrier, 128);
     if (threadIdx.x % 128 == 0) {
       ptx::fence_acq_rel_gpu();
-      ptx::store_flag_relaxed_gpu(ready + cta, 1);
+      ptx::store_flag_relaxed_gpu(ready + slot, 1);
     }
   }
-  // Adds CTA `cta`'s partial to the accumulators once it is there.
+  // Adds the partial in `slot` to the accumulators once it is there.
   template <int kAcc>
-  __device__ void accumulate(float (&acc)[2][kAcc], int cta, uint32_t barrier) const {
+  __device__ void accumulate(float (&acc)[2][kAcc], int slot, uint32_t barrier) const {
     if (threadIdx.x % 128 == 0) {
-      while (ptx::load_flag_acquire_gpu(ready + cta) == 0) __nanosleep(200);
-      ptx::store_flag_relaxed_gpu(ready + cta, 0);  // read once per launch: ready for the next
+      while (ptx::load_flag_acquire_gpu(ready + slot) == 0) __nanosleep(200);
+      ptx::store_flag_relaxed_gpu(ready + slot, 0);  // read once per launch: ready for the next
     }
     ptx::named_barrier_sync(barrier, 128);
-    const float4* src = of<kAcc>(tiles, cta);
+    const float4* src = of<kAcc>(tiles, slot);
 #pragma unroll
     for (int q = 0; q < kAcc / 2; ++q) {
       const float4 v = __ldcg(src + q * 128);
@@ -328,7 +342,8 @@ __device__ __forceinline__ void stage_chunk(const float (&acc)[2][C::BN / 2], co
   }(std::make_integer_sequence<int, C::BN / C::kStageCols>{});
 }
 
-// The epilogue of one consumer's tile, one operation compiled in. The accumulators go to the
+// The epilogue of one consumer's 128 x 128 accumulators (output rows m0.., columns n0..), one
+// operation compiled in. The accumulators go to the
 // staging 32 columns at a time; from there each thread applies the epilogue to 16-byte runs
 // of output columns, the same run of kRows rows per chunk, and stores them. The chunks are a
 // loop (every output element's code unrolled is tens of KiB of straight-line code per tile,
@@ -343,7 +358,7 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
   using Run = Pack16<T>;
   constexpr int kVec = Run::kCount;
   constexpr int kRunsPerRow = C::kStageCols / kVec, kRowsPerPass = 128 / kRunsPerRow;
-  constexpr int kRows = C::BM / kRowsPerPass;  // a thread's rows: 4 (16-bit types) or 8 (fp32)
+  constexpr int kRows = C::kConsumerRows / kRowsPerPass;  // a thread's rows: 4 (16-bit types) or 8 (fp32)
   constexpr int kChunks = C::BN / C::kStageCols;
   const int tid = static_cast<int>(threadIdx.x) % 128;
   const int run = tid % kRunsPerRow, row0 = tid / kRunsPerRow;
@@ -402,30 +417,38 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
   }
 }
 
-// Consumer c (0 or 1) runs the CTA's units c, c + 2, ...: waits for its turn, issues the
-// unit's MMAs, hands the turn to the other consumer, then finishes the unit while the other
-// one's MMAs run: under stream-K a unit that stops short of its tile's end goes to the
-// workspace, and the one that ends a cut tile adds the earlier runs' partials first; every
-// other unit goes straight through the epilogue.
+// Consumer c (0 or 1) runs the CTA's units: in ping-pong the units c, c + 2, ..., each one
+// waiting for its turn, issuing the unit's MMAs and handing the turn to the other consumer,
+// then finishing the unit while the other one's MMAs run; in cooperative every unit, on its
+// own 128 rows of the tile, beside the other consumer. Under stream-K a unit that stops short
+// of its tile's end goes to the workspace, and the one that ends a cut tile adds the earlier
+// runs' partials first; every other unit goes straight through the epilogue.
 template <class C, EpilogueOp kOp>
 __device__ void consume(const GemmArgs& p, const Schedule& sched, const Ring<C>& ring, const Staging& staging,
                         const Partials& partials, int consumer) {
+  constexpr bool kPingpong = !C::kCooperative;
+  constexpr int kStride = kPingpong ? 2 : 1;  // units between two of this consumer's
   float acc[2][C::BN / 2];
   const int units = sched.units_of_this_cta();
   const uint32_t barrier = kStagingBarrier + consumer;
   const int cta = static_cast<int>(blockIdx.x);
+  // The consumer's rows: where they start in the tile, and in the stage's A k-tile.
+  const int row_in_tile = C::kCooperative ? consumer * C::kConsumerRows : 0;
+  const uint32_t a_rows_bytes = static_cast<uint32_t>(row_in_tile * C::kRowBytes);
+  // The workspace slot of this consumer's partials, and of CTA c's for the same rows.
+  auto partial_slot = [&](int c) { return c * C::kConsumersPerTile + (C::kCooperative ? consumer : 0); };
   RingSlot<C::STAGES> slot;
-  if (consumer == 1 && units > 0) slot.advance(sched.unit(0).k_count());  // unit 0 is the other consumer's
-  for (int j = consumer; j < units; j += 2) {
+  if (kPingpong && consumer == 1 && units > 0) slot.advance(sched.unit(0).k_count());  // unit 0 is the other's
+  for (int j = kPingpong ? consumer : 0; j < units; j += kStride) {
     const WorkUnit u = sched.unit(j);
-    if (j > 0) ptx::named_barrier_sync(kTurnBarrier + consumer, kTurnThreads);
-    const RingSlot<C::STAGES> held = mma_tile<C>(acc, u.k_count(), ring, slot);
-    if (j + 1 < units) ptx::named_barrier_arrive(kTurnBarrier + (1 - consumer), kTurnThreads);
+    if (kPingpong && j > 0) ptx::named_barrier_sync(kTurnBarrier + consumer, kTurnThreads);
+    const RingSlot<C::STAGES> held = mma_tile<C>(acc, u.k_count(), ring, slot, a_rows_bytes);
+    if (kPingpong && j + 1 < units) ptx::named_barrier_arrive(kTurnBarrier + (1 - consumer), kTurnThreads);
     ptx::wgmma_wait_group<0>();
     release_held(ring, held, u.k_count());
-    if (j + 1 < units) slot.advance(sched.unit(j + 1).k_count());  // past the other consumer's next unit
+    if (kPingpong && j + 1 < units) slot.advance(sched.unit(j + 1).k_count());  // past the other's next unit
     if (u.k_end < sched.k_tiles) {
-      partials.publish(acc, cta, barrier);
+      partials.publish(acc, partial_slot(cta), barrier);
       continue;
     }
     if (u.k_begin > 0) {
@@ -435,31 +458,32 @@ __device__ void consume(const GemmArgs& p, const Schedule& sched, const Ring<C>&
 #pragma unroll 1
       for (int c = cta - 1; end > tile_begin; --c) {
         const int64_t begin = sched.run_begin(c);
-        if (begin < end) partials.accumulate(acc, c, barrier);
+        if (begin < end) partials.accumulate(acc, partial_slot(c), barrier);
         end = begin;
       }
     }
-    store_tile<C, kOp>(p, acc, staging, barrier, static_cast<int64_t>(u.tile.m) * C::BM,
+    store_tile<C, kOp>(p, acc, staging, barrier, static_cast<int64_t>(u.tile.m) * C::BM + row_in_tile,
                        static_cast<int64_t>(u.tile.n) * C::BN);
   }
 }
 
-}  // namespace tlb::gemm_detail::pingpong
+}  // namespace tlb::gemm_detail::persistent
 
 namespace tlb::gemm_detail {
 namespace {
 
-using pingpong::PingpongConfig;
+using persistent::PersistentConfig;
 
 template <class C, EpilogueOp kOp>
 __global__ void __launch_bounds__(C::kThreads, 1)
-    gemm_pingpong_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_w,
-                              const GemmArgs p, const pingpong::Schedule sched, const pingpong::Partials partials) {
+    gemm_persistent_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_w,
+                                const GemmArgs p, const persistent::Schedule sched,
+                                const persistent::Partials partials) {
 #if TLB_PTX_SM90A
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = ptx::smem_addr(smem_raw);
   const uint32_t base = (raw_addr + 1023u) & ~1023u;
-  using namespace pingpong;
+  using namespace persistent;
   const uint32_t bars = base + C::STAGES * C::kStageBytes + 2 * C::kStagingBytes;
   const Ring<C> ring{base, bars, bars + 8 * C::STAGES};
   unsigned char* staging_bytes = smem_raw + (base - raw_addr) + C::STAGES * C::kStageBytes;
@@ -467,7 +491,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
       ptx::mbarrier_init(ring.full(s), 1);
-      ptx::mbarrier_init(ring.empty(s), 4);  // one arrival per consumer warp
+      ptx::mbarrier_init(ring.empty(s), 4 * C::kConsumersPerTile);  // one arrival per consumer warp reading it
     }
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensor_map(&tmap_a);
@@ -502,64 +526,75 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #endif
 }
 
-}  // namespace
-
-std::string pingpong_variant_name(DType d, int stream_k_waves) {
+// Calls f(PersistentConfig<T, s>{}) for the element type of `d` and the schedule `s`.
+template <typename F>
+decltype(auto) dispatch_config(DType d, PersistentSchedule s, F&& f) {
   return dispatch_dtype(d, [&](auto tag) {
-    using C = PingpongConfig<decltype(tag)>;
-    const std::string schedule = stream_k_waves > 0 ? "streamk" + std::to_string(stream_k_waves) + "_" : "";
-    return "sm90_pingpong_" + schedule + std::to_string(C::BM) + "x" +
-           std::to_string(C::BN) + "x" + std::to_string(C::BK) + "_s" + std::to_string(C::STAGES) +
-           (sizeof(tag) == 4 ? "_tf32" : "");
+    using T = decltype(tag);
+    return s == PersistentSchedule::cooperative ? f(PersistentConfig<T, PersistentSchedule::cooperative>{})
+                                                : f(PersistentConfig<T, PersistentSchedule::pingpong>{});
   });
 }
 
-namespace {
-
 // Every dtype's tile is the same size.
-int64_t pingpong_tiles(int64_t M, int64_t N) {
-  using C = PingpongConfig<__half>;
-  return ((M + C::BM - 1) / C::BM) * ((N + C::BN - 1) / C::BN);
+int64_t persistent_tiles(int64_t M, int64_t N, PersistentSchedule s) {
+  return dispatch_config(DType::fp16, s, [&](auto c) {
+    using C = decltype(c);
+    return ((M + C::BM - 1) / C::BM) * ((N + C::BN - 1) / C::BN);
+  });
 }
 
-int64_t pingpong_ctas(int64_t tiles, int max_ctas) {
+int64_t persistent_ctas(int64_t tiles, int max_ctas) {
   int64_t ctas = std::min<int64_t>(tiles, device_caps().sms);
   return max_ctas > 0 ? std::min<int64_t>(ctas, max_ctas) : ctas;
 }
 
 }  // namespace
 
-// Linear tile indices are 32-bit.
-bool pingpong_supported(int64_t M, int64_t N) { return pingpong_tiles(M, N) <= INT_MAX; }
+std::string persistent_variant_name(DType d, PersistentSchedule s, int stream_k_waves) {
+  return dispatch_config(d, s, [&](auto c) {
+    using C = decltype(c);
+    const std::string kind = C::kCooperative ? "coop_" : "pingpong_";
+    const std::string schedule = stream_k_waves > 0 ? "streamk" + std::to_string(stream_k_waves) + "_" : "";
+    return "sm90_" + kind + schedule + std::to_string(C::BM) + "x" + std::to_string(C::BN) + "x" +
+           std::to_string(C::BK) + "_s" + std::to_string(C::STAGES) + (sizeof(typename C::Elem) == 4 ? "_tf32" : "");
+  });
+}
 
-bool pingpong_stream_k_applies(int64_t M, int64_t N, int max_ctas) {
-  const int64_t tiles = pingpong_tiles(M, N), ctas = pingpong_ctas(tiles, max_ctas);
+// Linear tile indices are 32-bit.
+bool persistent_supported(int64_t M, int64_t N, PersistentSchedule s) { return persistent_tiles(M, N, s) <= INT_MAX; }
+
+bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int max_ctas) {
+  const int64_t tiles = persistent_tiles(M, N, s), ctas = persistent_ctas(tiles, max_ctas);
   return tiles > ctas && tiles % ctas != 0;
 }
 
-void launch_gemm_pingpong_sm90(const GemmArgs& a, int max_ctas, int stream_k_waves, cudaStream_t stream) {
-  dispatch_dtype(a.dtype, [&](auto tag) {
-    using C = PingpongConfig<decltype(tag)>;
-    auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_pingpong_sm90_kernel<C, decltype(op)::value>; });
+void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int max_ctas, int stream_k_waves,
+                                 cudaStream_t stream) {
+  dispatch_config(a.dtype, s, [&](auto c) {
+    using C = decltype(c);
+    auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_persistent_sm90_kernel<C, decltype(op)::value>; });
     allow_dynamic_smem(kernel, C::kSmemBytes);
     const CUtensorMap tmap_a = make_tensor_map_2d_sw128(a.A, a.dtype, static_cast<uint64_t>(a.M),
                                                         static_cast<uint64_t>(a.K), C::BM, C::BK);
     const CUtensorMap tmap_w = make_tensor_map_2d_sw128(a.W, a.dtype, static_cast<uint64_t>(a.N),
                                                         static_cast<uint64_t>(a.K), C::BN, C::BK);
-    const int64_t tiles = pingpong_tiles(a.M, a.N), ctas = pingpong_ctas(tiles, max_ctas);
-    pingpong::Schedule sched{static_cast<int>((a.M + C::BM - 1) / C::BM), static_cast<int>((a.N + C::BN - 1) / C::BN),
-                             static_cast<int>((a.K + C::BK - 1) / C::BK), 0, 0};
-    pingpong::Partials partials{nullptr, nullptr};
+    const int64_t tiles = persistent_tiles(a.M, a.N, s), ctas = persistent_ctas(tiles, max_ctas);
+    persistent::Schedule sched{static_cast<int>((a.M + C::BM - 1) / C::BM),
+                               static_cast<int>((a.N + C::BN - 1) / C::BN),
+                               static_cast<int>((a.K + C::BK - 1) / C::BK), 0, 0};
+    persistent::Partials partials{nullptr, nullptr};
     if (stream_k_waves > 0) {
-      if (stream_k_waves > 2 || !pingpong_stream_k_applies(a.M, a.N, max_ctas)) {
-        throw std::logic_error("stream-K ping-pong GEMM asked for a grid with no partial wave, or over " +
+      if (stream_k_waves > 2 || !persistent_stream_k_applies(a.M, a.N, s, max_ctas)) {
+        throw std::logic_error("stream-K persistent GEMM asked for a grid with no partial wave, or over " +
                                std::to_string(stream_k_waves) + " waves");
       }
       sched.dp_rounds = static_cast<int>(tiles / ctas) - (stream_k_waves - 1);
       sched.sk_tiles = static_cast<int>(tiles - static_cast<int64_t>(sched.dp_rounds) * ctas);
       const StreamKWorkspace ws = stream_k_workspace(stream);
-      static_assert(C::BM * C::BN * 4 <= kStreamKPartialBytes, "a partial tile must fit its workspace slot");
-      if (ctas > ws.slots) throw std::logic_error("stream-K workspace has fewer slots than CTAs");
+      static_assert(C::kConsumerRows * C::BN * 4 <= kStreamKPartialBytes,
+                    "a consumer's partial tile must fit its workspace slot");
+      if (ctas * C::kConsumersPerTile > ws.slots) throw std::logic_error("stream-K workspace has too few slots");
       partials = {static_cast<float*>(ws.partials), ws.ready};
     }
     launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads), C::kSmemBytes, stream, 1, tmap_a,
