@@ -122,6 +122,9 @@ struct WorkUnit {
 struct Schedule {
   int tiles_m, tiles_n, k_tiles;
   int dp_rounds, sk_tiles;
+  // The order of a run's tiles: longest first (ping-pong), or the one it leaves a partial of
+  // first and the one it adds partials to last (cooperative: see unit()).
+  bool partial_first;
 
   // Where CTA `cta`'s run starts, in k-tiles from the first stream-K tile's first.
   __device__ int64_t run_begin(int cta) const {
@@ -141,13 +144,19 @@ struct Schedule {
     const int c = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
     if (sk_tiles == 0 || j < dp_rounds) return {raster_tile(c + j * g, tiles_m, tiles_n), 0, k_tiles};
     const int64_t lo = run_begin(c), hi = run_begin(c + 1);
-    // The run's tiles, longest first: the whole middle one of three, then the longer end
-    // (ties: the first).
     const int64_t first = lo / k_tiles, last = (hi - 1) / k_tiles;
     const int i = j - dp_rounds;
     const bool last_longer = hi - last * k_tiles > (first + 1) * k_tiles - lo;
     int64_t s;
-    if (last - first == 2) {
+    if (partial_first) {
+      // Cooperative consumers wait for partials together, nothing beside them to hide the
+      // wait: the run leaves its partial (of its last tile) before anything else, so that a
+      // run adding partials (to its first tile, last) finds them written, not written at the
+      // end of the runs before it, each of which would wait for the one before it in turn.
+      s = i == 0 ? last : last - first == 2 && i == 1 ? first + 1 : first;
+    } else if (last - first == 2) {
+      // The run's tiles, longest first: the whole middle one of three, then the longer end
+      // (ties: the first).
       s = i == 0 ? first + 1 : (i == 1) == last_longer ? last : first;
     } else {
       s = (i == 0) == last_longer ? last : first;
@@ -582,7 +591,7 @@ void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int ma
     const int64_t tiles = persistent_tiles(a.M, a.N, s), ctas = persistent_ctas(tiles, max_ctas);
     persistent::Schedule sched{static_cast<int>((a.M + C::BM - 1) / C::BM),
                                static_cast<int>((a.N + C::BN - 1) / C::BN),
-                               static_cast<int>((a.K + C::BK - 1) / C::BK), 0, 0};
+                               static_cast<int>((a.K + C::BK - 1) / C::BK), 0, 0, C::kCooperative};
     persistent::Partials partials{nullptr, nullptr};
     if (stream_k_waves > 0) {
       if (stream_k_waves > 2 || !persistent_stream_k_applies(a.M, a.N, s, max_ctas)) {
