@@ -19,17 +19,19 @@ namespace {
 // Built like every kernel of the library: its image tells which code the device runs.
 __global__ void pdl_probe_kernel() {}
 
-}  // namespace
+enum class PdlMode : signed char { unknown = 0, off, on, all };
 
-bool pdl_enabled() {
+// TLBENCH_PDL ("0": off, "all": every kernel, else the default) where the device and the build
+// allow PDL at all, per device.
+PdlMode pdl_mode() {
   constexpr int kMaxDevices = 64;
-  static std::array<signed char, kMaxDevices> cache{};  // 0 unknown, 1 on, -1 off
+  static std::array<PdlMode, kMaxDevices> cache{};
   static std::mutex mu;
   int dev = 0;
   TLB_CUDA_CHECK(cudaGetDevice(&dev));
   std::lock_guard<std::mutex> lock(mu);
-  signed char& c = cache[static_cast<size_t>(dev % kMaxDevices)];
-  if (c == 0) {
+  PdlMode& m = cache[static_cast<size_t>(dev % kMaxDevices)];
+  if (m == PdlMode::unknown) {
     const int major = device_caps().major;
     // The kernels wait for their predecessor with griddepcontrol.wait, which only sm_90+ code
     // carries: a device running PTX of an older target (a build for 80 only, or a newer GPU
@@ -39,9 +41,24 @@ bool pdl_enabled() {
     const bool code_waits = attr.binaryVersion >= 90 && attr.ptxVersion >= 90;
     const char* env = std::getenv("TLBENCH_PDL");
     const bool off = env != nullptr && std::strcmp(env, "0") == 0;
-    c = (major >= 9 && code_waits && !off) ? 1 : -1;
+    const bool all = env != nullptr && std::strcmp(env, "all") == 0;
+    m = !(major >= 9 && code_waits) || off ? PdlMode::off : all ? PdlMode::all : PdlMode::on;
   }
-  return c > 0;
+  return m;
+}
+
+}  // namespace
+
+bool pdl_enabled() { return pdl_mode() != PdlMode::off; }
+
+bool pdl_enabled_for_whole_sm_grids() { return pdl_mode() == PdlMode::all; }
+
+const char* pdl_mode_name() {
+  switch (pdl_mode()) {
+    case PdlMode::off: return "off";
+    case PdlMode::all: return "all";
+    default: return "default";
+  }
 }
 
 void allow_dynamic_smem(const void* kernel, int bytes) {

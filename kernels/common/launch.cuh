@@ -16,9 +16,12 @@ void allow_dynamic_smem(void (*kernel)(KernelArgs...), int bytes) {
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
 }
 
+// Launches `kernel` with the PDL attribute where `pdl` (pdl_enabled() or
+// pdl_enabled_for_whole_sm_grids(), as the kernel's grid calls for), and a thread-block
+// cluster of cluster_x CTAs along x where cluster_x > 1.
 template <typename... KernelArgs, typename... Args>
-void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
-                   cudaStream_t stream, unsigned cluster_x, Args&&... args) {
+void launch_kernel_with_pdl(bool pdl, void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
+                            cudaStream_t stream, unsigned cluster_x, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -26,7 +29,7 @@ void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t 
   cfg.stream = stream;
   cudaLaunchAttribute attrs[2]{};
   unsigned n = 0;
-  if (pdl_enabled()) {
+  if (pdl) {
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;
@@ -41,6 +44,14 @@ void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t 
   cfg.attrs = attrs;
   cfg.numAttrs = n;
   TLB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+// The launch of every kernel of ours whose CTAs leave room on an SM: PDL where pdl_enabled().
+template <typename... KernelArgs, typename... Args>
+void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                   unsigned cluster_x, Args&&... args) {
+  launch_kernel_with_pdl(pdl_enabled(), kernel, grid, block, smem_bytes, stream, cluster_x,
+                         std::forward<Args>(args)...);
 }
 
 }  // namespace tlb

@@ -10,6 +10,17 @@ namespace tlb {
 // TLBENCH_PDL not "0" (the switch exists to measure what PDL buys).
 bool pdl_enabled();
 
+// The same for a kernel whose every CTA takes a whole SM (the persistent GEMM: one CTA per SM,
+// all of its shared memory and registers). Such a grid cannot start on an SM the kernel before
+// it still occupies, so PDL has little to overlap for it, and it measured 10-30 % slower as a
+// PDL launch than after a full drain (results/perf-log.md, 2026-12-05): on only with
+// TLBENCH_PDL=all.
+bool pdl_enabled_for_whole_sm_grids();
+
+// TLBENCH_PDL as run.json and `tlbench info` report it: "off", "all", or "default" (every
+// kernel but those of pdl_enabled_for_whole_sm_grids).
+const char* pdl_mode_name();
+
 // Raises `kernel`'s dynamic shared-memory limit to `bytes` on the current device. The
 // attribute belongs to the device's context, so it is set once per kernel and device (a
 // second device, or a larger request, sets it again); launchers call this before each launch.

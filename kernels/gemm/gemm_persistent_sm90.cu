@@ -507,8 +507,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::prefetch_tensor_map(&tmap_w);
   }
   __syncthreads();
-  // Under PDL the set-up above overlaps the previous kernel's tail; A and the residual may be
-  // its output.
+  // Under PDL (TLBENCH_PDL=all) the set-up above overlaps the previous kernel's tail; A and
+  // the residual may be its output.
   ptx::pdl_wait();
   ptx::pdl_launch_dependents();
 
@@ -606,8 +606,9 @@ void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int ma
       if (ctas * C::kConsumersPerTile > ws.slots) throw std::logic_error("stream-K workspace has too few slots");
       partials = {static_cast<float*>(ws.partials), ws.ready};
     }
-    launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads), C::kSmemBytes, stream, 1, tmap_a,
-                  tmap_w, a, sched, partials);
+    // One CTA per SM, each taking the whole SM: launched after the previous kernel drains.
+    launch_kernel_with_pdl(pdl_enabled_for_whole_sm_grids(), kernel, dim3(static_cast<unsigned>(ctas)),
+                           dim3(C::kThreads), C::kSmemBytes, stream, 1, tmap_a, tmap_w, a, sched, partials);
     TLB_LAUNCH_CHECK(stream);
   });
 }

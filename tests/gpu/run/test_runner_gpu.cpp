@@ -312,6 +312,9 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
   const std::string cc = run["device"]["compute_capability"].get<std::string>();
   if (std::stoi(cc.substr(0, cc.find('.'))) < 9) CHECK_FALSE(run["device"]["kernel_launch"]["pdl"].get<bool>());
   CHECK(run["device"]["kernel_launch"]["pdl"].is_boolean());
+  const std::string pdl_mode = run["device"]["kernel_launch"]["pdl_mode"].get<std::string>();
+  CHECK((pdl_mode == "default" || pdl_mode == "all" || pdl_mode == "off"));
+  CHECK(run["device"]["kernel_launch"]["pdl"].get<bool>() == (pdl_mode != "off"));
   CHECK(run["device"]["kernel_launch"]["gemm_variant"].is_string());
   CHECK(run["tool"]["git_commit"].is_string());
   CHECK(run["seed"].is_number());
