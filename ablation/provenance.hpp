@@ -29,7 +29,7 @@ struct DeviceInfo {
   int cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
   // How our kernels launch here, which the results depend on: programmatic dependent launch
   // (off below compute capability 9.0 or with TLBENCH_PDL=0; "default": every kernel but the
-  // persistent GEMM, "all" with TLBENCH_PDL=all) and TLBENCH_GEMM_VARIANT.
+  // persistent GEMM's long grids, "all" with TLBENCH_PDL=all) and TLBENCH_GEMM_VARIANT.
   bool pdl = false;
   std::string pdl_mode = "off";
   std::string gemm_variant = "auto";

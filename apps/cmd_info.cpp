@@ -51,8 +51,8 @@ const bool kRegistered = tlb::cli::register_command(40, [](CLI::App& root, int& 
                tlb::cuda_version_string(d.runtime_version));
     fmt::print("cuBLAS             {}.{}.{}\n", d.cublas_major, d.cublas_minor, d.cublas_patch);
     const std::string pdl = d.pdl_mode == "all"       ? "on for every kernel (TLBENCH_PDL=all)"
-                            : d.pdl_mode == "default" ? "on but for the persistent GEMM (TLBENCH_PDL=all: every "
-                                                        "kernel, 0: off)"
+                            : d.pdl_mode == "default" ? "on but for long persistent GEMMs (TLBENCH_PDL=all: "
+                                                        "every kernel, 0: off)"
                                                       : "off";
     fmt::print("kernel launch      PDL {}, GEMM variants {}\n", pdl, d.gemm_variant);
     auto text = [](const nlohmann::json& v) { return v.is_null() ? std::string("?") : v.dump(); };

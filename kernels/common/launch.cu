@@ -51,7 +51,7 @@ PdlMode pdl_mode() {
 
 bool pdl_enabled() { return pdl_mode() != PdlMode::off; }
 
-bool pdl_enabled_for_whole_sm_grids() { return pdl_mode() == PdlMode::all; }
+bool pdl_for_every_kernel() { return pdl_mode() == PdlMode::all; }
 
 const char* pdl_mode_name() {
   switch (pdl_mode()) {

@@ -16,9 +16,8 @@ void allow_dynamic_smem(void (*kernel)(KernelArgs...), int bytes) {
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
 }
 
-// Launches `kernel` with the PDL attribute where `pdl` (pdl_enabled() or
-// pdl_enabled_for_whole_sm_grids(), as the kernel's grid calls for), and a thread-block
-// cluster of cluster_x CTAs along x where cluster_x > 1.
+// Launches `kernel` with the PDL attribute where `pdl` (never without pdl_enabled()), and a
+// thread-block cluster of cluster_x CTAs along x where cluster_x > 1.
 template <typename... KernelArgs, typename... Args>
 void launch_kernel_with_pdl(bool pdl, void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
                             cudaStream_t stream, unsigned cluster_x, Args&&... args) {
@@ -46,7 +45,7 @@ void launch_kernel_with_pdl(bool pdl, void (*kernel)(KernelArgs...), dim3 grid, 
   TLB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
-// The launch of every kernel of ours whose CTAs leave room on an SM: PDL where pdl_enabled().
+// The launch of our kernels: PDL where pdl_enabled().
 template <typename... KernelArgs, typename... Args>
 void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
                    unsigned cluster_x, Args&&... args) {

@@ -10,15 +10,11 @@ namespace tlb {
 // TLBENCH_PDL not "0" (the switch exists to measure what PDL buys).
 bool pdl_enabled();
 
-// The same for a kernel whose every CTA takes a whole SM (the persistent GEMM: one CTA per SM,
-// all of its shared memory and registers). Such a grid cannot start on an SM the kernel before
-// it still occupies, so PDL has little to overlap for it, and it measured 10-30 % slower as a
-// PDL launch than after a full drain (results/perf-log.md, 2026-12-05): on only with
-// TLBENCH_PDL=all.
-bool pdl_enabled_for_whole_sm_grids();
+// TLBENCH_PDL=all: PDL for every kernel, the long grids of the persistent GEMM included, which
+// by default launch after their predecessor drains (gemm_persistent_sm90.cu says why).
+bool pdl_for_every_kernel();
 
-// TLBENCH_PDL as run.json and `tlbench info` report it: "off", "all", or "default" (every
-// kernel but those of pdl_enabled_for_whole_sm_grids).
+// TLBENCH_PDL as run.json and `tlbench info` report it: "off", "all", or "default".
 const char* pdl_mode_name();
 
 // Raises `kernel`'s dynamic shared-memory limit to `bytes` on the current device. The

@@ -507,8 +507,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::prefetch_tensor_map(&tmap_w);
   }
   __syncthreads();
-  // Under PDL (TLBENCH_PDL=all) the set-up above overlaps the previous kernel's tail; A and
-  // the residual may be its output.
+  // Under PDL (pdl_for_grid) the set-up above overlaps the previous kernel's tail; A and the
+  // residual may be its output.
   ptx::pdl_wait();
   ptx::pdl_launch_dependents();
 
@@ -551,6 +551,19 @@ int64_t persistent_tiles(int64_t M, int64_t N, PersistentSchedule s) {
     using C = decltype(c);
     return ((M + C::BM - 1) / C::BM) * ((N + C::BN - 1) / C::BN);
   });
+}
+
+// Whether a launch of `tiles` tiles over `ctas` CTAs takes PDL. Each CTA takes a whole SM, so
+// PDL can only start it on an SM its predecessor has left, and what it hides is the launch and
+// the set-up: measured worth 14 % of case 2's forward (GEMMs of 1-2 waves of tiles, tens of
+// microseconds each). Long grids measured slower as PDL launches than after a full drain
+// (tlbench explain, auto, fp16, results/perf-log.md 2026-12-05): on an H100 the GEMMs of
+// cases 8, 9 and 13 (18-93 waves) 10-30 %, their forwards 10-16 %; on an H200 case 13's
+// forward 8 %, case 8's 4 %, while grids of up to 12 waves (cases 3-7) were level or gained.
+// TLBENCH_PDL=all gives every launch PDL, to measure this again.
+constexpr int64_t kPdlMaxWaves = 12;
+bool pdl_for_grid(int64_t tiles, int64_t ctas) {
+  return pdl_enabled() && (pdl_for_every_kernel() || tiles <= kPdlMaxWaves * ctas);
 }
 
 int64_t persistent_ctas(int64_t tiles, int max_ctas) {
@@ -606,9 +619,8 @@ void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int ma
       if (ctas * C::kConsumersPerTile > ws.slots) throw std::logic_error("stream-K workspace has too few slots");
       partials = {static_cast<float*>(ws.partials), ws.ready};
     }
-    // One CTA per SM, each taking the whole SM: launched after the previous kernel drains.
-    launch_kernel_with_pdl(pdl_enabled_for_whole_sm_grids(), kernel, dim3(static_cast<unsigned>(ctas)),
-                           dim3(C::kThreads), C::kSmemBytes, stream, 1, tmap_a, tmap_w, a, sched, partials);
+    launch_kernel_with_pdl(pdl_for_grid(tiles, ctas), kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads),
+                           C::kSmemBytes, stream, 1, tmap_a, tmap_w, a, sched, partials);
     TLB_LAUNCH_CHECK(stream);
   });
 }
