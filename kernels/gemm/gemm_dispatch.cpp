@@ -123,11 +123,6 @@ double pingpong_stream_k_time(int64_t M, int64_t N, int64_t K, int elem_bytes, i
   return std::min(plain, (static_cast<double>(tiles) / sms + 3.0 / k_tiles) * t.bm * t.bn / t.speed);
 }
 
-// The cooperative schedule (256 x 128 tiles, the epilogue not hidden), not yet measured: ranked
-// just behind the ping-pong variant of the same stream-K waves, so it is offered and timed
-// (tlbench_kernel_bench gemm) but not picked.
-constexpr double kCooperativeFactor = 1.0 + 1e-5;
-
 TileModel fma_model(FmaTile t) {
   return t == FmaTile::m128n128 ? TileModel{128, 128, 8, 2, 1.0} : TileModel{64, 64, 8, 3, 0.6};
 }
@@ -190,17 +185,29 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
     const double inf = std::numeric_limits<double>::infinity();
     const int elem_bytes = static_cast<int>(dtype_bytes(a.dtype));
     // The persistent kernel in both schedules, each plain and with stream-K over one or two
-    // waves, at the ping-pong model's time (times the cooperative schedule's factor).
-    for (const auto& [kind, schedule] : {std::pair{Candidate::pingpong, PersistentSchedule::pingpong},
-                                        std::pair{Candidate::cooperative, PersistentSchedule::cooperative}}) {
-      if (!gemm_detail::persistent_supported(a.M, a.N, schedule)) continue;
-      const double factor = kind == Candidate::cooperative ? kCooperativeFactor : 1.0;
-      c.push_back({gemm_detail::persistent_variant_name(a.dtype, schedule, 0), kind, 0,
-                   small ? inf : factor * model_time(kPingpongModel, a.M, a.N, dev.sms)});
-      if (!gemm_detail::persistent_stream_k_applies(a.M, a.N, schedule, 0)) continue;
-      for (int waves : {1, 2}) {
-        const double time = small ? inf : factor * pingpong_stream_k_time(a.M, a.N, a.K, elem_bytes, dev.sms, waves);
-        c.push_back({gemm_detail::persistent_variant_name(a.dtype, schedule, waves), kind, waves, time});
+    // waves. Ping-pong at its model's time; the cooperative schedule ahead of it or just behind
+    // it (cooperative_factor), its stream-K variants behind its plain one (not measured ahead).
+    const double pingpong_time = model_time(kPingpongModel, a.M, a.N, dev.sms);
+    if (gemm_detail::persistent_supported(a.M, a.N, PersistentSchedule::pingpong)) {
+      c.push_back({gemm_detail::persistent_variant_name(a.dtype, PersistentSchedule::pingpong, 0),
+                   Candidate::pingpong, 0, small ? inf : pingpong_time});
+      if (gemm_detail::persistent_stream_k_applies(a.M, a.N, PersistentSchedule::pingpong, 0)) {
+        for (int waves : {1, 2}) {
+          const double time = small ? inf : pingpong_stream_k_time(a.M, a.N, a.K, elem_bytes, dev.sms, waves);
+          c.push_back({gemm_detail::persistent_variant_name(a.dtype, PersistentSchedule::pingpong, waves),
+                       Candidate::pingpong, waves, time});
+        }
+      }
+    }
+    if (gemm_detail::persistent_supported(a.M, a.N, PersistentSchedule::cooperative)) {
+      const double time = gemm_detail::cooperative_factor(a.dtype, a.fp32_math, a.K) * pingpong_time;
+      c.push_back({gemm_detail::persistent_variant_name(a.dtype, PersistentSchedule::cooperative, 0),
+                   Candidate::cooperative, 0, small ? inf : time});
+      if (gemm_detail::persistent_stream_k_applies(a.M, a.N, PersistentSchedule::cooperative, 0)) {
+        for (int waves : {1, 2}) {
+          c.push_back({gemm_detail::persistent_variant_name(a.dtype, PersistentSchedule::cooperative, waves),
+                       Candidate::cooperative, waves, small ? inf : time * (1.0 + 1e-6 * waves)});
+        }
       }
     }
     for (const gemm_detail::WgmmaOption& o : options) {
@@ -267,6 +274,18 @@ void require_supported(const GemmArgs& a) {
 }  // namespace
 
 namespace gemm_detail {
+
+// Measured on an H100 (tlbench_kernel_bench gemm, two calls, results/perf-log.md 2026-12-05):
+// in fp16 and bf16 the cooperative schedule ran at 0.88-0.99 of ping-pong on most of the table
+// (its epilogue stops the tensor cores, ping-pong's hides under the other consumer's MMAs),
+// ahead by at most 3 % and not in both calls. In TF32, whose k-tiles carry half the MMAs per
+// byte and so lean twice as hard on L2 and shared memory, the bytes it saves paid on the
+// long-K down projections: case 13's (K = 8192) 1.10-1.11x ping-pong in both calls, case
+// 10's (K = 16384) level; on K = 2048-4096 it won once and lost once.
+double cooperative_factor(DType d, Fp32Math math, int64_t K) {
+  const bool tf32 = d == DType::fp32 && math == Fp32Math::tf32;
+  return tf32 && K >= 8192 ? 0.9 : 1.0 + 1e-5;
+}
 
 // A grid is small when even the 128x128 wgmma tile leaves half the SMs idle (case 1's
 // 128-token GEMMs, case 2's 768-wide ones). There a launch is latency-bound: each CTA pulls

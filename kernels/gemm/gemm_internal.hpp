@@ -86,6 +86,10 @@ bool persistent_supported(int64_t M, int64_t N, PersistentSchedule s);
 bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int max_ctas);
 void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int max_ctas, int stream_k_waves,
                                  cudaStream_t stream);
+// The cooperative schedule's time in the dispatcher's ranking, as a factor of ping-pong's on
+// the same grid: under 1 where it measured ahead (TF32 with K >= 8192), else just over 1, so
+// that it is offered and benchmarked but ranked behind ping-pong.
+double cooperative_factor(DType d, Fp32Math math, int64_t K);
 
 // Stream-K's scratch (gemm_workspace.cpp): a 128 x 128 fp32 partial tile and a ready flag
 // (zero between launches) in each of `slots` slots, two per SM (a cooperative CTA's consumers

@@ -385,6 +385,23 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
   CHECK(stream_k_runs > 0);
 }
 
+// The cooperative schedule's place in the ranking, without a device: ahead of ping-pong only
+// where it measured ahead (TF32 on long K), offered just behind it everywhere else.
+TEST_CASE("gemm cooperative schedule ranks ahead of ping-pong only for TF32 on long K", "[kernels][gemm]") {
+  using tlb::gemm_detail::cooperative_factor;
+  CHECK(cooperative_factor(tlb::DType::fp32, tlb::Fp32Math::tf32, 8192) < 1.0);   // case 13 down
+  CHECK(cooperative_factor(tlb::DType::fp32, tlb::Fp32Math::tf32, 16384) < 1.0);  // case 10 down
+  CHECK(cooperative_factor(tlb::DType::fp32, tlb::Fp32Math::tf32, 2048) > 1.0);   // case 13 up
+  CHECK(cooperative_factor(tlb::DType::fp32, tlb::Fp32Math::ieee, 16384) > 1.0);  // no tensor cores
+  for (const tlb::DType d : {tlb::DType::fp16, tlb::DType::bf16}) {
+    for (const int64_t K : {1024, 8192, 16384}) {
+      const double f = cooperative_factor(d, tlb::Fp32Math::tf32, K);
+      CHECK(f > 1.0);
+      CHECK(f < 1.001);  // just behind: the stream-K variants of ping-pong rank between
+    }
+  }
+}
+
 // The small-grid latency model, without a device: an H200's 132 SMs and the cluster
 // capacities it reported for these tiles (132 CTAs, 66 pairs, 30 clusters of 4). The
 // choices are the fastest variants measured there (tlbench_kernel_bench small, see
