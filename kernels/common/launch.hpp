@@ -5,9 +5,10 @@
 
 namespace tlb {
 
-// True when launches on the current device carry the PDL attribute: compute capability 9.0
-// or later, running code built for sm_90 or later (the kernels' wait exists only there), and
-// TLBENCH_PDL not "0" (the switch exists to measure what PDL buys).
+// True when our launches on the current device may carry the PDL attribute: compute
+// capability 9.0 or later, running code built for sm_90 or later (the kernels' wait exists
+// only there), and TLBENCH_PDL not "0" (the switch exists to measure what PDL buys). Every
+// kernel then carries it but the persistent GEMM's long grids (its pdl_for_grid).
 bool pdl_enabled();
 
 // TLBENCH_PDL=all: PDL for every kernel, the long grids of the persistent GEMM included, which

@@ -105,6 +105,10 @@ TileModel wgmma_model(WgmmaTile t) {
 // after another (the model's rounds), each faster per area than the 128x256 kernel's tiles
 // since no epilogue or pipeline fill stops its tensor cores.
 constexpr TileModel kPingpongModel{128, 128, 8, 1, 2.0};
+// Its cooperative schedule: the same rate per area over 256-row tiles, so that a grid whose
+// tall tiles leave more SMs idle in the last round than ping-pong's (or fewer CTAs than SMs)
+// ranks slower by as much.
+constexpr TileModel kCooperativeModel{256, 128, 8, 1, 2.0};
 
 // Stream-K over `waves` waves (1: the partial one; 2: it and the last full one), as measured
 // on an H200 (results/perf-log.md, 2026-12-03): over two waves it gains 1.5-2.5 % where the
@@ -185,12 +189,11 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
     const double inf = std::numeric_limits<double>::infinity();
     const int elem_bytes = static_cast<int>(dtype_bytes(a.dtype));
     // The persistent kernel in both schedules, each plain and with stream-K over one or two
-    // waves. Ping-pong at its model's time; the cooperative schedule ahead of it or just behind
-    // it (cooperative_factor), its stream-K variants behind its plain one (not measured ahead).
-    const double pingpong_time = model_time(kPingpongModel, a.M, a.N, dev.sms);
+    // waves. Each at its model's time, the cooperative one's times cooperative_factor, its
+    // stream-K variants just behind its plain one (not measured ahead).
     if (gemm_detail::persistent_supported(a.M, a.N, PersistentSchedule::pingpong)) {
       c.push_back({gemm_detail::persistent_variant_name(a.dtype, PersistentSchedule::pingpong, 0),
-                   Candidate::pingpong, 0, small ? inf : pingpong_time});
+                   Candidate::pingpong, 0, small ? inf : model_time(kPingpongModel, a.M, a.N, dev.sms)});
       if (gemm_detail::persistent_stream_k_applies(a.M, a.N, PersistentSchedule::pingpong, 0)) {
         for (int waves : {1, 2}) {
           const double time = small ? inf : pingpong_stream_k_time(a.M, a.N, a.K, elem_bytes, dev.sms, waves);
@@ -200,7 +203,8 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
       }
     }
     if (gemm_detail::persistent_supported(a.M, a.N, PersistentSchedule::cooperative)) {
-      const double time = gemm_detail::cooperative_factor(a.dtype, a.fp32_math, a.K) * pingpong_time;
+      const double time =
+          gemm_detail::cooperative_factor(a.dtype, a.fp32_math, a.K) * model_time(kCooperativeModel, a.M, a.N, dev.sms);
       c.push_back({gemm_detail::persistent_variant_name(a.dtype, PersistentSchedule::cooperative, 0),
                    Candidate::cooperative, 0, small ? inf : time});
       if (gemm_detail::persistent_stream_k_applies(a.M, a.N, PersistentSchedule::cooperative, 0)) {
@@ -281,7 +285,9 @@ namespace gemm_detail {
 // ahead by at most 3 % and not in both calls. In TF32, whose k-tiles carry half the MMAs per
 // byte and so lean twice as hard on L2 and shared memory, the bytes it saves paid on the
 // long-K down projections: case 13's (K = 8192) 1.10-1.11x ping-pong in both calls, case
-// 10's (K = 16384) level; on K = 2048-4096 it won once and lost once.
+// 10's (K = 16384) level to 1.03x; on K = 2048-4096 it won once and lost once. Ahead from
+// K = 8192 on, then; just behind everywhere else, behind ping-pong's stream-K variants too
+// where those rank level with it (their model time is the plain one's plus 1e-6 per wave).
 double cooperative_factor(DType d, Fp32Math math, int64_t K) {
   const bool tf32 = d == DType::fp32 && math == Fp32Math::tf32;
   return tf32 && K >= 8192 ? 0.9 : 1.0 + 1e-5;

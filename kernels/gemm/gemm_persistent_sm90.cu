@@ -64,8 +64,8 @@ struct PersistentConfig {
   static constexpr int kATileBytes = BM * kRowBytes, kWTileBytes = BN * kRowBytes;
   static constexpr int kStageBytes = kATileBytes + kWTileBytes;  // A's k-tile, then W's
   // 192 KiB of stages: six of 32 KiB or four of 48 KiB, about 2.5 us of loads in flight at
-  // the rate the tensor cores consume them. With each consumer's 16 KiB epilogue staging that
-  // is 227 KiB with the barriers, the most a CTA may have.
+  // the rate the tensor cores consume them. With each consumer's 16 KiB epilogue staging, the
+  // alignment slack and the barriers that is 225 KiB, within a CTA's 227.
   static constexpr int STAGES = kCooperative ? 4 : 6;
   // k-tiles of MMAs a consumer keeps queued at the tensor cores. Ping-pong's consumer keeps
   // two, or the tensor cores run dry whenever its next group comes late behind the other
@@ -118,7 +118,8 @@ struct WorkUnit {
 //   of its last whole tile, and with three units the first is the whole middle tile, so the
 //   one that writes a partial never waits behind the one that waits for partials on the same
 //   consumer (a ping-pong CTA's units alternate between its two consumers, and writing never
-//   waits).
+//   waits). That order is ping-pong's; a cooperative CTA takes the unit it leaves a partial of
+//   first (Schedule::partial_first).
 struct Schedule {
   int tiles_m, tiles_n, k_tiles;
   int dp_rounds, sk_tiles;
@@ -553,17 +554,18 @@ int64_t persistent_tiles(int64_t M, int64_t N, PersistentSchedule s) {
   });
 }
 
-// Whether a launch of `tiles` tiles over `ctas` CTAs takes PDL. Each CTA takes a whole SM, so
+// Whether a launch of `tiles` tiles of `tile_rows` rows over `ctas` CTAs takes PDL. Each CTA takes a whole SM, so
 // PDL can only start it on an SM its predecessor has left, and what it hides is the launch and
 // the set-up: measured worth 14 % of case 2's forward (GEMMs of 1-2 waves of tiles, tens of
 // microseconds each). Long grids measured slower as PDL launches than after a full drain
 // (tlbench explain, auto, fp16, results/perf-log.md 2026-12-05): on an H100 the GEMMs of
 // cases 8, 9 and 13 (18-93 waves) 10-30 %, their forwards 10-16 %; on an H200 case 13's
 // forward 8 %, case 8's 4 %, while grids of up to 12 waves (cases 3-7) were level or gained.
+// The line is drawn in waves of 128-row (ping-pong) tiles, a cooperative tile counting twice.
 // TLBENCH_PDL=all gives every launch PDL, to measure this again.
 constexpr int64_t kPdlMaxWaves = 12;
-bool pdl_for_grid(int64_t tiles, int64_t ctas) {
-  return pdl_enabled() && (pdl_for_every_kernel() || tiles <= kPdlMaxWaves * ctas);
+bool pdl_for_grid(int64_t tiles, int tile_rows, int64_t ctas) {
+  return pdl_enabled() && (pdl_for_every_kernel() || tiles * (tile_rows / 128) <= kPdlMaxWaves * ctas);
 }
 
 int64_t persistent_ctas(int64_t tiles, int max_ctas) {
@@ -619,7 +621,7 @@ void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int ma
       if (ctas * C::kConsumersPerTile > ws.slots) throw std::logic_error("stream-K workspace has too few slots");
       partials = {static_cast<float*>(ws.partials), ws.ready};
     }
-    launch_kernel_with_pdl(pdl_for_grid(tiles, ctas), kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads),
+    launch_kernel_with_pdl(pdl_for_grid(tiles, C::BM, ctas), kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads),
                            C::kSmemBytes, stream, 1, tmap_a, tmap_w, a, sched, partials);
     TLB_LAUNCH_CHECK(stream);
   });

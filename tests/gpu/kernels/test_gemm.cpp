@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -320,12 +321,13 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
   // across tile boundaries: 1 CTA (all tiles, one after the other), 3 and 5 (uneven shares). K = 8 is one k-tile per tile (every stage of the ring
   // turns over every few tiles), K = 1000 has a K tail; M and N leave partial tiles.
   // Stream-K, over the partial wave and over it and the last full one, runs on every capped
-  // grid with a partial wave (2, 3, 4, 5 and 7 CTAs over 32, 15 and 15 tiles): with 16 and 63
-  // k-tiles per tile its runs cut tiles at many places, on either consumer, a tile meeting up
-  // to seven runs (one partial-wave tile over 7 CTAs), so partials are written and finished
-  // across CTAs; each such launch runs twice and must give the same bits. The cooperative
-  // schedule's 256-row tiles leave M = 300 and 601 a second tile row whose lower consumer has
-  // no row inside M.
+  // grid with a partial wave (2, 3, 4, 5 and 7 CTAs over ping-pong's 32, 15 and 15 tiles, the
+  // cooperative schedule's 16, 9 and 10): with 16 and 63 k-tiles per tile its runs cut tiles
+  // at many places, on either consumer, a tile meeting up to seven runs (one partial-wave tile
+  // over 7 CTAs), so partials are written and finished across CTAs; each such launch runs
+  // twice and must give the same bits. The cooperative schedule's 256-row tiles leave M = 300
+  // and 601 a last tile row in which consumer 1 (the upper 128 rows) has no row inside M.
+  // Each schedule must have run, with stream-K, on its own.
   const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}, {300, 520, 4000}};
   const struct {
     GemmEpilogue epi;
@@ -333,9 +335,8 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
   } epilogues[] = {{GemmEpilogue::bias, tlb::Activation::gelu},
                    {GemmEpilogue::bias_activation, tlb::Activation::gelu},
                    {GemmEpilogue::bias_residual, tlb::Activation::gelu}};
-  bool ran = false;
-  int stream_k_runs = 0;
   using tlb::gemm_detail::PersistentSchedule;
+  std::map<PersistentSchedule, int> runs, stream_k_runs;
   for (const Mode& mode : kModes) {
     if (mode.math == tlb::Fp32Math::ieee) continue;  // no tensor cores: not this kernel's
     for (const Shape& s : shapes) {
@@ -349,7 +350,6 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
         for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
           const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, schedule, 0);
           if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
-          ran = true;
           auto run = [&](int ctas, int stream_k_waves) {
             out.poison();
             tlb::gemm_detail::launch_gemm_persistent_sm90(a, schedule, ctas, stream_k_waves, nullptr);
@@ -365,28 +365,36 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
           for (int ctas : {1, 2, 3, 4, 5, 7}) {
             INFO(mode.name << " " << name << " M=" << s.M << " N=" << s.N << " K=" << s.K << " epilogue "
                            << static_cast<int>(e.epi) << " CTAs " << ctas);
-            if (ctas == 1 || ctas == 3 || ctas == 5) run(ctas, 0);
+            if (ctas == 1 || ctas == 3 || ctas == 5) {
+              run(ctas, 0);
+              ++runs[schedule];
+            }
             if (!tlb::gemm_detail::persistent_stream_k_applies(s.M, s.N, schedule, ctas)) continue;
             for (int waves : {1, 2}) {
               INFO("stream-K over " << waves << " waves");
               const std::vector<float> first = run(ctas, waves);
               CHECK(tlb::test::bit_identical(first, run(ctas, waves)));
-              ++stream_k_runs;
+              ++stream_k_runs[schedule];
             }
           }
         }
       }
     }
   }
-  if (!ran) {
+  if (runs.empty()) {
     WARN("no sm_90a image or no compute capability 9.0 GPU: the persistent kernel does not exist here");
     return;
   }
-  CHECK(stream_k_runs > 0);
+  for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
+    INFO(tlb::gemm_detail::persistent_variant_name(tlb::DType::fp16, schedule, 0));
+    CHECK(runs[schedule] > 0);
+    CHECK(stream_k_runs[schedule] > 0);
+  }
 }
 
-// The cooperative schedule's place in the ranking, without a device: ahead of ping-pong only
-// where it measured ahead (TF32 on long K), offered just behind it everywhere else.
+// The cooperative schedule's place in the ranking, without a device: ahead of ping-pong for
+// TF32 from K = 8192 on (case 13's down projection measured 1.10x, case 10's level to 1.03x),
+// just behind it everywhere else.
 TEST_CASE("gemm cooperative schedule ranks ahead of ping-pong only for TF32 on long K", "[kernels][gemm]") {
   using tlb::gemm_detail::cooperative_factor;
   CHECK(cooperative_factor(tlb::DType::fp32, tlb::Fp32Math::tf32, 8192) < 1.0);   // case 13 down
@@ -396,8 +404,8 @@ TEST_CASE("gemm cooperative schedule ranks ahead of ping-pong only for TF32 on l
   for (const tlb::DType d : {tlb::DType::fp16, tlb::DType::bf16}) {
     for (const int64_t K : {1024, 8192, 16384}) {
       const double f = cooperative_factor(d, tlb::Fp32Math::tf32, K);
-      CHECK(f > 1.0);
-      CHECK(f < 1.001);  // just behind: the stream-K variants of ping-pong rank between
+      CHECK(f > 1.0 + 2e-6);  // behind ping-pong's stream-K variants where they rank level with its plain one
+      CHECK(f < 1.001);       // but ahead of anything the model ranks slower
     }
   }
 }
