@@ -2,12 +2,12 @@
 # One call on a GPU host: configure, build with all cores, then the steps asked for, logging
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
-#   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer
+#   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer pdl
 #   scripts/gpu-check.sh build official     (next call: build rerun; each fits one 10-minute call)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), OFFICIAL_BUDGET, EXPLAIN_CASES,
-# EXPLAIN_DTYPES, EXPLAIN_CONFIGS, SELECT_ARGS, PEER_ARGS, PROFILE_ARGS,
+# EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, SELECT_ARGS, PEER_ARGS, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
 # side-by-side kernel records, for results/h200/kernels.jsonl) also come back on their own.
@@ -199,6 +199,39 @@ for step in "${steps[@]}"; do
         done
       done
       tar -czf "$OUT/explain.tar.gz" -C "$OUT" explain && rm -rf "${OUT:?}/explain"
+      ;;
+    pdl)
+      # What PDL buys the layer: tlbench explain's forward of auto on every official case
+      # (EXPLAIN_CASES, EXPLAIN_DTYPES as for explain) under the default TLBENCH_PDL and under
+      # TLBENCH_PDL=all, twice each, alternating; one table of the four forwards per case.
+      log "PDL default against all: ${EXPLAIN_CASES:=1-14} ${EXPLAIN_DTYPES:=fp16}"
+      IFS=',' read -ra dts <<<"$EXPLAIN_DTYPES"
+      for dt in "${dts[@]}"; do
+        for mode in default all default all; do
+          for c in $(seq "${EXPLAIN_CASES%-*}" "${EXPLAIN_CASES#*-}"); do
+            echo "== $dt $mode case $c" >>"$OUT/pdl.log"
+            TLBENCH_PDL=$mode timeout 120 $BIN explain --config configs/cases.json --case "$c" --dtype "$dt" \
+              --configs auto --ceilings "$OUT/pdl-ceilings.json" >>"$OUT/pdl.log" 2>&1
+          done
+        done
+      done
+      python3 - "$OUT/pdl.log" <<'PY' | tee -a "$OUT/summary.txt"
+import re, sys
+runs, key = {}, None
+for line in open(sys.argv[1]):
+    m = re.match(r"== (\S+) (\S+) case (\d+)", line)
+    if m:
+        key = m.groups()
+        continue
+    m = re.search(r"\): forward ([0-9.]+) ms", line)
+    if m and key:
+        runs.setdefault(key, []).append(float(m.group(1)))
+print("dtype case  default ms (two runs)  all ms (two runs)  all/default")
+for dt, c in sorted({(k[0], int(k[2])) for k in runs}):
+    d, a = runs.get((dt, "default", str(c)), []), runs.get((dt, "all", str(c)), [])
+    ratio = f"{sum(a) / len(a) / (sum(d) / len(d)):.3f}" if a and d else "-"
+    print(f"{dt:5} {c:4}  {str(d):22} {str(a):22} {ratio}")
+PY
       ;;
     select)
       log "run of a selection: ${SELECT_ARGS:=--cases 1 --dtypes fp16}"
