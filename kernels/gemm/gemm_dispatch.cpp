@@ -183,42 +183,38 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
     // ones go last; on a small grid the wgmma tiles go first, ranked by the latency model, and
     // the ping-pong kernel (one tile per CTA there: nothing to overlap) after them.
     const bool small = gemm_detail::small_wgmma_grid(a.M, a.N, dev.sms);
+    const int elem_bytes = static_cast<int>(dtype_bytes(a.dtype));
     const auto options = gemm_detail::wgmma_options(
-        a.M, a.N, a.K, static_cast<int>(dtype_bytes(a.dtype)),
+        a.M, a.N, a.K, elem_bytes,
         [&](WgmmaTile t, int split) { return gemm_detail::wgmma_max_active_clusters(t, a.dtype, split); });
     const double inf = std::numeric_limits<double>::infinity();
-    const int elem_bytes = static_cast<int>(dtype_bytes(a.dtype));
-    // The persistent kernel in both schedules, each plain and with stream-K over one or two
-    // waves. Each at its model's time, the cooperative one's times cooperative_factor, its
-    // stream-K variants just behind its plain one (not measured ahead).
-    if (gemm_detail::persistent_supported(a.M, a.N, PersistentSchedule::pingpong)) {
-      c.push_back({gemm_detail::persistent_variant_name(a.dtype, PersistentSchedule::pingpong, 0),
-                   Candidate::pingpong, 0, small ? inf : model_time(kPingpongModel, a.M, a.N, dev.sms)});
-      if (gemm_detail::persistent_stream_k_applies(a.M, a.N, PersistentSchedule::pingpong, 0)) {
-        for (int waves : {1, 2}) {
-          const double time = small ? inf : pingpong_stream_k_time(a.M, a.N, a.K, elem_bytes, dev.sms, waves);
-          c.push_back({gemm_detail::persistent_variant_name(a.dtype, PersistentSchedule::pingpong, waves),
-                       Candidate::pingpong, waves, time});
-        }
+    // The persistent kernel in both schedules, each plain (waves 0) and with stream-K over one
+    // or two waves, at `time(waves)` (never picked on a small grid).
+    auto offer_persistent = [&](Candidate::Kind kind, PersistentSchedule schedule, auto time) {
+      if (!gemm_detail::persistent_supported(a.M, a.N, schedule)) return;
+      const bool stream_k = gemm_detail::persistent_stream_k_applies(a.M, a.N, schedule, 0);
+      for (int waves : {0, 1, 2}) {
+        if (waves > 0 && !stream_k) break;
+        c.push_back({gemm_detail::persistent_variant_name(a.dtype, schedule, waves), kind, waves,
+                     small ? inf : time(waves)});
       }
-    }
-    if (gemm_detail::persistent_supported(a.M, a.N, PersistentSchedule::cooperative)) {
-      const double time =
-          gemm_detail::cooperative_factor(a.dtype, a.fp32_math, a.K) * model_time(kCooperativeModel, a.M, a.N, dev.sms);
-      c.push_back({gemm_detail::persistent_variant_name(a.dtype, PersistentSchedule::cooperative, 0),
-                   Candidate::cooperative, 0, small ? inf : time});
-      if (gemm_detail::persistent_stream_k_applies(a.M, a.N, PersistentSchedule::cooperative, 0)) {
-        for (int waves : {1, 2}) {
-          c.push_back({gemm_detail::persistent_variant_name(a.dtype, PersistentSchedule::cooperative, waves),
-                       Candidate::cooperative, waves, small ? inf : time * (1.0 + 1e-6 * waves)});
-        }
-      }
-    }
+    };
+    // Ping-pong at its model's time, stream-K as pingpong_stream_k_time ranks it.
+    offer_persistent(Candidate::pingpong, PersistentSchedule::pingpong, [&](int waves) {
+      return waves == 0 ? model_time(kPingpongModel, a.M, a.N, dev.sms)
+                        : pingpong_stream_k_time(a.M, a.N, a.K, elem_bytes, dev.sms, waves);
+    });
+    // Cooperative at its model's time times cooperative_factor, its stream-K variants just
+    // behind its plain one (not measured ahead).
+    const double cooperative_time =
+        gemm_detail::cooperative_factor(a.dtype, a.fp32_math, a.K) * model_time(kCooperativeModel, a.M, a.N, dev.sms);
+    offer_persistent(Candidate::cooperative, PersistentSchedule::cooperative,
+                     [&](int waves) { return cooperative_time * (1.0 + 1e-6 * waves); });
     for (const gemm_detail::WgmmaOption& o : options) {
       const bool big_tile = gemm_detail::wgmma_tile_shape(o.tile).bm == 128;
       const double time = small ? o.units
                           : big_tile ? model_time(wgmma_model(o.tile), a.M, a.N, dev.sms)
-                                     : std::numeric_limits<double>::infinity();
+                                     : inf;
       c.push_back({gemm_detail::wgmma_tile_name(o.tile, a.dtype, o.split), Candidate::wgmma,
                    static_cast<int>(o.tile), time, o.split});
     }
