@@ -61,11 +61,14 @@ ExplainConfig explain_config(const CaseData& data, const CaseSpec& spec, DType d
   for (int i = 0; i < std::min(reps, 10); ++i) path.run();
   r.dispatch = dispatch_text(path.dispatch());
 
-  std::vector<double> forward, eager, replayed;
+  path.run_serial();  // capture, outside the timing
+  path.run_stage_events();
+  std::vector<double> forward, eager, serial, replayed;
   std::vector<std::vector<double>> events(kNumCostStages);
   for (int i = 0; i < reps; ++i) {
     forward.push_back(timer.ms([&] { path.run(); }));
     eager.push_back(timer.ms([&] { path.run_eager(); }));
+    serial.push_back(timer.ms([&] { path.run_serial(); }));
     const StageTimes t = path.run_stage_events();
     for (int s = 0; s < kNumCostStages; ++s) events[static_cast<size_t>(s)].push_back(t.ms[static_cast<size_t>(s)]);
   }
@@ -87,6 +90,7 @@ ExplainConfig explain_config(const CaseData& data, const CaseSpec& spec, DType d
   }
   r.forward_ms = stats::median(forward);
   r.eager_ms = stats::median(eager);
+  r.serial_ms = stats::median(serial);
   r.replayed_ms = stats::median(replayed);
   const auto costs = forward_stage_costs(spec.shape, dtype, path.deferred_layers());
   for (int s = 0; s < kNumCostStages; ++s) {
@@ -202,16 +206,21 @@ void print_explanation(const Explanation& e, std::FILE* out) {
       fmt::print(out, "  {:<12} {:>10.2f} {:>10.1f} {:>10.4f} {:>11.4f} {:>6} {:>11.4f} {:>6}\n", to_string(st.cost.stage),
                  st.cost.flops / 1e9, st.cost.min_bytes / 1e6, st.floor_ms, st.events_ms, frac(st.floor_ms, st.events_ms),
                  st.marginal_ms, frac(st.floor_ms, st.marginal_ms));
+    fmt::print(out, "  {:<12} {:>10} {:>10} {:>10} {:>11.4f} {:>6} {:>11} {:>6}\n", "PDL overlap", "", "", "",
+               c.pdl_overlap_ms(), "", "", "");
     fmt::print(out, "  {:<12} {:>10} {:>10} {:>10} {:>11} {:>6} {:>11.4f}\n", "launch gaps", "", "", "", "", "",
                c.launch_gaps_ms());
     double floor_sum = 0;
     for (const ExplainStage& st : c.stages) floor_sum += st.floor_ms;
+    const double events_forward = c.events_sum_ms() + c.pdl_overlap_ms();
     fmt::print(out, "  {:<12} {:>10} {:>10} {:>10.4f} {:>11.4f} {:>6} {:>11.4f} {:>6}\n", "forward", "", "", floor_sum,
-               c.events_sum_ms(), frac(floor_sum, c.events_sum_ms()), c.forward_ms, frac(floor_sum, c.forward_ms));
-    fmt::print(out, "  events: the stages of an uncaptured forward add up to {:.4f} ms ({:+.1f} % of an eager forward's {:.4f} "
-               "without events); "
-               "marginal: each stage's cost inside a graph replay of {:.4f} ms\n",
-               c.events_sum_ms(), 100 * (c.events_sum_ms() / c.eager_ms - 1), c.eager_ms, c.replayed_ms);
+               events_forward, frac(floor_sum, events_forward), c.forward_ms, frac(floor_sum, c.forward_ms));
+    fmt::print(out,
+               "  events: the stages of {} forward without PDL add up to {:.4f} ms ({:+.1f} % of its {:.4f} ms "
+               "without events), PDL overlap is the forward as run less that one; marginal: each stage's cost "
+               "inside a graph replay of {:.4f} ms\n",
+               c.graph ? "a replayed" : "an eager", c.events_sum_ms(), 100 * (c.events_sum_ms() / c.serial_ms - 1),
+               c.serial_ms, c.replayed_ms);
     fmt::print(out, "  ran: {}\n  {} timed repetitions per figure\n", c.dispatch, c.reps);
   }
   fmt::print(out, "\n(a floor is the longer of the stage's FLOPs at the matrix rate and its least bytes at the copy "
@@ -242,6 +251,8 @@ json explanation_json(const Explanation& e) {
                        {"reps", c.reps},
                        {"forward_ms", c.forward_ms},
                        {"eager_ms", c.eager_ms},
+                       {"serial_ms", c.serial_ms},
+                       {"pdl_overlap_ms", c.pdl_overlap_ms()},
                        {"replayed_ms", c.replayed_ms},
                        {"events_sum_ms", c.events_sum_ms()},
                        {"marginal_sum_ms", c.marginal_sum_ms()},

@@ -1,9 +1,12 @@
 // `tlbench explain`: where one layer stack's time goes, stage by stage, beside each stage's
 // floor at this GPU's ceilings. For each configuration of one case and dtype:
 //   - the forward as `tlbench run` times it (a graph configuration replayed, else eager);
-//   - events: an uncaptured forward with a CUDA event before every stage of every layer
-//     (StackPath::run_stage_events), each stage carrying the host launch gaps it waited on,
-//     so the stages add up to an eager forward;
+//   - events: the same forward (a graph configuration's replayed from a graph holding the
+//     events as nodes, an eager one's launched from the host) with a CUDA event before every
+//     stage of every layer (StackPath::run_stage_events), without PDL, since an event between
+//     two kernels ends their overlap anyway; each stage carries the launch gaps it waited on,
+//     so the stages add up to the forward without PDL (StackPath::run_serial), and a line of
+//     its own, PDL overlap, takes them to the forward as run;
 //   - marginal: the forward replayed from a graph in which every layer runs the stage twice,
 //     less the plain replay (StackPath::run_replayed_repeating): the stage's own device time
 //     inside a graph, no launch gap in it;
@@ -54,11 +57,14 @@ struct ExplainConfig {
   std::string error;                // not measured, and why (out of memory, capture refused)
   double forward_ms = 0;            // as run times the configuration
   double eager_ms = 0;              // an uncaptured forward without events (run_eager)
+  double serial_ms = 0;             // the forward as run, without PDL (run_serial)
   double replayed_ms = 0;           // the plain replay the marginal costs are taken against
   std::vector<ExplainStage> stages;
   double events_sum_ms() const;
   double marginal_sum_ms() const;
   double launch_gaps_ms() const { return forward_ms - marginal_sum_ms(); }
+  // What PDL's overlap of neighbouring kernels takes off the forward (negative where it helps).
+  double pdl_overlap_ms() const { return forward_ms - serial_ms; }
 };
 
 struct Explanation {

@@ -336,8 +336,9 @@ void ensure_ceilings(const MeasureContext& ctx, Group& g) {
   }
 }
 
-// --stage-times: the candidate's per-stage times (events between the stages of uncaptured
-// forwards, each stage's median) and the stages' floors, into the row.
+// --stage-times: the candidate's per-stage times (events between the stages of its forward,
+// without PDL: StackPath::run_stage_events; each stage's median) and the stages' floors, into
+// the row.
 void record_stage_times(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& r) {
   ensure_ceilings(ctx, g);
   std::vector<std::vector<double>> runs(kNumCostStages);

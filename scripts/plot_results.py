@@ -301,9 +301,9 @@ STAGE_COLOURS = ["#c6dbef", "#6baed6", "#d94801", "#2171b5", "#9ecae1", "#41ab5d
 def plot_stage_breakdown(csv_path, group, device, out_path):
     """Per case two bars, the reference's and the best configuration's, each as long as its
     forward relative to the reference's forward (the best bar is shorter by its speedup), cut
-    into its stages in the proportions of their times. The stage times come from an uncaptured
-    forward with events between the stages, while a graph configuration's forward is its
-    replay: the proportions are the eager forward's. Each stage's floor is a black tick inside
+    into its stages in the proportions of their times. The stage times come from the same
+    forward (a graph configuration's replay) with events between the stages and without PDL,
+    while the bar's length is the forward with PDL: the proportions are those without it. Each stage's floor is a black tick inside
     its segment, as the share of the stage's time the floor is."""
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -348,8 +348,9 @@ def plot_stage_breakdown(csv_path, group, device, out_path):
     ax.set_yticks(pos)
     ax.set_yticklabels(ticks, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("forward time over the reference's, cut in the proportions of an uncaptured forward's stage times\n"
-                  "(events between stages); black ticks: each stage's floor as a share of its time", fontsize=9)
+    ax.set_xlabel("forward time over the reference's, cut in the proportions of its stage times\n"
+                  "(events between stages, without PDL); black ticks: each stage's floor as a share of its time",
+                  fontsize=9)
     ax.set_title(f"Where the time goes, {group}" + (f" — {device}" if device else ""))
     ax.legend(ncol=1, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()

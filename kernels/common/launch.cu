@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -47,9 +48,14 @@ PdlMode pdl_mode() {
   return m;
 }
 
+std::atomic<int> pdl_suspensions{0};
+
 }  // namespace
 
-bool pdl_enabled() { return pdl_mode() != PdlMode::off; }
+PdlSuspension::PdlSuspension() { pdl_suspensions.fetch_add(1); }
+PdlSuspension::~PdlSuspension() { pdl_suspensions.fetch_sub(1); }
+
+bool pdl_enabled() { return pdl_suspensions.load() == 0 && pdl_mode() != PdlMode::off; }
 
 bool pdl_for_every_kernel() { return pdl_mode() == PdlMode::all; }
 

@@ -11,6 +11,19 @@ namespace tlb {
 // kernel then carries it but the persistent GEMM's long grids (its pdl_for_grid).
 bool pdl_enabled();
 
+// While one lives, pdl_enabled() is false on every device: the launches made (and the graphs
+// captured) meanwhile run each kernel after its predecessor has drained. Stage timing needs
+// that: an event between two stages ends their overlap anyway, so the forward it is set
+// against must run without it too (`tlbench explain`). Not for concurrent use with launches
+// that should keep PDL.
+class PdlSuspension {
+ public:
+  PdlSuspension();
+  ~PdlSuspension();
+  PdlSuspension(const PdlSuspension&) = delete;
+  PdlSuspension& operator=(const PdlSuspension&) = delete;
+};
+
 // TLBENCH_PDL=all: PDL for every kernel, the long grids of the persistent GEMM included, which
 // by default launch after their predecessor drains (gemm_persistent_sm90.cu says why).
 bool pdl_for_every_kernel();

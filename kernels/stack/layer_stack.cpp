@@ -22,6 +22,7 @@
 
 #include "attention/attention.hpp"
 #include "common/cuda_check.hpp"
+#include "common/launch.hpp"
 #include "common/rng.hpp"
 #include "common/rounding.hpp"
 #include "gemm/gemm.hpp"
@@ -115,9 +116,12 @@ struct CapturedGraph {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   CapturedGraph() = default;
-  ~CapturedGraph() {
+  ~CapturedGraph() { reset(); }
+  void reset() {
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
+    exec = nullptr;
+    graph = nullptr;
   }
   CapturedGraph(const CapturedGraph&) = delete;
   CapturedGraph& operator=(const CapturedGraph&) = delete;
@@ -219,6 +223,7 @@ struct StackPath::Impl {
   BlasHandle blas;
   CapturedGraph captured;
   CapturedGraph replay;  // an eager path's forward captured for run_replayed(), on first use
+  CapturedGraph serial;  // a graph path's forward captured without PDL, for run_serial()
 
   char* y_buf[2] = {nullptr, nullptr};
   char *normed = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *attn_out = nullptr;
@@ -230,6 +235,7 @@ struct StackPath::Impl {
 
   Impl(const CaseData& d, const PathOptions& o, cudaStream_t st);
   ~Impl() {
+    with_events.reset();  // its nodes record the events
     for (cudaEvent_t ev : events) cudaEventDestroy(ev);
   }
   Impl(const Impl&) = delete;
@@ -255,6 +261,8 @@ struct StackPath::Impl {
   std::function<void(int)> marker;
   int repeat = -1;
   std::vector<cudaEvent_t> events;  // run_stage_events' markers, created on first use
+  std::vector<int> event_stage;     // the stage between events i and i + 1
+  CapturedGraph with_events;        // a graph path's forward with the events as nodes
   CapturedGraph repeated[kNumCostStages];
 
   // One stage of a layer: its marker, then its work, twice where `repeat` names it (every
@@ -271,7 +279,11 @@ struct StackPath::Impl {
   void build_dispatch();
   void finish_dispatch();
   void forward();
-  void capture(CapturedGraph& into);
+  // forward() with an event recorded before each stage of each layer and after the last (as
+  // graph nodes when captured); event_stage says whose each interval is.
+  void forward_with_events();
+  // Captures `body` (forward() where empty) into `into`, instantiated and uploaded.
+  void capture(CapturedGraph& into, const std::function<void()>& body = {});
 
   // Steps of one layer.
   void layer_norm_ref(const void* x, const void* gamma, const void* beta, void* out);
@@ -655,7 +667,29 @@ void StackPath::Impl::forward() {
   finish_dispatch();
 }
 
-void StackPath::Impl::capture(CapturedGraph& into) {
+void StackPath::Impl::forward_with_events() {
+  const size_t markers = static_cast<size_t>(s.layers) * kNumCostStages + 1;
+  while (events.size() < markers) {
+    cudaEvent_t ev = nullptr;
+    TLB_CUDA_CHECK(cudaEventCreate(&ev));
+    events.push_back(ev);
+  }
+  event_stage.clear();
+  marker = [&](int stage) {
+    const size_t i = event_stage.size();
+    event_stage.push_back(stage);
+    TLB_CUDA_CHECK(cudaEventRecordWithFlags(events[i], stream, cudaEventRecordExternal));
+  };
+  try {
+    forward();
+  } catch (...) {
+    marker = nullptr;
+    throw;
+  }
+  marker = nullptr;
+}
+
+void StackPath::Impl::capture(CapturedGraph& into, const std::function<void()>& body) {
   cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
   if (err != cudaSuccess) {
     cudaGetLastError();
@@ -663,7 +697,11 @@ void StackPath::Impl::capture(CapturedGraph& into) {
                           false, false);
   }
   try {
-    forward();
+    if (body) {
+      body();
+    } else {
+      forward();
+    }
   } catch (const std::exception& ex) {
     // End the broken capture so the stream is usable again, then report what broke it.
     cudaGraph_t partial = nullptr;
@@ -733,34 +771,32 @@ std::vector<bool> StackPath::deferred_layers() const {
 
 StageTimes StackPath::run_stage_events() {
   Impl& m = *impl_;
-  const size_t markers = static_cast<size_t>(m.s.layers) * kNumCostStages + 1;
-  while (m.events.size() < markers) {
-    cudaEvent_t ev = nullptr;
-    TLB_CUDA_CHECK(cudaEventCreate(&ev));
-    m.events.push_back(ev);
+  const PdlSuspension serial;
+  if (m.captured.exec != nullptr) {
+    if (m.with_events.exec == nullptr) m.capture(m.with_events, [&] { m.forward_with_events(); });
+    TLB_CUDA_CHECK(cudaGraphLaunch(m.with_events.exec, m.stream));
+    TLB_LAUNCH_CHECK(m.stream);
+  } else {
+    m.forward_with_events();
   }
-  size_t next = 0;
-  std::vector<int> stage_of(markers, kNumCostStages);
-  m.marker = [&](int stage) {
-    stage_of[next] = stage;
-    TLB_CUDA_CHECK(cudaEventRecord(m.events[next++], m.stream));
-  };
-  try {
-    m.forward();
-  } catch (...) {
-    m.marker = nullptr;
-    throw;
-  }
-  m.marker = nullptr;
   TLB_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   StageTimes t;
-  for (size_t i = 0; i + 1 < next; ++i) {
+  for (size_t i = 0; i + 1 < m.event_stage.size(); ++i) {
     float ms = 0;
     TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, m.events[i], m.events[i + 1]));
-    t.ms[static_cast<size_t>(stage_of[i])] += ms;
+    t.ms[static_cast<size_t>(m.event_stage[i])] += ms;
     t.total_ms += ms;
   }
   return t;
+}
+
+void StackPath::run_serial() {
+  Impl& m = *impl_;
+  const PdlSuspension serial;
+  if (m.captured.exec == nullptr) return m.forward();
+  if (m.serial.exec == nullptr) m.capture(m.serial);
+  TLB_CUDA_CHECK(cudaGraphLaunch(m.serial.exec, m.stream));
+  TLB_LAUNCH_CHECK(m.stream);
 }
 
 void StackPath::run_replayed_repeating(CostStage stage) {

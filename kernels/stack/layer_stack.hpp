@@ -105,14 +105,20 @@ class StackPath {
   // Whether run_replayed() launches a captured graph yet: a graph path's own from
   // construction, an eager path's from its first run_replayed().
   bool has_replay_graph() const;
-  // Stage timing, for `tlbench explain`. One eager forward (a graph path's kernels launched
-  // from the host too) with a CUDA event before each stage of each layer and one after the
-  // last; synchronises and returns the times between them. What runs between two events is
-  // the stage's work whichever kernel does it: a fused LayerNorm that adds the previous
-  // layer's deferred residual is ln1's, attn's own out-projection launch out_proj's.
+  // Stage timing, for `tlbench explain` and `run --stage-times`: one forward with a CUDA event
+  // before each stage of each layer and one after the last, run as run() runs it (a graph
+  // path's replayed from a graph holding the events as nodes, captured on first use; an eager
+  // path's launched from the host) but without PDL, since an event between two kernels ends
+  // their overlap anyway; synchronises and returns the times between the events. What runs
+  // between two events is the stage's work whichever kernel does it: a fused LayerNorm that
+  // adds the previous layer's deferred residual is ln1's, attn's own out-projection launch
+  // out_proj's.
   StageTimes run_stage_events();
-  // The same forward without the events: its kernels launched from the host, a graph path's
-  // too (what run_stage_events' times are compared with).
+  // The same forward without the events, and without PDL: what run_stage_events' times add up
+  // to (a graph path's replayed from its own graph captured without PDL, on first use). Its
+  // time less run()'s is what PDL's overlap buys.
+  void run_serial();
+  // The forward with its kernels launched from the host, a graph path's too.
   void run_eager();
   // The marginal-cost method: the forward replayed from a graph in which every layer runs
   // `stage`'s work twice (captured on first use, DeviceError "graph capture failed: ..."

@@ -204,9 +204,10 @@ TEST_CASE("an eager path replayed from a graph is bit-identical to its eager run
 }
 
 // tlbench explain's two ways of timing stages must not change what a forward computes: the
-// events are only markers, and a stage run twice recomputes the same outputs (its work reads
-// no buffer it writes). Configurations cover the reference, every fused stage, the norm-only
-// path whose FFN defers its residual into the next layer's LayerNorm, and a graph.
+// events are only markers (graph nodes in a graph configuration), a stage run twice
+// recomputes the same outputs (its work reads no buffer it writes), and the forward without
+// PDL is the same forward. Configurations cover the reference, every fused stage, the
+// norm-only path whose FFN defers its residual into the next layer's LayerNorm, and a graph.
 TEST_CASE("stage events and repeated stages leave a forward's output bit-identical", "[gpu][stack][configs][explain]") {
   TLB_REQUIRE_GPU();
   TestStream stream;
@@ -228,6 +229,13 @@ TEST_CASE("stage events and repeated stages leave a forward's output bit-identic
       }
       CHECK(t.total_ms > 0);
       CHECK(sum == Approx(t.total_ms).epsilon(1e-9));
+      // A second time: a graph configuration's events graph replayed, not captured again.
+      path.poison();
+      CHECK(path.run_stage_events().total_ms > 0);
+      CHECK(bit_identical(path.output_host(), eager.output));
+      path.poison();
+      path.run_serial();
+      CHECK(bit_identical(path.output_host(), eager.output));
       for (int s = 0; s < kNumCostStages; ++s) {
         INFO(to_string(static_cast<CostStage>(s)));
         path.poison();
