@@ -8,6 +8,8 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 
 #include "common/cuda_check.hpp"
@@ -22,7 +24,8 @@ __global__ void pdl_probe_kernel() {}
 
 enum class PdlMode : signed char { unknown = 0, off, on, all };
 
-// TLBENCH_PDL ("0": off, "all": every kernel, else the default) where the device and the build
+// TLBENCH_PDL ("0": off, "all": every kernel, unset, empty or "default": the default; anything
+// else is refused, as the other TLBENCH_ switches refuse theirs) where the device and the build
 // allow PDL at all, per device.
 PdlMode pdl_mode() {
   constexpr int kMaxDevices = 64;
@@ -43,6 +46,9 @@ PdlMode pdl_mode() {
     const char* env = std::getenv("TLBENCH_PDL");
     const bool off = env != nullptr && std::strcmp(env, "0") == 0;
     const bool all = env != nullptr && std::strcmp(env, "all") == 0;
+    if (env != nullptr && *env != '\0' && !off && !all && std::strcmp(env, "default") != 0)
+      throw std::invalid_argument(std::string("TLBENCH_PDL: unknown value '") + env +
+                                  "' (expected 0, all or default)");
     m = !(major >= 9 && code_waits) || off ? PdlMode::off : all ? PdlMode::all : PdlMode::on;
   }
   return m;
