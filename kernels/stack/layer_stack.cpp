@@ -280,8 +280,8 @@ struct StackPath::Impl {
   void finish_dispatch();
   void forward();
   // forward() with an event recorded before each stage of each layer and after the last (as
-  // graph nodes when captured); event_stage says whose each interval is.
-  void forward_with_events();
+  // graph nodes where `as_nodes`, inside a capture); event_stage says whose each interval is.
+  void forward_with_events(bool as_nodes);
   // Captures `body` (forward() where empty) into `into`, instantiated and uploaded.
   void capture(CapturedGraph& into, const std::function<void()>& body = {});
 
@@ -667,7 +667,7 @@ void StackPath::Impl::forward() {
   finish_dispatch();
 }
 
-void StackPath::Impl::forward_with_events() {
+void StackPath::Impl::forward_with_events(bool as_nodes) {
   const size_t markers = static_cast<size_t>(s.layers) * kNumCostStages + 1;
   while (events.size() < markers) {
     cudaEvent_t ev = nullptr;
@@ -678,7 +678,9 @@ void StackPath::Impl::forward_with_events() {
   marker = [&](int stage) {
     const size_t i = event_stage.size();
     event_stage.push_back(stage);
-    TLB_CUDA_CHECK(cudaEventRecordWithFlags(events[i], stream, cudaEventRecordExternal));
+    // Inside a capture a plain record only orders streams; the external flag makes it a node
+    // (and is refused outside one).
+    TLB_CUDA_CHECK(cudaEventRecordWithFlags(events[i], stream, as_nodes ? cudaEventRecordExternal : 0u));
   };
   try {
     forward();
@@ -773,11 +775,11 @@ StageTimes StackPath::run_stage_events() {
   Impl& m = *impl_;
   const PdlSuspension serial;
   if (m.captured.exec != nullptr) {
-    if (m.with_events.exec == nullptr) m.capture(m.with_events, [&] { m.forward_with_events(); });
+    if (m.with_events.exec == nullptr) m.capture(m.with_events, [&] { m.forward_with_events(true); });
     TLB_CUDA_CHECK(cudaGraphLaunch(m.with_events.exec, m.stream));
     TLB_LAUNCH_CHECK(m.stream);
   } else {
-    m.forward_with_events();
+    m.forward_with_events(false);
   }
   TLB_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   StageTimes t;
