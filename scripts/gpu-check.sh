@@ -3,10 +3,13 @@
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
 #   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer pdl
-#   scripts/gpu-check.sh build official     (next call: build rerun; each fits one 10-minute call)
+#   scripts/gpu-check.sh build official     (stops resumable at SWEEP_TIMEOUT: carry results/h200
+#       back and call `build official` again to finish it and time PyTorch; then, on another
+#       machine, `build rerun` the same way)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), OFFICIAL_BUDGET, EXPLAIN_CASES,
+# PEER_DIR, PEER_TIMEOUT,
 # EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, SELECT_ARGS, PEER_ARGS, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
@@ -163,21 +166,31 @@ for step in "${steps[@]}"; do
       # results/h200-rerun, gated against results/h200 (rerun), in the repository's own folder
       # so run.json records the paths the repository uses; PyTorch right after the official
       # one, in the time the call has left (OFFICIAL_BUDGET seconds from the step's start).
+      # The sweep stops resumable at SWEEP_TIMEOUT (SIGINT); carry the folder back into the
+      # tree and call the step again: a folder whose run.json is not complete is resumed, not
+      # started anew (the committed results/h200 is complete, so `official` replaces it).
       dest=results/h200; [[ $step == rerun ]] && dest=results/h200-rerun
-      log "$step sweep into $dest"
       t0=$(date +%s)
-      rm -rf "$dest"
-      timeout -s INT "${SWEEP_TIMEOUT:-470}" /usr/bin/time -f "$step wall %e s" \
-        $BIN run --config configs/cases.json --policy auto --out "$dest" --json \
+      state=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("state", ""))' "$dest/run.json" 2>/dev/null)
+      if [[ -n $state && $state != complete ]]; then
+        log "$step: resuming $dest ($state)"
+        run_args=(run --resume "$dest")
+      else
+        log "$step sweep into $dest"
+        rm -rf "$dest"
+        run_args=(run --config configs/cases.json --policy auto --out "$dest")
+      fi
+      timeout -s INT "${SWEEP_TIMEOUT:-470}" /usr/bin/time -f "$step wall %e s" $BIN "${run_args[@]}" --json \
         >"$OUT/$step.json" 2>"$OUT/$step.stderr"; echo "rc=$?" | tee -a "$OUT/summary.txt"
       tail -3 "$OUT/$step.stderr" | tee -a "$OUT/summary.txt"
-      if [[ $step == official ]]; then
+      complete=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("state") == "complete")' "$dest/run.json" 2>/dev/null)
+      if [[ $step == official && $complete == True ]]; then
         left=$(( ${OFFICIAL_BUDGET:-560} - $(date +%s) + t0 ))
         log "PyTorch peer ($left s left)"
         ((left > 30)) && timeout "$left" python3 scripts/pytorch_peer.py configs/cases.json --out "$dest" --math tf32 \
-          >"$OUT/peer.log" 2>&1; echo "peer rc=$?" | tee -a "$OUT/summary.txt"
+          >"$OUT/peer.log" 2>&1; echo "peer rc=$? (rerun the peer step with PEER_DIR=$dest if it ran out of time)" | tee -a "$OUT/summary.txt"
         $BIN gate --results "$dest" --thresholds configs/gates.json 2>&1 | tail -3 | tee -a "$OUT/summary.txt"
-      else
+      elif [[ $complete == True ]]; then
         $BIN gate --results "$dest" --thresholds configs/gates.json --baseline results/h200 2>&1 | tail -3 \
           | tee -a "$OUT/summary.txt"
       fi
@@ -250,12 +263,15 @@ PY
       ;;
     peer)
       # PyTorch's nn.TransformerEncoder on the same GPU, right after the selection's run, into
-      # its folder (scripts/results_table.py then sets PyTorch's best beside ours).
-      log "PyTorch peer ${PEER_ARGS:=--dtypes fp32 --math ieee}"
-      mkdir -p "$OUT/select"
-      python3 scripts/pytorch_peer.py configs/cases.json --out "$OUT/select" $PEER_ARGS >"$OUT/peer.log" 2>&1
+      # its folder (PEER_DIR, default the select step's; scripts/results_table.py then sets
+      # PyTorch's best beside ours). PEER_TIMEOUT bounds it: the file is written at the end.
+      log "PyTorch peer ${PEER_ARGS:=--dtypes fp32 --math ieee} into ${PEER_DIR:=$OUT/select}"
+      mkdir -p "$PEER_DIR"
+      timeout "${PEER_TIMEOUT:-540}" python3 scripts/pytorch_peer.py configs/cases.json --out "$PEER_DIR" $PEER_ARGS \
+        >"$OUT/peer.log" 2>&1
       echo "rc=$?" | tee -a "$OUT/summary.txt"
       tail -60 "$OUT/peer.log" >>"$OUT/summary.txt"
+      [[ $PEER_DIR == results/* ]] && cp "$PEER_DIR/peer_pytorch.jsonl" "$OUT/" 2>/dev/null
       ;;
     quick)
       log "quick sweep"
