@@ -61,7 +61,7 @@ ExplainConfig explain_config(const CaseData& data, const CaseSpec& spec, DType d
   for (int i = 0; i < std::min(reps, 10); ++i) path.run();
   r.dispatch = dispatch_text(path.dispatch());
 
-  path.run_serial();  // capture, outside the timing
+  path.run_serial();  // a graph configuration's captures, outside the timing
   path.run_stage_events();
   std::vector<double> forward, eager, serial, replayed;
   std::vector<std::vector<double>> events(kNumCostStages);

@@ -467,7 +467,18 @@ std::optional<PendingPoint> begin_config(const MeasureContext& ctx, Group& g, co
       if (ctx.opt.layer_trace && g.golden_ok && !g.golden_layers.empty()) trace_layers(ctx, g, pp.po, cand, r, peak);
       pp.timed = true;
       if (!time_block_of(ctx, g, *cand, pp, peak)) return std::nullopt;
-      if (ctx.opt.stage_times) record_stage_times(ctx, g, *cand, r);
+      if (ctx.opt.stage_times) {
+        // The point is timed: a stage timing that cannot run (its events graph out of memory,
+        // a capture refused) costs the stage times, not the point.
+        try {
+          record_stage_times(ctx, g, *cand, r);
+        } catch (const DeviceError& e) {
+          if (e.sticky()) throw;
+          r.stage_ms.clear();
+          r.stage_floor_ms.clear();
+          add_note(r, fmt::format("stage times not measured: {}", e.what()));
+        }
+      }
     } catch (const DeviceOutOfMemory& e) {
       pp.timed = false;
       r.status = StatusKind::oom;

@@ -13,6 +13,7 @@
 
 #include "commands.hpp"
 #include "common/cuda_check.hpp"
+#include "common/launch.hpp"
 #include "config.hpp"
 #include "tlbench_version.hpp"
 
@@ -83,6 +84,15 @@ int main(int argc, char** argv) {
   refuse_empty_values(app);
   if (const std::string why = unknown_subcommand(app, argc, argv); !why.empty()) {
     fmt::print(stderr, "tlbench: {}\n", why);
+    return kUsageOrConfig;
+  }
+
+  // A switch that changes how every kernel launches: refused before any command runs, so
+  // nothing is measured or written under a value nobody meant.
+  try {
+    tlb::check_pdl_setting();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "tlbench: {}\n", e.what());
     return kUsageOrConfig;
   }
 

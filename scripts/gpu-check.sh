@@ -9,8 +9,7 @@
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), OFFICIAL_BUDGET, EXPLAIN_CASES,
-# PEER_DIR, PEER_TIMEOUT,
-# EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, SELECT_ARGS, PEER_ARGS, PROFILE_ARGS,
+# EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
 # side-by-side kernel records, for results/h200/kernels.jsonl) also come back on their own.
@@ -26,6 +25,13 @@ steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(build test)
 
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/summary.txt"; }
+# `run_field DIR KEY`: a top-level field of DIR/run.json, or `device.name` (empty where absent).
+run_field() {
+  python3 -c 'import json, sys
+d = json.load(open(sys.argv[1] + "/run.json"))
+v = d.get("device", {}).get("name", "") if sys.argv[2] == "device.name" else d.get(sys.argv[2], "")
+print(v)' "$1" "$2" 2>/dev/null
+}
 # `clocked NAME CMD...`: runs CMD with the card's SM clock, power and clock-limiting reasons
 # sampled every 100 ms, and
 # writes its output to $OUT/NAME.log and, each line after the median clock and power since
@@ -171,8 +177,14 @@ for step in "${steps[@]}"; do
       # started anew (the committed results/h200 is complete, so `official` replaces it).
       dest=results/h200; [[ $step == rerun ]] && dest=results/h200-rerun
       t0=$(date +%s)
-      state=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("state", ""))' "$dest/run.json" 2>/dev/null)
+      state=$(run_field "$dest" state)
       if [[ -n $state && $state != complete ]]; then
+        # Only on the GPU it started on: another card's points would not belong in the sweep.
+        started_on=$(run_field "$dest" device.name)
+        here=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0)
+        if [[ $started_on != "$here" ]]; then
+          log "$step: $dest was started on $started_on, this is $here: not resumed"; exit 1
+        fi
         log "$step: resuming $dest ($state)"
         run_args=(run --resume "$dest")
       else
@@ -183,14 +195,17 @@ for step in "${steps[@]}"; do
       timeout -s INT "${SWEEP_TIMEOUT:-470}" /usr/bin/time -f "$step wall %e s" $BIN "${run_args[@]}" --json \
         >"$OUT/$step.json" 2>"$OUT/$step.stderr"; echo "rc=$?" | tee -a "$OUT/summary.txt"
       tail -3 "$OUT/$step.stderr" | tee -a "$OUT/summary.txt"
-      complete=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("state") == "complete")' "$dest/run.json" 2>/dev/null)
-      if [[ $step == official && $complete == True ]]; then
+      state=$(run_field "$dest" state)
+      if [[ $state != complete ]]; then
+        log "$dest is $state: carry $step.tar.gz's folder back into the tree and call the step again"
+      elif [[ $step == official ]]; then
         left=$(( ${OFFICIAL_BUDGET:-560} - $(date +%s) + t0 ))
         log "PyTorch peer ($left s left)"
+        rm -f "$dest/peer_pytorch.jsonl"
         ((left > 30)) && timeout "$left" python3 scripts/pytorch_peer.py configs/cases.json --out "$dest" --math tf32 \
-          >"$OUT/peer.log" 2>&1; echo "peer rc=$? (rerun the peer step with PEER_DIR=$dest if it ran out of time)" | tee -a "$OUT/summary.txt"
+          >"$OUT/peer.log" 2>&1; echo "peer rc=$? (where it ran out of time: the peer step, PEER_DIR=$dest)" | tee -a "$OUT/summary.txt"
         $BIN gate --results "$dest" --thresholds configs/gates.json 2>&1 | tail -3 | tee -a "$OUT/summary.txt"
-      elif [[ $complete == True ]]; then
+      else
         $BIN gate --results "$dest" --thresholds configs/gates.json --baseline results/h200 2>&1 | tail -3 \
           | tee -a "$OUT/summary.txt"
       fi
@@ -267,11 +282,12 @@ PY
       # PyTorch's best beside ours). PEER_TIMEOUT bounds it: the file is written at the end.
       log "PyTorch peer ${PEER_ARGS:=--dtypes fp32 --math ieee} into ${PEER_DIR:=$OUT/select}"
       mkdir -p "$PEER_DIR"
+      rm -f "$PEER_DIR/peer_pytorch.jsonl"  # written at the end: none left over from an earlier run
       timeout "${PEER_TIMEOUT:-540}" python3 scripts/pytorch_peer.py configs/cases.json --out "$PEER_DIR" $PEER_ARGS \
         >"$OUT/peer.log" 2>&1
       echo "rc=$?" | tee -a "$OUT/summary.txt"
       tail -60 "$OUT/peer.log" >>"$OUT/summary.txt"
-      [[ $PEER_DIR == results/* ]] && cp "$PEER_DIR/peer_pytorch.jsonl" "$OUT/" 2>/dev/null
+      [[ $PEER_DIR != "$OUT"/* ]] && cp "$PEER_DIR/peer_pytorch.jsonl" "$OUT/" 2>/dev/null
       ;;
     quick)
       log "quick sweep"

@@ -24,9 +24,17 @@ __global__ void pdl_probe_kernel() {}
 
 enum class PdlMode : signed char { unknown = 0, off, on, all };
 
-// TLBENCH_PDL ("0": off, "all": every kernel, unset, empty or "default": the default; anything
-// else is refused, as the other TLBENCH_ switches refuse theirs) where the device and the build
-// allow PDL at all, per device.
+// What TLBENCH_PDL asks for: "0" off, "all" every kernel, unset, empty or "default" the
+// default (on); anything else is refused, as the other TLBENCH_ switches refuse theirs.
+PdlMode pdl_setting() {
+  const char* env = std::getenv("TLBENCH_PDL");
+  if (env == nullptr || *env == '\0' || std::strcmp(env, "default") == 0) return PdlMode::on;
+  if (std::strcmp(env, "0") == 0) return PdlMode::off;
+  if (std::strcmp(env, "all") == 0) return PdlMode::all;
+  throw std::invalid_argument(std::string("TLBENCH_PDL: unknown value '") + env + "' (expected 0, all or default)");
+}
+
+// The setting where the device and the build allow PDL at all, per device.
 PdlMode pdl_mode() {
   constexpr int kMaxDevices = 64;
   static std::array<PdlMode, kMaxDevices> cache{};
@@ -43,13 +51,7 @@ PdlMode pdl_mode() {
     cudaFuncAttributes attr{};
     TLB_CUDA_CHECK(cudaFuncGetAttributes(&attr, pdl_probe_kernel));
     const bool code_waits = attr.binaryVersion >= 90 && attr.ptxVersion >= 90;
-    const char* env = std::getenv("TLBENCH_PDL");
-    const bool off = env != nullptr && std::strcmp(env, "0") == 0;
-    const bool all = env != nullptr && std::strcmp(env, "all") == 0;
-    if (env != nullptr && *env != '\0' && !off && !all && std::strcmp(env, "default") != 0)
-      throw std::invalid_argument(std::string("TLBENCH_PDL: unknown value '") + env +
-                                  "' (expected 0, all or default)");
-    m = !(major >= 9 && code_waits) || off ? PdlMode::off : all ? PdlMode::all : PdlMode::on;
+    m = major >= 9 && code_waits ? pdl_setting() : PdlMode::off;
   }
   return m;
 }
@@ -58,10 +60,15 @@ std::atomic<int> pdl_suspensions{0};
 
 }  // namespace
 
+void check_pdl_setting() { pdl_setting(); }
+
 PdlSuspension::PdlSuspension() { pdl_suspensions.fetch_add(1); }
 PdlSuspension::~PdlSuspension() { pdl_suspensions.fetch_sub(1); }
 
-bool pdl_enabled() { return pdl_suspensions.load() == 0 && pdl_mode() != PdlMode::off; }
+bool pdl_enabled() {
+  const bool allowed = pdl_mode() != PdlMode::off;  // first: it checks TLBENCH_PDL
+  return allowed && pdl_suspensions.load() == 0;
+}
 
 bool pdl_for_every_kernel() { return pdl_mode() == PdlMode::all; }
 

@@ -28,6 +28,10 @@ class PdlSuspension {
 // by default launch after their predecessor drains (gemm_persistent_sm90.cu says why).
 bool pdl_for_every_kernel();
 
+// Throws std::invalid_argument naming TLBENCH_PDL where its value is none of 0, all, default
+// (or empty); touches no device. The CLI calls it before any command runs.
+void check_pdl_setting();
+
 // TLBENCH_PDL as run.json and `tlbench info` report it: "off", "all", or "default".
 const char* pdl_mode_name();
 

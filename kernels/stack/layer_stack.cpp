@@ -284,6 +284,12 @@ struct StackPath::Impl {
   void forward_with_events(bool as_nodes);
   // Captures `body` (forward() where empty) into `into`, instantiated and uploaded.
   void capture(CapturedGraph& into, const std::function<void()>& body = {});
+  // Launches `g`, first capturing `body` (forward() where empty) into it where it is empty,
+  // after one eager pass where none has run yet (module loads and cuBLAS's choices stay out of
+  // the capture, and the dispatch record gets its variant names).
+  void launch_captured(CapturedGraph& g, const std::function<void()>& body = {});
+  // Creates run_stage_events' markers (outside any capture).
+  void ensure_events();
 
   // Steps of one layer.
   void layer_norm_ref(const void* x, const void* gamma, const void* beta, void* out);
@@ -667,13 +673,16 @@ void StackPath::Impl::forward() {
   finish_dispatch();
 }
 
-void StackPath::Impl::forward_with_events(bool as_nodes) {
+void StackPath::Impl::ensure_events() {
   const size_t markers = static_cast<size_t>(s.layers) * kNumCostStages + 1;
   while (events.size() < markers) {
     cudaEvent_t ev = nullptr;
     TLB_CUDA_CHECK(cudaEventCreate(&ev));
     events.push_back(ev);
   }
+}
+
+void StackPath::Impl::forward_with_events(bool as_nodes) {
   event_stage.clear();
   marker = [&](int stage) {
     const size_t i = event_stage.size();
@@ -682,13 +691,23 @@ void StackPath::Impl::forward_with_events(bool as_nodes) {
     // (and is refused outside one).
     TLB_CUDA_CHECK(cudaEventRecordWithFlags(events[i], stream, as_nodes ? cudaEventRecordExternal : 0u));
   };
-  try {
-    forward();
-  } catch (...) {
-    marker = nullptr;
-    throw;
+  struct Clear {
+    std::function<void(int)>& m;
+    ~Clear() { m = nullptr; }
+  } clear{marker};
+  forward();
+}
+
+void StackPath::Impl::launch_captured(CapturedGraph& g, const std::function<void()>& body) {
+  if (g.exec == nullptr) {
+    if (!variants_recorded) {
+      forward();
+      TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    capture(g, body);
   }
-  marker = nullptr;
+  TLB_CUDA_CHECK(cudaGraphLaunch(g.exec, stream));
+  TLB_LAUNCH_CHECK(stream);
 }
 
 void StackPath::Impl::capture(CapturedGraph& into, const std::function<void()>& body) {
@@ -741,26 +760,12 @@ StackPath::StackPath(const CaseData& data, const PathOptions& opt, cudaStream_t 
 StackPath::~StackPath() = default;
 
 void StackPath::run() {
-  if (impl_->captured.exec != nullptr) {
-    TLB_CUDA_CHECK(cudaGraphLaunch(impl_->captured.exec, impl_->stream));
-    TLB_LAUNCH_CHECK(impl_->stream);
-  } else {
-    impl_->forward();
-  }
+  if (impl_->captured.exec != nullptr) return impl_->launch_captured(impl_->captured);
+  impl_->forward();
 }
 
 void StackPath::run_replayed() {
-  if (impl_->captured.exec != nullptr) return run();
-  if (impl_->replay.exec == nullptr) {
-    // The first eager pass has run (module loads and cuBLAS's choices stay out of the capture).
-    if (!impl_->variants_recorded) {
-      impl_->forward();
-      TLB_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
-    }
-    impl_->capture(impl_->replay);
-  }
-  TLB_CUDA_CHECK(cudaGraphLaunch(impl_->replay.exec, impl_->stream));
-  TLB_LAUNCH_CHECK(impl_->stream);
+  impl_->launch_captured(impl_->captured.exec != nullptr ? impl_->captured : impl_->replay);
 }
 
 void StackPath::run_eager() { impl_->forward(); }
@@ -774,10 +779,9 @@ std::vector<bool> StackPath::deferred_layers() const {
 StageTimes StackPath::run_stage_events() {
   Impl& m = *impl_;
   const PdlSuspension serial;
+  m.ensure_events();
   if (m.captured.exec != nullptr) {
-    if (m.with_events.exec == nullptr) m.capture(m.with_events, [&] { m.forward_with_events(true); });
-    TLB_CUDA_CHECK(cudaGraphLaunch(m.with_events.exec, m.stream));
-    TLB_LAUNCH_CHECK(m.stream);
+    m.launch_captured(m.with_events, [&] { m.forward_with_events(true); });
   } else {
     m.forward_with_events(false);
   }
@@ -796,30 +800,19 @@ void StackPath::run_serial() {
   Impl& m = *impl_;
   const PdlSuspension serial;
   if (m.captured.exec == nullptr) return m.forward();
-  if (m.serial.exec == nullptr) m.capture(m.serial);
-  TLB_CUDA_CHECK(cudaGraphLaunch(m.serial.exec, m.stream));
-  TLB_LAUNCH_CHECK(m.stream);
+  m.launch_captured(m.serial);
 }
 
 void StackPath::run_replayed_repeating(CostStage stage) {
   Impl& m = *impl_;
-  CapturedGraph& g = m.repeated[static_cast<int>(stage)];
-  if (g.exec == nullptr) {
-    if (!m.variants_recorded) {
-      m.forward();
-      TLB_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-    }
+  m.launch_captured(m.repeated[static_cast<int>(stage)], [&] {
     m.repeat = static_cast<int>(stage);
-    try {
-      m.capture(g);
-    } catch (...) {
-      m.repeat = -1;
-      throw;
-    }
-    m.repeat = -1;
-  }
-  TLB_CUDA_CHECK(cudaGraphLaunch(g.exec, m.stream));
-  TLB_LAUNCH_CHECK(m.stream);
+    struct Reset {
+      int& r;
+      ~Reset() { r = -1; }
+    } reset{m.repeat};
+    m.forward();
+  });
 }
 
 bool StackPath::has_replay_graph() const {

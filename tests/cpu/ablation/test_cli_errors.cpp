@@ -40,10 +40,12 @@ struct Scratch : tlb::test::Scratch {
   explicit Scratch(const std::string& name) : tlb::test::Scratch("tlbench-cli", name) {}
 };
 
-Result run_tlbench(const std::string& args, const Scratch& s) {
+// `env`: assignments put before the command ("NAME=value ...").
+Result run_tlbench(const std::string& args, const Scratch& s, const std::string& env = "") {
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = children_cpu_seconds();
-  tlb::test::CommandResult c = tlb::test::run_command(shell_quote(TLBENCH_BINARY) + " " + args, s.dir);
+  tlb::test::CommandResult c =
+      tlb::test::run_command((env.empty() ? "" : env + " ") + shell_quote(TLBENCH_BINARY) + " " + args, s.dir);
   Result r;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.cpu_seconds = children_cpu_seconds() - cpu_start;
@@ -194,6 +196,28 @@ TEST_CASE("tlbench run on a bad config: exit 2, one line, output folder not crea
                                        shell_quote(out.string()), s),
                        "--cases: '3-1' is not a valid range", "range");
   CHECK_FALSE(fs::exists(out));
+}
+
+TEST_CASE("tlbench under an unknown TLBENCH_PDL value: exit 2, one line naming it, nothing written", "[cli]") {
+  REQUIRE(has_subcommand("run"));
+  Scratch s("pdl");
+  const std::string good = s.write("good.json", cases_with(
+      R"({"id": 2, "name": "b", "batch": 1, "seq": 8, "d_model": 64, "heads": 4, "d_ff": 64, "layers": 1, "mask": "none"})"));
+  const fs::path out = s.dir / "results";
+  for (const char* value : {"1", "off", "ALL", "default "}) {
+    INFO(value);
+    check_config_failure(run_tlbench("run --config " + shell_quote(good) + " --out " + shell_quote(out.string()), s,
+                                     std::string("TLBENCH_PDL=") + shell_quote(value)),
+                         "TLBENCH_PDL: unknown value", "expected 0, all or default");
+    CHECK_FALSE(fs::exists(out));
+  }
+  // The values it knows pass this check (plan touches no device).
+  for (const char* value : {"0", "all", "default", ""}) {
+    INFO(value);
+    const Result r = run_tlbench("plan --mem-gib 80 --config " + shell_quote(good), s,
+                                 std::string("TLBENCH_PDL=") + shell_quote(value));
+    CHECK(r.exit_code == 0);
+  }
 }
 
 TEST_CASE("tlbench run on out-of-range numeric options: exit 2, one line naming the option", "[cli]") {

@@ -641,8 +641,8 @@ TEST_CASE("gate: a 12 % slowdown of one configuration of one official case fails
   std::string text;
   CHECK(run_cli("gate --results " + official.string() + " --thresholds " + thresholds + " --baseline " +
                     official.string(), text) == 0);
-  CHECK_THAT(text, Catch::Contains("vs baseline: 1338 points compared, worst change +0.0%, 1338 of 1338 inside "
-                                   "the baseline's intervals (100.0 %)"));
+  CHECK_THAT(text, Catch::Contains("vs baseline: 1338 points compared") &&
+                       Catch::Contains("worst change +0.0%, 1338 of 1338 inside the baseline's intervals (100.0 %)"));
   CHECK(run_cli("gate --results " + slowed.string() + " --thresholds " + thresholds + " --baseline " +
                     official.string(), text) == 1);
   CHECK_THAT(text, Catch::Contains("max_regression_pct") && Catch::Contains("11110") && Catch::Contains("(-12.0%)"));

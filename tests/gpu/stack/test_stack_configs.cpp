@@ -229,7 +229,7 @@ TEST_CASE("stage events and repeated stages leave a forward's output bit-identic
       }
       CHECK(t.total_ms > 0);
       CHECK(sum == Approx(t.total_ms).epsilon(1e-9));
-      // A second time: a graph configuration's events graph replayed, not captured again.
+      // A second time (a graph configuration's events graph now exists and is replayed).
       path.poison();
       CHECK(path.run_stage_events().total_ms > 0);
       CHECK(bit_identical(path.output_host(), eager.output));
