@@ -5,11 +5,11 @@
 #   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer pdl
 #   scripts/gpu-check.sh build official     (stops resumable at SWEEP_TIMEOUT: carry results/h200
 #       back and call `build official` again to finish it and time PyTorch; then, on another
-#       machine, `build rerun` the same way)
+#       machine, `build rerun` the same way; `build ieee` for FP32 in IEEE math beside PyTorch's)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), OFFICIAL_BUDGET, EXPLAIN_CASES,
-# EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PROFILE_ARGS,
+# EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
 # side-by-side kernel records, for results/h200/kernels.jsonl) also come back on their own.
@@ -167,15 +167,22 @@ for step in "${steps[@]}"; do
         >"$OUT/sweep.json" 2>"$OUT/sweep.stderr"; echo "rc=$?" >>"$OUT/summary.txt"
       tail -5 "$OUT/sweep.stderr" >>"$OUT/summary.txt"
       ;;
-    official|rerun)
-      # The official sweep into results/h200 (official) or a second one of the same commit into
-      # results/h200-rerun, gated against results/h200 (rerun), in the repository's own folder
-      # so run.json records the paths the repository uses; PyTorch right after the official
-      # one, in the time the call has left (OFFICIAL_BUDGET seconds from the step's start).
+    official|rerun|ieee)
+      # The official sweep into results/h200 (official), a second one of the same commit into
+      # results/h200-rerun, gated against results/h200 (rerun), or FP32 in IEEE math on the
+      # configurations that matter there (IEEE_CONFIGS) into results/h200-fp32-ieee (ieee), in
+      # the repository's own folders so run.json records the paths the repository uses;
+      # PyTorch right after the official and the IEEE one (TF32 on and off), in the time the
+      # call has left (OFFICIAL_BUDGET seconds from the step's start).
       # The sweep stops resumable at SWEEP_TIMEOUT (SIGINT); carry the folder back into the
       # tree and call the step again: a folder whose run.json is not complete is resumed, not
-      # started anew (the committed results/h200 is complete, so `official` replaces it).
-      dest=results/h200; [[ $step == rerun ]] && dest=results/h200-rerun
+      # started anew (the committed folders are complete, so a first call replaces them).
+      case $step in
+        official) dest=results/h200 sweep=() peer_math=tf32 ;;
+        rerun) dest=results/h200-rerun sweep=() peer_math= ;;
+        ieee) dest=results/h200-fp32-ieee peer_math=ieee
+          sweep=(--dtypes fp32 --fp32-math ieee --configs "${IEEE_CONFIGS:-00000,01011,01111,11011,11111,auto}") ;;
+      esac
       t0=$(date +%s)
       state=$(run_field "$dest" state)
       if [[ -n $state && $state != complete ]]; then
@@ -190,7 +197,7 @@ for step in "${steps[@]}"; do
       else
         log "$step sweep into $dest"
         rm -rf "$dest"
-        run_args=(run --config configs/cases.json --policy auto --out "$dest")
+        run_args=(run --config configs/cases.json --policy auto "${sweep[@]}" --out "$dest")
       fi
       timeout -s INT "${SWEEP_TIMEOUT:-470}" /usr/bin/time -f "$step wall %e s" $BIN "${run_args[@]}" --json \
         >"$OUT/$step.json" 2>"$OUT/$step.stderr"; echo "rc=$?" | tee -a "$OUT/summary.txt"
@@ -198,13 +205,16 @@ for step in "${steps[@]}"; do
       state=$(run_field "$dest" state)
       if [[ $state != complete ]]; then
         log "$dest is $state: carry $step.tar.gz's folder back into the tree and call the step again"
-      elif [[ $step == official ]]; then
+      elif [[ -n $peer_math ]]; then
         left=$(( ${OFFICIAL_BUDGET:-560} - $(date +%s) + t0 ))
-        log "PyTorch peer ($left s left)"
+        log "PyTorch peer, fp32 in $peer_math ($left s left)"
         rm -f "$dest/peer_pytorch.jsonl"
-        ((left > 30)) && timeout "$left" python3 scripts/pytorch_peer.py configs/cases.json --out "$dest" --math tf32 \
-          >"$OUT/peer.log" 2>&1; echo "peer rc=$? (where it ran out of time: the peer step, PEER_DIR=$dest)" | tee -a "$OUT/summary.txt"
-        $BIN gate --results "$dest" --thresholds configs/gates.json 2>&1 | tail -3 | tee -a "$OUT/summary.txt"
+        peer_dtypes=(); [[ $step == ieee ]] && peer_dtypes=(--dtypes fp32)
+        ((left > 30)) && timeout "$left" python3 scripts/pytorch_peer.py configs/cases.json --out "$dest" \
+          "${peer_dtypes[@]}" --math "$peer_math" >"$OUT/peer.log" 2>&1
+        echo "peer rc=$? (where it ran out of time: the peer step, PEER_DIR=$dest)" | tee -a "$OUT/summary.txt"
+        [[ $step == official ]] && $BIN gate --results "$dest" --thresholds configs/gates.json 2>&1 | tail -3 \
+          | tee -a "$OUT/summary.txt"
       else
         $BIN gate --results "$dest" --thresholds configs/gates.json --baseline results/h200 2>&1 | tail -3 \
           | tee -a "$OUT/summary.txt"
