@@ -232,8 +232,9 @@ struct GemmCase {
 
 // The layer GEMMs of the speed table: the FFN GEMMs of cases 10, 12 and 13, the QKV projection
 // (head split) and out-projection of cases 8, 10 and 13 and the FFN GEMMs of case 8, in fp16
-// and bf16, and in fp32 (TF32, and IEEE: plain fp32 FMA against cuBLAS's SGEMM) the FFN GEMMs
-// of cases 10 and 13.
+// and bf16; in fp32 (TF32, and IEEE: plain fp32 FMA against cuBLAS's SGEMM) the FFN GEMMs
+// of cases 10 and 13; and in TF32 every GEMM of cases 4 and 9 and case 10's QKV and
+// out-projection.
 std::vector<GemmCase> gemm_table() {
   using tlb::GemmEpilogue;
   std::vector<GemmCase> t;
@@ -262,6 +263,22 @@ std::vector<GemmCase> gemm_table() {
     t.push_back({"case13 down bias+residual", 32768, 2048, 8192, DType::fp32, GemmEpilogue::bias_residual, 0, true,
                  math});
   }
+  // TF32 where PyTorch's TF32 layer led `auto` in the d258325 sweep (cases 4, 9 and 10): every
+  // GEMM of the layer that the table does not hold yet.
+  const auto tf32 = [&](const char* label, int64_t M, int64_t N, int64_t K, GemmEpilogue epi, int64_t heads = 0,
+                        bool bias = true) {
+    t.push_back({label, M, N, K, DType::fp32, epi, heads, bias, tlb::Fp32Math::tf32});
+  };
+  tf32("case4 qkv head split", 4096, 3072, 1024, GemmEpilogue::bias_qkv_split, 16);
+  tf32("case4 out-projection", 4096, 1024, 1024, GemmEpilogue::bias, 0, false);
+  tf32("case4 up bias+gelu", 4096, 4096, 1024, GemmEpilogue::bias_activation);
+  tf32("case4 down bias+residual", 4096, 1024, 4096, GemmEpilogue::bias_residual);
+  tf32("case9 qkv head split", 8192, 4800, 1600, GemmEpilogue::bias_qkv_split, 25);
+  tf32("case9 out-projection", 8192, 1600, 1600, GemmEpilogue::bias, 0, false);
+  tf32("case9 up bias+gelu", 8192, 6400, 1600, GemmEpilogue::bias_activation);
+  tf32("case9 down bias+residual", 8192, 1600, 6400, GemmEpilogue::bias_residual);
+  tf32("case10 qkv head split", 4096, 12288, 4096, GemmEpilogue::bias_qkv_split, 32);
+  tf32("case10 out-projection", 4096, 4096, 4096, GemmEpilogue::bias, 0, false);
   return t;
 }
 
