@@ -34,15 +34,19 @@ PdlMode pdl_setting() {
   throw std::invalid_argument(std::string("TLBENCH_PDL: unknown value '") + env + "' (expected 0, all or default)");
 }
 
-// The setting where the device and the build allow PDL at all, per device.
+// The setting where the device and the build allow PDL at all, per device. Asked at every
+// launch: after the first, a lock-free read.
 PdlMode pdl_mode() {
   constexpr int kMaxDevices = 64;
-  static std::array<PdlMode, kMaxDevices> cache{};
+  static std::array<std::atomic<PdlMode>, kMaxDevices> cache{};
   static std::mutex mu;
   int dev = 0;
   TLB_CUDA_CHECK(cudaGetDevice(&dev));
+  std::atomic<PdlMode>& slot = cache[static_cast<size_t>(dev % kMaxDevices)];
+  PdlMode m = slot.load(std::memory_order_acquire);
+  if (m != PdlMode::unknown) return m;
   std::lock_guard<std::mutex> lock(mu);
-  PdlMode& m = cache[static_cast<size_t>(dev % kMaxDevices)];
+  m = slot.load(std::memory_order_relaxed);
   if (m == PdlMode::unknown) {
     const int major = device_caps().major;
     // The kernels wait for their predecessor with griddepcontrol.wait, which only sm_90+ code
@@ -52,6 +56,7 @@ PdlMode pdl_mode() {
     TLB_CUDA_CHECK(cudaFuncGetAttributes(&attr, pdl_probe_kernel));
     const bool code_waits = attr.binaryVersion >= 90 && attr.ptxVersion >= 90;
     m = major >= 9 && code_waits ? pdl_setting() : PdlMode::off;
+    slot.store(m, std::memory_order_release);
   }
   return m;
 }
