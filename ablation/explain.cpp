@@ -11,6 +11,7 @@
 #include "common/cuda_check.hpp"
 #include "dispatch_table.hpp"
 #include "provenance.hpp"
+#include "stage_timing.hpp"
 #include "stack/layer_stack.hpp"
 #include "statistics.hpp"
 #include "timing/event_timer.hpp"
@@ -63,15 +64,22 @@ ExplainConfig explain_config(const CaseData& data, const CaseSpec& spec, DType d
 
   path.run_serial();  // a graph configuration's captures, outside the timing
   path.run_stage_events();
+  path.run_layer_events();
   std::vector<double> forward, eager, serial, replayed;
-  std::vector<std::vector<double>> events(kNumCostStages);
+  StageEventRuns events;
   for (int i = 0; i < reps; ++i) {
     forward.push_back(timer.ms([&] { path.run(); }));
     eager.push_back(timer.ms([&] { path.run_eager(); }));
     serial.push_back(timer.ms([&] { path.run_serial(); }));
     const StageTimes t = path.run_stage_events();
-    for (int s = 0; s < kNumCostStages; ++s) events[static_cast<size_t>(s)].push_back(t.ms[static_cast<size_t>(s)]);
+    events.stage_ms.push_back(t.ms);
+    events.stage_events_total_ms.push_back(t.total_ms);
+    events.layer_events_total_ms.push_back(path.run_layer_events());
   }
+  const StageTiming timing = stage_timing(events, static_cast<int>(spec.shape.layers));
+  r.event_ms = timing.event_ms;
+  r.stage_events_total_ms = timing.stage_events_total_ms;
+  r.layer_events_total_ms = timing.layer_events_total_ms;
   // Marginal costs: the plain replay and the one repeating the stage in turns, so drift lands
   // on both; the median of the pairs' differences.
   std::vector<double> marginal(kNumCostStages);
@@ -97,7 +105,8 @@ ExplainConfig explain_config(const CaseData& data, const CaseSpec& spec, DType d
     ExplainStage st;
     st.cost = costs[static_cast<size_t>(s)];
     st.floor_ms = floor_ms(st.cost, ceil);
-    st.events_ms = stats::median(events[static_cast<size_t>(s)]);
+    st.events_ms = timing.ms[static_cast<size_t>(s)];
+    st.events_raw_ms = timing.raw_ms[static_cast<size_t>(s)];
     st.marginal_ms = marginal[static_cast<size_t>(s)];
     r.stages.push_back(st);
   }
@@ -216,11 +225,13 @@ void print_explanation(const Explanation& e, std::FILE* out) {
     fmt::print(out, "  {:<12} {:>10} {:>10} {:>10.4f} {:>11.4f} {:>6} {:>11.4f} {:>6}\n", "forward", "", "", floor_sum,
                events_forward, frac(floor_sum, events_forward), c.forward_ms, frac(floor_sum, c.forward_ms));
     fmt::print(out,
-               "  events: the stages of {} forward without PDL add up to {:.4f} ms ({:+.1f} % of its {:.4f} ms "
-               "without events), PDL overlap is the forward as run less that one; marginal: each stage's cost "
-               "inside a graph replay of {:.4f} ms\n",
-               c.graph ? "a replayed" : "an eager", c.events_sum_ms(), 100 * (c.events_sum_ms() / c.serial_ms - 1),
-               c.serial_ms, c.replayed_ms);
+               "  events: the stages of {} forward without PDL, less {:.2f} us per event (that forward's {:.4f} ms "
+               "with an event before every stage against {:.4f} ms with one before every layer), add up to {:.4f} "
+               "ms ({:+.1f} % of its {:.4f} ms without events); PDL overlap is the forward as run less that one; "
+               "marginal: each stage's cost inside a graph replay of {:.4f} ms\n",
+               c.graph ? "a replayed" : "an eager", 1e3 * c.event_ms, c.stage_events_total_ms,
+               c.layer_events_total_ms, c.events_sum_ms(), 100 * (c.events_sum_ms() / c.serial_ms - 1), c.serial_ms,
+               c.replayed_ms);
     fmt::print(out, "  ran: {}\n  {} timed repetitions per figure\n", c.dispatch, c.reps);
   }
   fmt::print(out, "\n(a floor is the longer of the stage's FLOPs at the matrix rate and its least bytes at the copy "
@@ -238,6 +249,7 @@ json explanation_json(const Explanation& e) {
                         {"tensor", st.cost.tensor},
                         {"floor_ms", st.floor_ms},
                         {"events_ms", st.events_ms},
+                        {"events_raw_ms", st.events_raw_ms},
                         {"marginal_ms", st.marginal_ms}});
     if (!c.error.empty()) {
       configs.push_back({{"config", c.config}, {"names", c.names}, {"note", c.note}, {"error", c.error}});
@@ -252,6 +264,9 @@ json explanation_json(const Explanation& e) {
                        {"forward_ms", c.forward_ms},
                        {"eager_ms", c.eager_ms},
                        {"serial_ms", c.serial_ms},
+                       {"event_ms", c.event_ms},
+                       {"stage_events_total_ms", c.stage_events_total_ms},
+                       {"layer_events_total_ms", c.layer_events_total_ms},
                        {"pdl_overlap_ms", c.pdl_overlap_ms()},
                        {"replayed_ms", c.replayed_ms},
                        {"events_sum_ms", c.events_sum_ms()},

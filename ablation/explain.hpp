@@ -5,8 +5,10 @@
 //     events as nodes, an eager one's launched from the host) with a CUDA event before every
 //     stage of every layer (StackPath::run_stage_events), without PDL, since an event between
 //     two kernels ends their overlap anyway; each stage carries the launch gaps it waited on,
-//     so the stages add up to the forward without PDL (StackPath::run_serial), and a line of
-//     its own, PDL overlap, takes them to the forward as run;
+//     less its events' own cost (ablation/stage_timing.hpp: the forward timed with events
+//     before every layer only gives one event's cost), so the stages add up to the forward
+//     without PDL (StackPath::run_serial) where that model holds, and a line of its own, PDL
+//     overlap, takes them to the forward as run;
 //   - marginal: the forward replayed from a graph in which every layer runs the stage twice,
 //     less the plain replay (StackPath::run_replayed_repeating): the stage's own device time
 //     inside a graph, no launch gap in it;
@@ -45,7 +47,8 @@ struct ExplainOptions {
 struct ExplainStage {
   StageCost cost;           // of all layers
   double floor_ms = 0;
-  double events_ms = 0;     // median over the repetitions
+  double events_ms = 0;     // median over the repetitions, less its events' cost
+  double events_raw_ms = 0; // median over the repetitions, as the events read
   double marginal_ms = 0;   // median of the paired differences
 };
 
@@ -58,6 +61,9 @@ struct ExplainConfig {
   double forward_ms = 0;            // as run times the configuration
   double eager_ms = 0;              // an uncaptured forward without events (run_eager)
   double serial_ms = 0;             // the forward as run, without PDL (run_serial)
+  double event_ms = 0;              // one event's own cost (stage_timing.hpp)
+  double stage_events_total_ms = 0; // the forward with an event before every stage
+  double layer_events_total_ms = 0; // and with one before every layer only
   double replayed_ms = 0;           // the plain replay the marginal costs are taken against
   std::vector<ExplainStage> stages;
   double events_sum_ms() const;

@@ -11,6 +11,7 @@
 #include "common/cuda_check.hpp"
 #include "config_bits.hpp"
 #include "run_report.hpp"
+#include "stage_timing.hpp"
 #include "stack/memory_plan.hpp"
 #include "text.hpp"
 
@@ -337,17 +338,19 @@ void ensure_ceilings(const MeasureContext& ctx, Group& g) {
 }
 
 // --stage-times: the candidate's per-stage times (events between the stages of its forward,
-// without PDL: StackPath::run_stage_events; each stage's median) and the stages' floors, into
-// the row.
+// without PDL, less the events' own cost: stage_timing.hpp; each stage's median) and the
+// stages' floors, into the row.
 void record_stage_times(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& r) {
   ensure_ceilings(ctx, g);
-  std::vector<std::vector<double>> runs(kNumCostStages);
+  StageEventRuns runs;
   for (int i = 0; i < kStageTimeRuns; ++i) {
     const StageTimes t = cand.run_stage_events();
-    for (size_t s = 0; s < kNumCostStages; ++s) runs[s].push_back(t.ms[s]);
+    runs.stage_ms.push_back(t.ms);
+    runs.stage_events_total_ms.push_back(t.total_ms);
+    runs.layer_events_total_ms.push_back(cand.run_layer_events());
   }
-  r.stage_ms.clear();
-  for (const std::vector<double>& v : runs) r.stage_ms.push_back(stats::median(v));
+  const StageTiming timing = stage_timing(runs, static_cast<int>(g.spec.shape.layers));
+  r.stage_ms.assign(timing.ms.begin(), timing.ms.end());
   r.stage_floor_ms.clear();
   if (!g.ceilings) {
     if (!g.ceilings_note.empty()) add_note(r, g.ceilings_note);

@@ -235,7 +235,8 @@ struct StackPath::Impl {
 
   Impl(const CaseData& d, const PathOptions& o, cudaStream_t st);
   ~Impl() {
-    with_events.reset();  // its nodes record the events
+    with_events.reset();  // their nodes record the events
+    with_layer_events.reset();
     for (cudaEvent_t ev : events) cudaEventDestroy(ev);
   }
   Impl(const Impl&) = delete;
@@ -261,8 +262,11 @@ struct StackPath::Impl {
   std::function<void(int)> marker;
   int repeat = -1;
   std::vector<cudaEvent_t> events;  // run_stage_events' markers, created on first use
-  std::vector<int> event_stage;     // the stage between events i and i + 1
-  CapturedGraph with_events;        // a graph path's forward with the events as nodes
+  std::vector<int> event_stage;     // the stage between events i and i + 1 (the last recorded)
+  // A graph path's forward with the events as nodes, before each stage or each layer only, and
+  // the stage of each interval as its capture recorded it.
+  CapturedGraph with_events, with_layer_events;
+  std::vector<int> with_events_stage, with_layer_events_stage;
   CapturedGraph repeated[kNumCostStages];
 
   // One stage of a layer: its marker, then its work, twice where `repeat` names it (every
@@ -279,9 +283,14 @@ struct StackPath::Impl {
   void build_dispatch();
   void finish_dispatch();
   void forward();
-  // forward() with an event recorded before each stage of each layer and after the last (as
-  // graph nodes where `as_nodes`, inside a capture); event_stage says whose each interval is.
-  void forward_with_events(bool as_nodes);
+  // forward() with an event recorded before each stage of each layer (before each layer only
+  // where `layers_only`) and after the last (as graph nodes where `as_nodes`, inside a
+  // capture); event_stage says whose each interval is.
+  void forward_with_events(bool as_nodes, bool layers_only = false);
+  // The events of one forward: recorded from the host, or replayed from `graph` (captured on
+  // first use, its intervals' stages kept in `graph_stage`) for a graph path; synchronises and
+  // reads them.
+  StageTimes timed_events(bool layers_only, CapturedGraph& graph, std::vector<int>& graph_stage);
   // Captures `body` (forward() where empty) into `into`, instantiated and uploaded.
   void capture(CapturedGraph& into, const std::function<void()>& body = {});
   // Launches `g`, first capturing `body` (forward() where empty) into it where it is empty,
@@ -682,9 +691,10 @@ void StackPath::Impl::ensure_events() {
   }
 }
 
-void StackPath::Impl::forward_with_events(bool as_nodes) {
+void StackPath::Impl::forward_with_events(bool as_nodes, bool layers_only) {
   event_stage.clear();
-  marker = [&](int stage) {
+  marker = [&, layers_only](int stage) {
+    if (layers_only && stage != static_cast<int>(CostStage::ln1) && stage != kNumCostStages) return;
     const size_t i = event_stage.size();
     event_stage.push_back(stage);
     // Inside a capture a plain record only orders streams; the external flag makes it a node
@@ -776,24 +786,35 @@ std::vector<bool> StackPath::deferred_layers() const {
   return d;
 }
 
-StageTimes StackPath::run_stage_events() {
-  Impl& m = *impl_;
+StageTimes StackPath::Impl::timed_events(bool layers_only, CapturedGraph& graph, std::vector<int>& graph_stage) {
   const PdlSuspension serial;
-  m.ensure_events();
-  if (m.captured.exec != nullptr) {
-    m.launch_captured(m.with_events, [&] { m.forward_with_events(true); });
+  ensure_events();
+  if (captured.exec != nullptr) {
+    launch_captured(graph, [&] {
+      forward_with_events(true, layers_only);
+      graph_stage = event_stage;
+    });
   } else {
-    m.forward_with_events(false);
+    forward_with_events(false, layers_only);
   }
-  TLB_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  const std::vector<int>& stage_of = captured.exec != nullptr ? graph_stage : event_stage;
+  TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
   StageTimes t;
-  for (size_t i = 0; i + 1 < m.event_stage.size(); ++i) {
+  for (size_t i = 0; i + 1 < stage_of.size(); ++i) {
     float ms = 0;
-    TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, m.events[i], m.events[i + 1]));
-    t.ms[static_cast<size_t>(m.event_stage[i])] += ms;
+    TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, events[i], events[i + 1]));
+    t.ms[static_cast<size_t>(stage_of[i])] += ms;
     t.total_ms += ms;
   }
   return t;
+}
+
+StageTimes StackPath::run_stage_events() {
+  return impl_->timed_events(false, impl_->with_events, impl_->with_events_stage);
+}
+
+double StackPath::run_layer_events() {
+  return impl_->timed_events(true, impl_->with_layer_events, impl_->with_layer_events_stage).total_ms;
 }
 
 void StackPath::run_serial() {

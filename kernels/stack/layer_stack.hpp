@@ -114,6 +114,10 @@ class StackPath {
   // adds the previous layer's deferred residual is ln1's, attn's own out-projection launch
   // out_proj's.
   StageTimes run_stage_events();
+  // The same forward with events before each layer and after the last only (a graph
+  // configuration's from a graph of its own): the total between the first and the last. Set
+  // against run_stage_events' total it gives one event's own cost (ablation/stage_timing.hpp).
+  double run_layer_events();
   // The same forward without the events, and without PDL: what run_stage_events' times add up
   // to (a graph path's replayed from its own graph captured without PDL, on first use). Its
   // time less run()'s is what PDL's overlap buys.

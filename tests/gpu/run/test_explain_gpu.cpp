@@ -65,6 +65,14 @@ TEST_CASE("tlbench explain: stages that add up to the forward, floors, cached ce
       INFO(c.dump());
       const double serial = c["serial_ms"].get<double>(), forward = c["forward_ms"].get<double>();
       CHECK(std::fabs(c["events_sum_ms"].get<double>() / serial - 1) < 0.05);
+      // One event's own cost: a few microseconds of GPU time, taken off each stage once per
+      // layer (two layers here).
+      const double event = c["event_ms"].get<double>();
+      CHECK(event >= 0);
+      CHECK(event < 0.02);
+      CHECK(c["stage_events_total_ms"].get<double>() >= c["layer_events_total_ms"].get<double>() - 0.01 * serial);
+      for (const json& st : c["stages"])
+        CHECK(st["events_raw_ms"].get<double>() == Approx(st["events_ms"].get<double>() + 2 * event).margin(1e-9));
       if (!c["graph"].get<bool>()) CHECK(std::fabs(c["eager_ms"].get<double>() / forward - 1) < 0.05);
       // Inside a graph the stages' own costs account for nearly all of the replay.
       CHECK(std::fabs(c["marginal_sum_ms"].get<double>() / c["replayed_ms"].get<double>() - 1) < 0.15);

@@ -236,6 +236,17 @@ TEST_CASE("stage events and repeated stages leave a forward's output bit-identic
       path.poison();
       path.run_serial();
       CHECK(bit_identical(path.output_host(), eager.output));
+      // With events before each layer only, twice (a graph configuration's own graph, then
+      // replayed): a positive total, the output untouched, and the stage events still read
+      // each stage (their graph keeps its own intervals' stages).
+      for (int i = 0; i < 2; ++i) {
+        path.poison();
+        CHECK(path.run_layer_events() > 0);
+        CHECK(bit_identical(path.output_host(), eager.output));
+      }
+      const StageTimes again = path.run_stage_events();
+      for (double ms : again.ms) CHECK(ms >= 0);
+      CHECK(again.total_ms > 0);
       for (int s = 0; s < kNumCostStages; ++s) {
         INFO(to_string(static_cast<CostStage>(s)));
         path.poison();

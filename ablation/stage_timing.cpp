@@ -1,0 +1,36 @@
+#include "stage_timing.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "statistics.hpp"
+
+namespace tlb {
+
+double StageTiming::sum_ms() const {
+  double t = 0;
+  for (double m : ms) t += m;
+  return t;
+}
+
+StageTiming stage_timing(const StageEventRuns& runs, int layers) {
+  const size_t n = runs.stage_ms.size();
+  if (layers < 1 || n == 0 || runs.stage_events_total_ms.size() != n || runs.layer_events_total_ms.size() != n)
+    throw std::invalid_argument("stage_timing: one stage-events run, one total of each kind per run, layers >= 1");
+  StageTiming t;
+  std::vector<double> per_event;
+  for (size_t i = 0; i < n; ++i)
+    per_event.push_back((runs.stage_events_total_ms[i] - runs.layer_events_total_ms[i]) / (6.0 * layers));
+  t.event_ms = std::max(0.0, stats::median(per_event));
+  t.stage_events_total_ms = stats::median(runs.stage_events_total_ms);
+  t.layer_events_total_ms = stats::median(runs.layer_events_total_ms);
+  for (int s = 0; s < kNumCostStages; ++s) {
+    std::vector<double> v;
+    for (const auto& run : runs.stage_ms) v.push_back(run[static_cast<size_t>(s)]);
+    t.raw_ms[static_cast<size_t>(s)] = stats::median(v);
+    t.ms[static_cast<size_t>(s)] = t.raw_ms[static_cast<size_t>(s)] - layers * t.event_ms;
+  }
+  return t;
+}
+
+}  // namespace tlb

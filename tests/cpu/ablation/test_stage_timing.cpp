@@ -1,0 +1,66 @@
+// Stage times from events, less the events' own cost (ablation/stage_timing.hpp): the cost is
+// recovered from the two totals, taken off each stage once per layer, and the result adds up
+// to the forward without events only where the model holds.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <stdexcept>
+
+#include "stage_timing.hpp"
+
+using namespace tlb;
+
+namespace {
+
+// Runs of a forward whose stages take `work` ms (all layers together) and whose every event
+// costs `event` ms, each run shifted by `drift` ms per stage.
+StageEventRuns synthetic(const std::array<double, kNumCostStages>& work, double event, int layers,
+                         const std::array<double, 3>& drifts) {
+  StageEventRuns runs;
+  double forward = 0;
+  for (double w : work) forward += w;
+  for (double drift : drifts) {
+    std::array<double, kNumCostStages> st{};
+    for (int s = 0; s < kNumCostStages; ++s) st[static_cast<size_t>(s)] = work[static_cast<size_t>(s)] + layers * event + drift;
+    runs.stage_ms.push_back(st);
+    runs.stage_events_total_ms.push_back(forward + kNumCostStages * layers * event + kNumCostStages * drift);
+    runs.layer_events_total_ms.push_back(forward + layers * event + kNumCostStages * drift);
+  }
+  return runs;
+}
+
+}  // namespace
+
+TEST_CASE("stage timing recovers each event's cost and takes it off each stage once per layer", "[stage_costs]") {
+  const std::array<double, kNumCostStages> work = {0.004, 0.012, 0.010, 0.006, 0.004, 0.011, 0.013};
+  double forward = 0;
+  for (double w : work) forward += w;
+  for (int layers : {1, 2, 4}) {
+    INFO(layers << " layers");
+    const StageTiming t = stage_timing(synthetic(work, 0.0025, layers, {0.0, 0.0002, -0.0001}), layers);
+    CHECK(t.event_ms == Approx(0.0025));
+    for (int s = 0; s < kNumCostStages; ++s) {
+      CHECK(t.ms[static_cast<size_t>(s)] == Approx(work[static_cast<size_t>(s)]).margin(1e-12));
+      CHECK(t.raw_ms[static_cast<size_t>(s)] == Approx(work[static_cast<size_t>(s)] + layers * 0.0025));
+    }
+    CHECK(t.sum_ms() == Approx(forward));
+    CHECK(t.stage_events_total_ms == Approx(forward + 7 * layers * 0.0025));
+    CHECK(t.layer_events_total_ms == Approx(forward + layers * 0.0025));
+  }
+}
+
+TEST_CASE("stage timing never adds time for events that measured cheaper than nothing", "[stage_costs]") {
+  const std::array<double, kNumCostStages> work = {0.1, 0.5, 2.0, 0.2, 0.1, 0.6, 0.6};
+  // Noise larger than the events: the stage-events total reads below the layer-events one.
+  const StageTiming t = stage_timing(synthetic(work, -0.001, 1, {0.0, 0.0, 0.0}), 1);
+  CHECK(t.event_ms == 0.0);
+  for (int s = 0; s < kNumCostStages; ++s) CHECK(t.ms[static_cast<size_t>(s)] == t.raw_ms[static_cast<size_t>(s)]);
+}
+
+TEST_CASE("stage timing refuses runs it cannot pair", "[stage_costs]") {
+  StageEventRuns runs = synthetic({1, 1, 1, 1, 1, 1, 1}, 0.001, 1, {0.0, 0.0, 0.0});
+  CHECK_THROWS_AS(stage_timing(runs, 0), std::invalid_argument);
+  runs.layer_events_total_ms.pop_back();
+  CHECK_THROWS_AS(stage_timing(runs, 1), std::invalid_argument);
+  CHECK_THROWS_AS(stage_timing(StageEventRuns{}, 1), std::invalid_argument);
+}
