@@ -236,8 +236,9 @@ std::string best_csv(const DTypeAnalysis& g) {
 // run --stage-times: per case, the stage times and floors of the reference (configuration
 // 00000) and of the best configuration, where their rows have them; empty without any. The
 // stage times are of the row's forward as run (a graph configuration's replay) without PDL,
-// with events between the stages, while forward_ms is the row's timed forward with PDL: the
-// last column says so, and the chart scales each bar's stages to its forward_ms.
+// with events between the stages and their own cost taken off (stage_timing.hpp), while
+// forward_ms is the row's timed forward with PDL: the last column says so, and the chart
+// scales each bar's stages to its forward_ms.
 std::string stage_breakdown_csv(const DTypeAnalysis& g) {
   std::string head = "case_id,case_name,role,config,forward_ms";
   for (int s = 0; s < kNumCostStages; ++s) head += fmt::format(",{}_ms", to_string(static_cast<CostStage>(s)));
@@ -257,7 +258,7 @@ std::string stage_breakdown_csv(const DTypeAnalysis& g) {
       body += "," + (has ? num(p.stage_floor_ms[static_cast<size_t>(s)], 6) : std::string());
       if (has) floors += p.stage_floor_ms[static_cast<size_t>(s)];
     }
-    body += fmt::format(",{},{},events without PDL\n", num(stages, 6), num(floors, 6));
+    body += fmt::format(",{},{},events without PDL less their cost\n", num(stages, 6), num(floors, 6));
   };
   size_t ref_row = g.rows.size();
   for (size_t i = 0; i < g.rows.size(); ++i)

@@ -303,7 +303,8 @@ def plot_stage_breakdown(csv_path, group, device, out_path):
     forward relative to the reference's forward (the best bar is shorter by its speedup), cut
     into its stages in the proportions of their times. The stage times come from the same
     forward (a graph configuration's replay) with events between the stages and without PDL,
-    while the bar's length is the forward with PDL: the proportions are those without it. Each stage's floor is a black tick inside
+    less the events' own cost, while the bar's length is the forward with PDL: the
+    proportions are those without it. Each stage's floor is a black tick inside
     its segment, as the share of the stage's time the floor is."""
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))

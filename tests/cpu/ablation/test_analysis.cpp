@@ -467,7 +467,7 @@ TEST_CASE("write_analysis: a stage breakdown per dtype where rows carry stage ti
   while (std::getline(csv, line)) {
     const std::vector<std::string> cells = tlb::split_csv_line(line);
     REQUIRE(cells.size() == 5 + 7 + 7 + 3);
-    CHECK(cells[21] == "events without PDL");
+    CHECK(cells[21] == "events without PDL less their cost");
     ++roles[cells[2]];
     // The stages add up to their sum column, and the floors to theirs (0.12 ms).
     double sum = 0;
