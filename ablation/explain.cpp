@@ -225,8 +225,9 @@ void print_explanation(const Explanation& e, std::FILE* out) {
     fmt::print(out, "  {:<12} {:>10} {:>10} {:>10.4f} {:>11.4f} {:>6} {:>11.4f} {:>6}\n", "forward", "", "", floor_sum,
                events_forward, frac(floor_sum, events_forward), c.forward_ms, frac(floor_sum, c.forward_ms));
     fmt::print(out,
-               "  events: the stages of {} forward without PDL, less {:.2f} us per event (that forward's {:.4f} ms "
-               "with an event before every stage against {:.4f} ms with one before every layer), add up to {:.4f} "
+               "  events: the stages of {} forward without PDL, less {:.2f} us per event (from that forward with an "
+               "event before every stage, median {:.4f} ms, against one before every layer, {:.4f} ms, run by "
+               "run), add up to {:.4f} "
                "ms ({:+.1f} % of its {:.4f} ms without events); PDL overlap is the forward as run less that one; "
                "marginal: each stage's cost inside a graph replay of {:.4f} ms\n",
                c.graph ? "a replayed" : "an eager", 1e3 * c.event_ms, c.stage_events_total_ms,

@@ -342,6 +342,8 @@ void ensure_ceilings(const MeasureContext& ctx, Group& g) {
 // stages' floors, into the row.
 void record_stage_times(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& r) {
   ensure_ceilings(ctx, g);
+  cand.run_stage_events();  // a graph configuration's event graphs are captured here, untimed
+  cand.run_layer_events();
   StageEventRuns runs;
   for (int i = 0; i < kStageTimeRuns; ++i) {
     const StageTimes t = cand.run_stage_events();

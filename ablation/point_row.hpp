@@ -66,8 +66,8 @@ struct PointRow {
   std::vector<double> layer_rel_l2;  // --layer-trace: candidate vs golden after each layer
   // --stage-times: ms per stage of the layer (CostStage order: ln1, qkv, attn, out_proj, ln2,
   // ffn_up, ffn_down; every layer's summed) from events between the stages of the forward as
-  // run, without PDL (StackPath::run_stage_events, median of kStageTimeRuns), and each stage's floor
-  // at the run's measured ceilings (stage_costs.hpp).
+  // run, without PDL, less the events' own cost (stage_timing.hpp; median of kStageTimeRuns),
+  // and each stage's floor at the run's measured ceilings (stage_costs.hpp).
   std::vector<double> stage_ms, stage_floor_ms;
   // What ran.
   std::string dispatch;          // "qkv=<variant>;attn=<variant>;..."

@@ -28,7 +28,8 @@ StageTiming stage_timing(const StageEventRuns& runs, int layers) {
     std::vector<double> v;
     for (const auto& run : runs.stage_ms) v.push_back(run[static_cast<size_t>(s)]);
     t.raw_ms[static_cast<size_t>(s)] = stats::median(v);
-    t.ms[static_cast<size_t>(s)] = t.raw_ms[static_cast<size_t>(s)] - layers * t.event_ms;
+    // A stage shorter than its events' cost as estimated (noise on a tiny stage) reads zero.
+    t.ms[static_cast<size_t>(s)] = std::max(0.0, t.raw_ms[static_cast<size_t>(s)] - layers * t.event_ms);
   }
   return t;
 }

@@ -24,7 +24,7 @@ struct StageEventRuns {
 };
 
 struct StageTiming {
-  std::array<double, kNumCostStages> ms{};      // median per stage, less its events' cost
+  std::array<double, kNumCostStages> ms{};      // median per stage, less its events' cost (>= 0)
   std::array<double, kNumCostStages> raw_ms{};  // median per stage, as the events read
   double event_ms = 0;                          // one event's own cost (never below zero)
   double stage_events_total_ms = 0;             // medians of the two totals

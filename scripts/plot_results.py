@@ -350,7 +350,8 @@ def plot_stage_breakdown(csv_path, group, device, out_path):
     ax.set_yticklabels(ticks, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("forward time over the reference's, cut in the proportions of its stage times\n"
-                  "(events between stages, without PDL); black ticks: each stage's floor as a share of its time",
+                  "(events between stages, without PDL, less their own cost); black ticks: each stage's floor "
+                  "as a share of its time",
                   fontsize=9)
     ax.set_title(f"Where the time goes, {group}" + (f" — {device}" if device else ""))
     ax.legend(ncol=1, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))

@@ -261,7 +261,7 @@ struct StackPath::Impl {
   // stage whose work every layer runs twice (-1: none).
   std::function<void(int)> marker;
   int repeat = -1;
-  std::vector<cudaEvent_t> events;  // run_stage_events' markers, created on first use
+  std::vector<cudaEvent_t> events;  // the stage and layer events' markers, created on first use
   std::vector<int> event_stage;     // the stage between events i and i + 1 (the last recorded)
   // A graph path's forward with the events as nodes, before each stage or each layer only, and
   // the stage of each interval as its capture recorded it.
@@ -297,7 +297,7 @@ struct StackPath::Impl {
   // after one eager pass where none has run yet (module loads and cuBLAS's choices stay out of
   // the capture, and the dispatch record gets its variant names).
   void launch_captured(CapturedGraph& g, const std::function<void()>& body = {});
-  // Creates run_stage_events' markers (outside any capture).
+  // Creates the events' markers (outside any capture).
   void ensure_events();
 
   // Steps of one layer.

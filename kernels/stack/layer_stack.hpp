@@ -119,8 +119,8 @@ class StackPath {
   // against run_stage_events' total it gives one event's own cost (ablation/stage_timing.hpp).
   double run_layer_events();
   // The same forward without the events, and without PDL: what run_stage_events' times add up
-  // to (a graph path's replayed from its own graph captured without PDL, on first use). Its
-  // time less run()'s is what PDL's overlap buys.
+  // to once the events' own cost is taken off them (a graph path's replayed from its own graph
+  // captured without PDL, on first use). Its time less run()'s is what PDL's overlap buys.
   void run_serial();
   // The forward with its kernels launched from the host, a graph path's too.
   void run_eager();

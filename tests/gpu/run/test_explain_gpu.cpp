@@ -24,6 +24,8 @@ namespace {
 // of GPU time, in an eager forward and as a graph node alike: 14 of them took a 0.26 ms
 // forward of 2048 tokens up by 7-14 % on an H100), small enough for a test.
 const char* kCases = R"({"cases": [
+  {"id": 4, "name": "explain-tiny", "batch": 1, "seq": 128, "d_model": 512, "heads": 8, "d_ff": 2048,
+   "layers": 4, "mask": "none"},
   {"id": 3, "name": "explain-small", "batch": 16, "seq": 1024, "d_model": 1024, "heads": 16, "d_ff": 4096,
    "layers": 2, "mask": "causal"}
 ]})";
@@ -65,19 +67,30 @@ TEST_CASE("tlbench explain: stages that add up to the forward, floors, cached ce
       INFO(c.dump());
       const double serial = c["serial_ms"].get<double>(), forward = c["forward_ms"].get<double>();
       CHECK(std::fabs(c["events_sum_ms"].get<double>() / serial - 1) < 0.05);
-      // One event's own cost: a few microseconds of GPU time, taken off each stage once per
-      // layer (two layers here).
-      const double event = c["event_ms"].get<double>();
-      CHECK(event >= 0);
-      CHECK(event < 0.02);
-      CHECK(c["stage_events_total_ms"].get<double>() >= c["layer_events_total_ms"].get<double>() - 0.01 * serial);
-      for (const json& st : c["stages"])
-        CHECK(st["events_raw_ms"].get<double>() == Approx(st["events_ms"].get<double>() + 2 * event).margin(1e-9));
+      // One event's own cost: a few microseconds of GPU time.
+      CHECK(c["event_ms"].get<double>() < 0.05);
       if (!c["graph"].get<bool>()) CHECK(std::fabs(c["eager_ms"].get<double>() / forward - 1) < 0.05);
       // Inside a graph the stages' own costs account for nearly all of the replay.
       CHECK(std::fabs(c["marginal_sum_ms"].get<double>() / c["replayed_ms"].get<double>() - 1) < 0.15);
     }
     CHECK(e["configs"][3]["config"].get<std::string>().rfind("auto=", 0) == 0);
+  }
+  // A launch-bound forward (case 1's shape: 0.09 ms on an H200, where 28 events cost 60 % of
+  // it): its stages, less the events' own cost, still add up to the forward without events.
+  {
+    const test::CommandResult tiny = test::run_tlbench(
+        "explain --config " + cases.string() + " --case 4 --configs 11110,11111 --reps 30 --json --ceilings " +
+            ceilings.string(),
+        dir);
+    INFO(tiny.err);
+    REQUIRE(tiny.exit_code == 0);
+    for (const json& c : json::parse(tiny.out)["configs"]) {
+      INFO(c.dump());
+      const double event = c["event_ms"].get<double>();
+      CHECK(event > 0.0005);  // events do cost: 2-3 us each where measured
+      CHECK(event < 0.01);
+      CHECK(std::fabs(c["events_sum_ms"].get<double>() / c["serial_ms"].get<double>() - 1) < 0.10);
+    }
   }
   // With PDL off the forward as run is the forward without PDL: no overlap to speak of.
   {

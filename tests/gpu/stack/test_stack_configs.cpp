@@ -245,7 +245,7 @@ TEST_CASE("stage events and repeated stages leave a forward's output bit-identic
         CHECK(bit_identical(path.output_host(), eager.output));
       }
       const StageTimes again = path.run_stage_events();
-      for (double ms : again.ms) CHECK(ms >= 0);
+      for (double ms : again.ms) CHECK(ms > 0);  // every stage has work in every configuration
       CHECK(again.total_ms > 0);
       for (int s = 0; s < kNumCostStages; ++s) {
         INFO(to_string(static_cast<CostStage>(s)));
