@@ -62,19 +62,17 @@ ExplainConfig explain_config(const CaseData& data, const CaseSpec& spec, DType d
   for (int i = 0; i < std::min(reps, 10); ++i) path.run();
   r.dispatch = dispatch_text(path.dispatch());
 
-  path.run_serial();  // a graph configuration's captures, outside the timing
-  path.run_stage_events();
-  path.run_layer_events();
+  // A graph configuration's serial and event graphs are captured here, outside the timing.
+  path.run_serial();
+  StageEventRuns unused;
+  add_stage_event_run(path, unused);
   std::vector<double> forward, eager, serial, replayed;
   StageEventRuns events;
   for (int i = 0; i < reps; ++i) {
     forward.push_back(timer.ms([&] { path.run(); }));
     eager.push_back(timer.ms([&] { path.run_eager(); }));
     serial.push_back(timer.ms([&] { path.run_serial(); }));
-    const StageTimes t = path.run_stage_events();
-    events.stage_ms.push_back(t.ms);
-    events.stage_events_total_ms.push_back(t.total_ms);
-    events.layer_events_total_ms.push_back(path.run_layer_events());
+    add_stage_event_run(path, events);
   }
   const StageTiming timing = stage_timing(events, static_cast<int>(spec.shape.layers));
   r.event_ms = timing.event_ms;

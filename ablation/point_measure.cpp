@@ -342,15 +342,9 @@ void ensure_ceilings(const MeasureContext& ctx, Group& g) {
 // stages' floors, into the row.
 void record_stage_times(const MeasureContext& ctx, Group& g, StackPath& cand, PointRow& r) {
   ensure_ceilings(ctx, g);
-  cand.run_stage_events();  // a graph configuration's event graphs are captured here, untimed
-  cand.run_layer_events();
-  StageEventRuns runs;
-  for (int i = 0; i < kStageTimeRuns; ++i) {
-    const StageTimes t = cand.run_stage_events();
-    runs.stage_ms.push_back(t.ms);
-    runs.stage_events_total_ms.push_back(t.total_ms);
-    runs.layer_events_total_ms.push_back(cand.run_layer_events());
-  }
+  StageEventRuns unused, runs;
+  add_stage_event_run(cand, unused);  // a graph configuration's event graphs are captured here, untimed
+  for (int i = 0; i < kStageTimeRuns; ++i) add_stage_event_run(cand, runs);
   const StageTiming timing = stage_timing(runs, static_cast<int>(g.spec.shape.layers));
   r.stage_ms.assign(timing.ms.begin(), timing.ms.end());
   r.stage_floor_ms.clear();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "stack/layer_stack.hpp"
 #include "statistics.hpp"
 
 namespace tlb {
@@ -11,6 +12,13 @@ double StageTiming::sum_ms() const {
   double t = 0;
   for (double m : ms) t += m;
   return t;
+}
+
+void add_stage_event_run(StackPath& path, StageEventRuns& runs) {
+  const StageTimes t = path.run_stage_events();
+  runs.stage_ms.push_back(t.ms);
+  runs.stage_events_total_ms.push_back(t.total_ms);
+  runs.layer_events_total_ms.push_back(path.run_layer_events());
 }
 
 StageTiming stage_timing(const StageEventRuns& runs, int layers) {

@@ -15,6 +15,8 @@
 
 namespace tlb {
 
+class StackPath;
+
 // What the runs measured: per run, each stage's time summed over the layers (events before
 // every stage), and the forward's time with events before every stage and with events before
 // every layer only (the same runs, in turns).
@@ -31,6 +33,9 @@ struct StageTiming {
   double layer_events_total_ms = 0;
   double sum_ms() const;                        // of ms
 };
+
+// One run of each on `path` (StackPath::run_stage_events, then run_layer_events), into `runs`.
+void add_stage_event_run(StackPath& path, StageEventRuns& runs);
 
 // `layers` >= 1; runs non-empty and of one length. The event cost is the median over runs of
 // (stage-events total - layer-events total) / (6 * layers): 7 stage intervals a layer against 1.

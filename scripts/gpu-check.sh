@@ -25,6 +25,22 @@ steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(build test)
 
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/summary.txt"; }
+# `explain_case DTYPE CASE ARGS...`: tlbench explain of one official case (a hang ends at 120 s).
+explain_case() {
+  local dt=$1 c=$2
+  shift 2
+  timeout 120 $BIN explain --config configs/cases.json --case "$c" --dtype "$dt" "$@"
+}
+# `run_peer DIR SECONDS ARGS...`: PyTorch's nn.TransformerEncoder on the official cases into
+# DIR/peer_pytorch.jsonl, its log in peer.log. The file is written at the end, so an earlier
+# one goes first; under 30 s left nothing is run (exit 124, as a timeout).
+run_peer() {
+  local dir=$1 limit=$2
+  shift 2
+  rm -f "$dir/peer_pytorch.jsonl"
+  ((limit > 30)) || return 124
+  timeout "$limit" python3 scripts/pytorch_peer.py configs/cases.json --out "$dir" "$@" >"$OUT/peer.log" 2>&1
+}
 # `run_field DIR KEY`: a top-level field of DIR/run.json, or `device.name` (empty where absent).
 run_field() {
   python3 -c 'import json, sys
@@ -208,10 +224,8 @@ for step in "${steps[@]}"; do
       elif [[ -n $peer_math ]]; then
         left=$(( ${OFFICIAL_BUDGET:-560} - $(date +%s) + t0 ))
         log "PyTorch peer, fp32 in $peer_math ($left s left)"
-        rm -f "$dest/peer_pytorch.jsonl"
         peer_dtypes=(); [[ $step == ieee ]] && peer_dtypes=(--dtypes fp32)
-        ((left > 30)) && timeout "$left" python3 scripts/pytorch_peer.py configs/cases.json --out "$dest" \
-          "${peer_dtypes[@]}" --math "$peer_math" >"$OUT/peer.log" 2>&1
+        run_peer "$dest" "$left" "${peer_dtypes[@]}" --math "$peer_math"
         echo "peer rc=$? (where it ran out of time: the peer step, PEER_DIR=$dest)" | tee -a "$OUT/summary.txt"
         [[ $step == official ]] && $BIN gate --results "$dest" --thresholds configs/gates.json 2>&1 | tail -3 \
           | tee -a "$OUT/summary.txt"
@@ -230,8 +244,7 @@ for step in "${steps[@]}"; do
       IFS=',' read -ra dts <<<"$EXPLAIN_DTYPES"
       for dt in "${dts[@]}"; do
         for c in $(seq "${EXPLAIN_CASES%-*}" "${EXPLAIN_CASES#*-}"); do
-          timeout 120 $BIN explain --config configs/cases.json --case "$c" --dtype "$dt" \
-            --configs "${EXPLAIN_CONFIGS:-00000,auto}" --ceilings "$OUT/explain/ceilings.json" \
+          explain_case "$dt" "$c" --configs "${EXPLAIN_CONFIGS:-00000,auto}" --ceilings "$OUT/explain/ceilings.json" \
             --json-out "$OUT/explain/case$c-$dt.json" >>"$OUT/explain.log" 2>&1
           echo "explain case $c $dt: rc=$?" | tee -a "$OUT/summary.txt"
         done
@@ -248,8 +261,8 @@ for step in "${steps[@]}"; do
         for mode in default all default all; do
           for c in $(seq "${EXPLAIN_CASES%-*}" "${EXPLAIN_CASES#*-}"); do
             echo "== $dt $mode case $c" >>"$OUT/pdl.log"
-            TLBENCH_PDL=$mode timeout 120 $BIN explain --config configs/cases.json --case "$c" --dtype "$dt" \
-              --configs auto --ceilings "$OUT/pdl-ceilings.json" >>"$OUT/pdl.log" 2>&1
+            TLBENCH_PDL=$mode explain_case "$dt" "$c" --configs auto --ceilings "$OUT/pdl-ceilings.json" \
+              >>"$OUT/pdl.log" 2>&1
           done
         done
       done
@@ -292,9 +305,7 @@ PY
       # PyTorch's best beside ours). PEER_TIMEOUT bounds it: the file is written at the end.
       log "PyTorch peer ${PEER_ARGS:=--dtypes fp32 --math ieee} into ${PEER_DIR:=$OUT/select}"
       mkdir -p "$PEER_DIR"
-      rm -f "$PEER_DIR/peer_pytorch.jsonl"  # written at the end: none left over from an earlier run
-      timeout "${PEER_TIMEOUT:-540}" python3 scripts/pytorch_peer.py configs/cases.json --out "$PEER_DIR" $PEER_ARGS \
-        >"$OUT/peer.log" 2>&1
+      run_peer "$PEER_DIR" "${PEER_TIMEOUT:-540}" $PEER_ARGS
       echo "rc=$?" | tee -a "$OUT/summary.txt"
       tail -60 "$OUT/peer.log" >>"$OUT/summary.txt"
       [[ $PEER_DIR != "$OUT"/* ]] && cp "$PEER_DIR/peer_pytorch.jsonl" "$OUT/" 2>/dev/null

@@ -127,6 +127,22 @@ struct CapturedGraph {
   CapturedGraph& operator=(const CapturedGraph&) = delete;
 };
 
+// A forward with CUDA events as graph nodes, and the stage of each interval between two of
+// them as its capture recorded it.
+struct EventsGraph {
+  CapturedGraph graph;
+  std::vector<int> stage;
+};
+
+// Runs `f` when it leaves scope, however it leaves.
+template <class F>
+struct OnExit {
+  F f;
+  ~OnExit() { f(); }
+};
+template <class F>
+OnExit(F) -> OnExit<F>;
+
 [[noreturn]] void throw_capture_failure(const std::string& what, bool sticky, bool oom) {
   const std::string msg = "graph capture failed: " + what;
   if (oom) throw DeviceOutOfMemory(msg);
@@ -235,8 +251,8 @@ struct StackPath::Impl {
 
   Impl(const CaseData& d, const PathOptions& o, cudaStream_t st);
   ~Impl() {
-    with_events.reset();  // their nodes record the events
-    with_layer_events.reset();
+    with_events.graph.reset();  // their nodes record the events
+    with_layer_events.graph.reset();
     for (cudaEvent_t ev : events) cudaEventDestroy(ev);
   }
   Impl(const Impl&) = delete;
@@ -262,11 +278,8 @@ struct StackPath::Impl {
   std::function<void(int)> marker;
   int repeat = -1;
   std::vector<cudaEvent_t> events;  // the stage and layer events' markers, created on first use
-  std::vector<int> event_stage;     // the stage between events i and i + 1 (the last recorded)
-  // A graph path's forward with the events as nodes, before each stage or each layer only, and
-  // the stage of each interval as its capture recorded it.
-  CapturedGraph with_events, with_layer_events;
-  std::vector<int> with_events_stage, with_layer_events_stage;
+  // A graph path's forward with the events before each stage, and before each layer only.
+  EventsGraph with_events, with_layer_events;
   CapturedGraph repeated[kNumCostStages];
 
   // One stage of a layer: its marker, then its work, twice where `repeat` names it (every
@@ -285,12 +298,11 @@ struct StackPath::Impl {
   void forward();
   // forward() with an event recorded before each stage of each layer (before each layer only
   // where `layers_only`) and after the last (as graph nodes where `as_nodes`, inside a
-  // capture); event_stage says whose each interval is.
-  void forward_with_events(bool as_nodes, bool layers_only = false);
-  // The events of one forward: recorded from the host, or replayed from `graph` (captured on
-  // first use, its intervals' stages kept in `graph_stage`) for a graph path; synchronises and
-  // reads them.
-  StageTimes timed_events(bool layers_only, CapturedGraph& graph, std::vector<int>& graph_stage);
+  // capture); returns the stage of each interval between two events.
+  std::vector<int> forward_with_events(bool as_nodes, bool layers_only);
+  // The events of one forward: recorded from the host, or for a graph path replayed from
+  // `graph` (captured on first use); synchronises and reads them.
+  StageTimes timed_events(bool layers_only, EventsGraph& graph);
   // Captures `body` (forward() where empty) into `into`, instantiated and uploaded.
   void capture(CapturedGraph& into, const std::function<void()>& body = {});
   // Launches `g`, first capturing `body` (forward() where empty) into it where it is empty,
@@ -691,21 +703,18 @@ void StackPath::Impl::ensure_events() {
   }
 }
 
-void StackPath::Impl::forward_with_events(bool as_nodes, bool layers_only) {
-  event_stage.clear();
-  marker = [&, layers_only](int stage) {
+std::vector<int> StackPath::Impl::forward_with_events(bool as_nodes, bool layers_only) {
+  std::vector<int> stage_of;
+  marker = [&](int stage) {
     if (layers_only && stage != static_cast<int>(CostStage::ln1) && stage != kNumCostStages) return;
-    const size_t i = event_stage.size();
-    event_stage.push_back(stage);
     // Inside a capture a plain record only orders streams; the external flag makes it a node
     // (and is refused outside one).
-    TLB_CUDA_CHECK(cudaEventRecordWithFlags(events[i], stream, as_nodes ? cudaEventRecordExternal : 0u));
+    TLB_CUDA_CHECK(cudaEventRecordWithFlags(events[stage_of.size()], stream, as_nodes ? cudaEventRecordExternal : 0u));
+    stage_of.push_back(stage);
   };
-  struct Clear {
-    std::function<void(int)>& m;
-    ~Clear() { m = nullptr; }
-  } clear{marker};
+  const OnExit clear{[&] { marker = nullptr; }};
   forward();
+  return stage_of;
 }
 
 void StackPath::Impl::launch_captured(CapturedGraph& g, const std::function<void()>& body) {
@@ -786,18 +795,16 @@ std::vector<bool> StackPath::deferred_layers() const {
   return d;
 }
 
-StageTimes StackPath::Impl::timed_events(bool layers_only, CapturedGraph& graph, std::vector<int>& graph_stage) {
+StageTimes StackPath::Impl::timed_events(bool layers_only, EventsGraph& graph) {
   const PdlSuspension serial;
   ensure_events();
+  std::vector<int> eager_stage;
   if (captured.exec != nullptr) {
-    launch_captured(graph, [&] {
-      forward_with_events(true, layers_only);
-      graph_stage = event_stage;
-    });
+    launch_captured(graph.graph, [&] { graph.stage = forward_with_events(true, layers_only); });
   } else {
-    forward_with_events(false, layers_only);
+    eager_stage = forward_with_events(false, layers_only);
   }
-  const std::vector<int>& stage_of = captured.exec != nullptr ? graph_stage : event_stage;
+  const std::vector<int>& stage_of = captured.exec != nullptr ? graph.stage : eager_stage;
   TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
   StageTimes t;
   for (size_t i = 0; i + 1 < stage_of.size(); ++i) {
@@ -810,11 +817,11 @@ StageTimes StackPath::Impl::timed_events(bool layers_only, CapturedGraph& graph,
 }
 
 StageTimes StackPath::run_stage_events() {
-  return impl_->timed_events(false, impl_->with_events, impl_->with_events_stage);
+  return impl_->timed_events(false, impl_->with_events);
 }
 
 double StackPath::run_layer_events() {
-  return impl_->timed_events(true, impl_->with_layer_events, impl_->with_layer_events_stage).total_ms;
+  return impl_->timed_events(true, impl_->with_layer_events).total_ms;
 }
 
 void StackPath::run_serial() {
@@ -828,10 +835,7 @@ void StackPath::run_replayed_repeating(CostStage stage) {
   Impl& m = *impl_;
   m.launch_captured(m.repeated[static_cast<int>(stage)], [&] {
     m.repeat = static_cast<int>(stage);
-    struct Reset {
-      int& r;
-      ~Reset() { r = -1; }
-    } reset{m.repeat};
+    const OnExit reset{[&] { m.repeat = -1; }};
     m.forward();
   });
 }
