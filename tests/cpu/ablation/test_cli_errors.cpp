@@ -201,8 +201,7 @@ TEST_CASE("tlbench run on a bad config: exit 2, one line, output folder not crea
 TEST_CASE("tlbench under an unknown TLBENCH_PDL value: exit 2, one line naming it, nothing written", "[cli]") {
   REQUIRE(has_subcommand("run"));
   Scratch s("pdl");
-  const std::string good = s.write("good.json", cases_with(
-      R"({"id": 2, "name": "b", "batch": 1, "seq": 8, "d_model": 64, "heads": 4, "d_ff": 64, "layers": 1, "mask": "none"})"));
+  const std::string good = s.write("good.json", std::string("{\"cases\": [") + kGoodCase + "]}");
   const fs::path out = s.dir / "results";
   for (const char* value : {"1", "off", "ALL", "default "}) {
     INFO(value);
