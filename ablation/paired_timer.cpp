@@ -208,25 +208,26 @@ Usable usable_pairs(const std::vector<PairSample>& pairs, const ClockTracker& tr
 
 // Warm-up. The baseline has just been timed against the previous configuration (or run by the
 // group's setup), so warmup_ref_runs runs bring it back; the candidate was just built:
-// >= warmup_min_runs runs and >= warmup_min_ms of device time, in batches sized by the first
-// one. The first batch also tells how long a forward takes, which sizes the rest. False when
-// abandoned.
+// >= warmup_min_runs runs (its prior ones counted) and >= warmup_min_ms of device time, in
+// batches sized by the first one. The first batch (two runs, or fewer where the run count
+// needs fewer: a forward of 100 ms is not run twice to warm up for 5) also tells how long a
+// forward takes, which sizes the rest. False when abandoned.
 bool warm_up(RunClock& clock, const std::function<void()>& ref, const std::function<void()>& cand,
              const TimerOptions& opt, ClockTracker& tracker, const std::function<bool()>& abandoned,
              std::vector<double>& warm_ref, std::vector<double>& warm_cand) {
   double cand_sum = 0;
   bool first = true;
-  while (first || warm_cand.size() < opt.warmup_min_runs || cand_sum < opt.warmup_min_ms) {
+  const auto runs = [&] { return opt.warmup_prior_runs + warm_cand.size(); };
+  const auto runs_missing = [&] { return opt.warmup_min_runs > runs() ? opt.warmup_min_runs - runs() : 0; };
+  while (first || runs() < opt.warmup_min_runs || cand_sum < opt.warmup_min_ms) {
     if (abandoned()) return false;
     const size_t refs = first ? opt.warmup_ref_runs : 0;
-    size_t cands = 2;
+    size_t cands = std::clamp<size_t>(runs_missing(), 1, 2);
     if (!first) {
       const double per_run = std::max(cand_sum / static_cast<double>(warm_cand.size()), 1e-4);
       const auto by_time =
           static_cast<size_t>(std::ceil(std::max(opt.warmup_min_ms - cand_sum, 0.0) / per_run));
-      const size_t by_runs =
-          opt.warmup_min_runs > warm_cand.size() ? opt.warmup_min_runs - warm_cand.size() : 0;
-      cands = std::clamp<size_t>(std::max(by_time, by_runs), 1, 256);
+      cands = std::clamp<size_t>(std::max(by_time, runs_missing()), 1, 256);
     }
     for (size_t i = 0; i < refs + cands; ++i) clock.enqueue(i, i < refs ? ref : cand);
     std::vector<double> ms, mhz;
@@ -303,13 +304,16 @@ PairedMeasurement measure_paired(RunClock& clock, const std::function<void()>& r
     r.elapsed_ms = clock.now_ms() - t0;
     return r;
   }
-  r.warmup_runs = warm_cand.size();
+  r.warmup_runs = opt.warmup_prior_runs + warm_cand.size();
   r.warmup_ref_runs = warm_ref.size();
 
   // Pairs per batch: about batch_target_ms of device work, an even count so each batch is
-  // whole ABBA blocks. Without a baseline warm-up run its time is taken as the candidate's.
+  // whole ABBA blocks. Without a baseline warm-up run its time is the one the group measured,
+  // or, where none is known, taken as the candidate's.
   const double cand_ms = stats::median(warm_cand);
-  const double ref_ms = warm_ref.empty() ? cand_ms : stats::median(warm_ref);
+  const double ref_ms = !warm_ref.empty()     ? stats::median(warm_ref)
+                        : opt.baseline_ms > 0 ? opt.baseline_ms
+                                              : cand_ms;
   const double pair_ms = std::max(ref_ms + cand_ms, 1e-4);
   size_t batch_pairs = static_cast<size_t>(std::llround(opt.batch_target_ms / pair_ms));
   batch_pairs = std::clamp<size_t>(batch_pairs + (batch_pairs % 2), 2, 256);

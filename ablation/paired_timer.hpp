@@ -79,9 +79,17 @@ struct ClockTracker {
 };
 
 struct TimerOptions {
-  size_t warmup_min_runs = 3;   // candidate runs
-  double warmup_min_ms = 25;    // candidate device time, summed
+  size_t warmup_min_runs = 3;   // candidate runs, warmup_prior_runs included
+  double warmup_min_ms = 25;    // candidate device time, summed over the timed warm-up runs
+  // Candidate runs made since it was built and before the timer (the accuracy check's run):
+  // they count toward warmup_min_runs, not toward warmup_min_ms (they were not timed).
+  size_t warmup_prior_runs = 0;
   size_t warmup_ref_runs = 1;   // baseline runs (it is warm from the previous point)
+  // The baseline's forward time where the group has measured it already (ms; 0: unknown). It
+  // sizes the batches where no baseline warm-up run is made, which otherwise take the
+  // candidate's time for it: an IEEE baseline 5x slower than its candidate would overrun the
+  // budget by that much.
+  double baseline_ms = 0;
   stats::StoppingRule stop;
   double confidence = 0.95;     // level of the speedup interval
   double batch_target_ms = 20;  // device time enqueued between two looks at the results
@@ -94,7 +102,7 @@ struct PairedMeasurement {
   size_t pairs_attempted = 0;
   size_t throttled_samples = 0;      // timed runs under the clock threshold
   size_t throttled_pairs = 0;        // pairs left out: their clock ratio strayed (ClockTracker)
-  size_t warmup_runs = 0;            // candidate warm-up runs
+  size_t warmup_runs = 0;            // candidate warm-up runs, warmup_prior_runs included
   size_t warmup_ref_runs = 0;        // baseline warm-up runs
   double min_mhz = 0, max_mhz = 0;   // over the timed runs (NaN when not sampled)
   double elapsed_ms = 0;             // warm-up included
@@ -104,8 +112,9 @@ struct PairedMeasurement {
   std::vector<double> ref_samples, cand_samples, ratio_samples;
 };
 
-// Warms up: warmup_ref_runs baseline runs, then candidate runs until >= warmup_min_runs and
-// >= warmup_min_ms (the baseline is warm from the point before; each configuration is new).
+// Warms up: warmup_ref_runs baseline runs, then candidate runs until >= warmup_min_runs (the
+// prior runs counted) and >= warmup_min_ms (the baseline is warm from the point before; each
+// configuration is new).
 // Then times pairs in ABBA order (ref, cand, cand, ref, ...) in batches until opt.stop says so. `abandon` is polled between batches (Ctrl-C):
 // when it returns true the measurement ends with stop == interrupted.
 PairedMeasurement measure_paired(RunClock& clock, const std::function<void()>& ref,

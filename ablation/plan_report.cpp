@@ -22,14 +22,17 @@ double estimated_point_seconds(const TimeModel& model, double t_base, double t_c
   const double budget = model.point_time_budget_s / blocks;
   double seconds = 0;
   for (int b = 0; b < blocks; ++b) {
-    // As block_timer_options times them.
-    const double warmup = b == 0 ? t_base + std::max(model.warmup_s, model.warmup_min_runs * t_cand)
+    // As the runner times them (point_measure's block_timer): the first block after the
+    // accuracy check's run, untimed but counted toward the warm-up runs, and without a baseline
+    // run (the group's first point makes one; the model leaves it out).
+    const double accuracy_run = b == 0 ? t_cand : 0;
+    const double warmup = b == 0 ? std::max(model.warmup_s, (model.warmup_min_runs - 1) * t_cand)
                                  : std::max(std::min(model.warmup_s, kLaterBlockWarmupMs * 1e-3), t_cand);
     const auto floor_pairs = static_cast<double>(
         block_floor_pairs(static_cast<size_t>(model.floor_pairs), static_cast<size_t>(blocks), static_cast<size_t>(b)));
     const double pairs = std::clamp((budget - warmup) / (t_base + t_cand), floor_pairs,
                                     std::max(static_cast<double>(model.max_pairs / blocks), 1.0));
-    seconds += model.point_setup_s + warmup + std::ceil(pairs) * (t_base + t_cand);
+    seconds += model.point_setup_s + accuracy_run + warmup + std::ceil(pairs) * (t_base + t_cand);
   }
   return seconds;
 }
@@ -446,7 +449,7 @@ void print_notes_and_totals(const Plan& plan, const std::vector<std::string>& no
              "\ntime estimate: about {} (a model, not a measurement: fused {:.0f}/{:.0f}/{:.0f} and "
              "reference {:.0f}/{:.0f}/{:.0f} TFLOP/s for fp16/bf16/fp32, {:.1f} TB/s for scores and "
              "elementwise traffic, {:.0f} us per launch; per point {:.0f} ms with warm-up (>= {} "
-             "candidate runs and {:.0f} ms), at least {} timed pairs, in {} block(s))\n",
+             "candidate runs, the accuracy check's included, and {:.0f} ms), at least {} timed pairs, in {} block(s))\n",
              human_seconds(plan.estimated_seconds), m.fused_tflops[0], m.fused_tflops[1],
              m.fused_tflops[2], m.reference_tflops[0], m.reference_tflops[1], m.reference_tflops[2],
              m.memory_tb_per_s, m.launch_us, m.point_time_budget_s * 1e3, m.warmup_min_runs,

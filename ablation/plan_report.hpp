@@ -81,10 +81,10 @@ struct TimeModel {
   int reference_launches_per_layer = 16;
   int fused_launches_per_layer = 6;
   // The runner's timer (runner.hpp, mode_defaults, block_timer_options): a point in `blocks`
-  // blocks, the first with one baseline warm-up run and the candidate warmed up for >=
-  // warmup_s and >= warmup_min_runs runs, each later one built anew with a lighter warm-up,
-  // then ABBA pairs until the block's share of the budget (warm-up included) is spent, never
-  // fewer than its share of floor_pairs nor more than of max_pairs.
+  // blocks, the first after the accuracy check's run with the candidate warmed up for >=
+  // warmup_s and >= warmup_min_runs runs (that one counted), each later one built anew with a
+  // lighter warm-up, then ABBA pairs until the block's share of the budget (warm-up included)
+  // is spent, never fewer than its share of floor_pairs nor more than of max_pairs.
   double warmup_s = 0.025;
   int warmup_min_runs = 3;
   double point_time_budget_s = 0.1;

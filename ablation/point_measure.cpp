@@ -66,6 +66,8 @@ void probe_host_bound(const MeasureContext& ctx, Group& g) {
     hp.ratio = m.speedup;
     hp.host_bound = m.speedup.lo > kHostBoundRatio;
     g.host_probe = hp;
+    g.baseline_ms = hp.eager_ms;
+    g.baseline_replay_ms = hp.replay_ms;
   } catch (const DeviceError& e) {
     if (e.sticky()) throw;
     g.host_probe_note = fmt::format("baseline not replayed from a graph ({}): no host-bound verdict", e.what());
@@ -281,6 +283,27 @@ void stop_replay(PendingPoint& pp, const std::string& why) {
   }
 }
 
+// A block's timer: block_timer_options, less what the group has already done. The baseline ran
+// last in the point before (or the group's setup), so where its time is known it gets no
+// warm-up run; the candidate's runs since it was built (`prior_runs`: the accuracy check's, a
+// capture's) count toward its warm-up. Replayed over the H200 official sweep's rows, the
+// timer's rules put these runs (one IEEE baseline forward of up to 260 ms and one candidate
+// run a point) and a later block's second warm-up run at about 15 % of the fp32 groups' time.
+TimerOptions block_timer(const MeasureContext& ctx, size_t block, double baseline_ms, size_t prior_runs) {
+  TimerOptions t = block_timer_options(ctx.opt, block);
+  t.warmup_prior_runs = prior_runs;
+  if (std::isfinite(baseline_ms) && baseline_ms > 0) {
+    t.warmup_ref_runs = 0;
+    t.baseline_ms = baseline_ms;
+  }
+  return t;
+}
+
+// The baseline's median in a measurement into the group's record of it (kept where there is none).
+void remember_baseline(double& known_ms, const PairedMeasurement& m) {
+  if (m.pairs > 0 && std::isfinite(m.ref.median) && m.ref.median > 0) known_ms = m.ref.median;
+}
+
 // One block of a point with its candidate built: ABBA pairs against the baseline and, in a
 // group whose baseline is host-bound, the candidate replayed from a graph (its own, for a
 // graph configuration) against the replayed baseline, its own pairs. Two runs of case 1 on one
@@ -288,13 +311,17 @@ void stop_replay(PendingPoint& pp, const std::string& why) {
 // by 1 % at most; two runs of cases 1 and 2 in one call moved eager candidates' eager speedups
 // by up to 42 % (case 2's eager reference was 16 % slower in the second process) and an eager
 // candidate against the replayed baseline by up to 33 %: only with both sides replayed is the
-// host out of the ratio. Returns false where the run was interrupted.
-bool time_block_of(const MeasureContext& ctx, Group& g, StackPath& cand, PendingPoint& pp, PeakMemory& peak) {
+// host out of the ratio. `prior_runs`: the candidate's runs since it was built. Returns false
+// where the run was interrupted.
+bool time_block_of(const MeasureContext& ctx, Group& g, StackPath& cand, PendingPoint& pp, PeakMemory& peak,
+                   size_t prior_runs) {
   StackPath& base = *g.baseline;
-  const TimerOptions timer = block_timer_options(ctx.opt, pp.blocks.size());
-  const PairedMeasurement m = time_pairs(ctx, timer, [&base] { base.run(); }, [&cand] { cand.run(); });
+  const size_t block = pp.blocks.size();
+  const PairedMeasurement m = time_pairs(ctx, block_timer(ctx, block, g.baseline_ms, prior_runs),
+                                         [&base] { base.run(); }, [&cand] { cand.run(); });
   peak.sample();
   if (m.stop == stats::StopReason::interrupted) return false;
+  remember_baseline(g.baseline_ms, m);
   pp.blocks.push_back(m);
   if (g.host_probe && g.host_probe->host_bound && !pp.replay_stopped) {
     // A candidate that cannot be replayed keeps its eager timing; its row says why it has no
@@ -303,10 +330,12 @@ bool time_block_of(const MeasureContext& ctx, Group& g, StackPath& cand, Pending
       cand.run_replayed();  // an eager candidate's capture, outside the timing
       TLB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
       peak.sample();
-      const PairedMeasurement mg =
-          time_pairs(ctx, timer, [&base] { base.run_replayed(); }, [&cand] { cand.run_replayed(); });
+      // The capture's launch is a run of the replayed candidate.
+      const PairedMeasurement mg = time_pairs(ctx, block_timer(ctx, block, g.baseline_replay_ms, 1),
+                                              [&base] { base.run_replayed(); }, [&cand] { cand.run_replayed(); });
       peak.sample();
       if (mg.stop == stats::StopReason::interrupted) return false;
+      remember_baseline(g.baseline_replay_ms, mg);
       pp.replay_blocks.push_back(mg);
     } catch (const DeviceError& e) {
       if (e.sticky()) throw;
@@ -463,9 +492,13 @@ std::optional<PendingPoint> begin_config(const MeasureContext& ctx, Group& g, co
       peak.sample();
       const bool tensor_core_stage = record_dispatch(ctx, *cand, g.dtype, r);
       check_accuracy(ctx, g, *cand, v.baseline.is_reference, tensor_core_stage, r);
-      if (ctx.opt.layer_trace && g.golden_ok && !g.golden_layers.empty()) trace_layers(ctx, g, pp.po, cand, r, peak);
+      size_t runs_since_built = 1;  // the accuracy check's
+      if (ctx.opt.layer_trace && g.golden_ok && !g.golden_layers.empty()) {
+        trace_layers(ctx, g, pp.po, cand, r, peak);  // builds the candidate anew
+        runs_since_built = 0;
+      }
       pp.timed = true;
-      if (!time_block_of(ctx, g, *cand, pp, peak)) return std::nullopt;
+      if (!time_block_of(ctx, g, *cand, pp, peak, runs_since_built)) return std::nullopt;
       if (ctx.opt.stage_times) {
         // The point is timed: a stage timing that cannot run (its events graph out of memory,
         // a capture refused) costs the stage times, not the point.
@@ -518,7 +551,7 @@ bool time_next_block(const MeasureContext& ctx, Group& g, PendingPoint& pp) {
   try {
     StackPath cand(*g.data, pp.po, ctx.stream);
     peak.sample();
-    if (!time_block_of(ctx, g, cand, pp, peak)) return false;
+    if (!time_block_of(ctx, g, cand, pp, peak, 0)) return false;
   } catch (const DeviceError& e) {
     // Out of memory included: the row keeps the blocks it has, and says why it has no more.
     if (e.sticky()) throw;

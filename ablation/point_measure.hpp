@@ -64,6 +64,10 @@ struct Group {
   // group's points are timed a second time against the replayed baseline.
   std::optional<HostProbe> host_probe;
   std::string host_probe_note;  // why there is none, where the baseline could not be replayed
+  // The baseline's median forward time (ms), eager and replayed, from the group's latest
+  // timing of it (the host probe or a point's block); 0 before the first. A point's timer then
+  // needs no baseline warm-up run to size its batches (TimerOptions::baseline_ms).
+  double baseline_ms = 0, baseline_replay_ms = 0;
   // A failure that makes every point of the group the same row.
   std::optional<StatusKind> failed_status;  // oom | error; none while the group is usable
   std::string failed_note;

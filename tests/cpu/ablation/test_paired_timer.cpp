@@ -112,6 +112,77 @@ TEST_CASE("warm-up takes at least 3 candidate runs even for slow forwards, and o
   CHECK(cand_runs == 3 + 5);
 }
 
+TEST_CASE("the candidate's runs before the timer count toward its warm-up runs, not its warm-up time",
+          "[timer]") {
+  FakeRunClock clock;
+  int cand_runs = 0;
+  auto ref = [&] { clock.advance(40.0); };
+  auto cand = [&] { ++cand_runs; clock.advance(30.0); };
+  ClockTracker tracker;
+  TimerOptions o = quick_options();
+  o.stop.budget_ms = 1;
+  o.warmup_prior_runs = 1;  // the accuracy check's
+  PairedMeasurement m = measure_paired(clock, ref, cand, o, tracker);
+  CHECK(m.warmup_runs == 3);  // the prior run and two timed ones
+  CHECK(cand_runs == 2 + 5);
+
+  // A prior run of a fast forward does not count toward the 25 ms: 0.5 ms runs still fill them.
+  FakeRunClock fast_clock;
+  int fast_runs = 0;
+  auto fast = [&] { ++fast_runs; fast_clock.advance(0.5); };
+  auto fast_ref = [&] { fast_clock.advance(0.5); };
+  ClockTracker fast_tracker;
+  PairedMeasurement f = measure_paired(fast_clock, fast_ref, fast, o, fast_tracker);
+  CHECK(f.warmup_runs == 1 + 50);
+  CHECK(f.pairs == 5);
+  CHECK(fast_runs == 50 + 5);
+}
+
+TEST_CASE("a warm-up of one run makes one run of a slow forward, not two", "[timer]") {
+  FakeRunClock clock;
+  int cand_runs = 0;
+  auto ref = [&] { clock.advance(100.0); };
+  auto cand = [&] { ++cand_runs; clock.advance(60.0); };
+  ClockTracker tracker;
+  TimerOptions o = quick_options();
+  o.stop.budget_ms = 1;
+  o.stop.floor_pairs = 2;
+  o.warmup_min_runs = 1;  // a later block's
+  o.warmup_min_ms = 5;
+  o.warmup_ref_runs = 0;
+  PairedMeasurement m = measure_paired(clock, ref, cand, o, tracker);
+  CHECK(m.warmup_runs == 1);
+  CHECK(m.pairs == 2);
+  CHECK(cand_runs == 1 + 2);
+}
+
+TEST_CASE("a baseline time the group knows replaces its warm-up run and keeps the point in its budget",
+          "[timer]") {
+  // A 2 ms baseline against a 0.1 ms candidate, no baseline warm-up run: batches sized from
+  // the candidate's time alone would be 100 pairs (210 ms) into a 30 ms budget.
+  auto measure = [](double baseline_ms, int& ref_runs) {
+    FakeRunClock clock;
+    auto ref = [&] { ++ref_runs; clock.advance(2.0); };
+    auto cand = [&] { clock.advance(0.1); };
+    ClockTracker tracker;
+    TimerOptions o = quick_options();
+    o.stop.budget_ms = 30;
+    o.stop.min_pairs = 1000;  // never converged: the budget stops it
+    o.warmup_min_ms = 1;
+    o.warmup_ref_runs = 0;
+    o.baseline_ms = baseline_ms;
+    return measure_paired(clock, ref, cand, o, tracker);
+  };
+  int known_runs = 0, unknown_runs = 0;
+  const PairedMeasurement known = measure(2.0, known_runs);
+  CHECK(known.warmup_ref_runs == 0);
+  CHECK(static_cast<size_t>(known_runs) == known.pairs);
+  CHECK(known.stop == stats::StopReason::budget);
+  CHECK(known.elapsed_ms <= 30 + 2 * 2.1);
+  const PairedMeasurement unknown = measure(0, unknown_runs);
+  CHECK(unknown.elapsed_ms > 100);  // what the known time prevents
+}
+
 TEST_CASE("timer recovers a noisy speedup inside its interval", "[timer]") {
   FakeRunClock clock;
   std::mt19937_64 rng(7);
