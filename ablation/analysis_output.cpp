@@ -234,7 +234,8 @@ std::string best_csv(const DTypeAnalysis& g) {
 }
 
 // run --stage-times: per case, the stage times and floors of the reference (configuration
-// 00000) and of the best configuration, where their rows have them; empty without any. The
+// 00000) and of the best configuration, or where the best has none (--stage-times-configs
+// 00000,auto) of the auto point, where their rows have them; empty without any. The
 // stage times are of the row's forward as run (a graph configuration's replay) without PDL,
 // with events between the stages and their own cost taken off (stage_timing.hpp), while
 // forward_ms is the row's timed forward with PDL: the last column says so, and the chart
@@ -267,7 +268,11 @@ std::string stage_breakdown_csv(const DTypeAnalysis& g) {
     const BestEntry& b = g.best[c];
     if (ref_row < g.rows.size() && c < g.cols.size() && g.cells[ref_row][c].measured())
       line(b, "reference", *g.cells[ref_row][c].point);
-    if (b.best) line(b, "best", *b.best);
+    const auto timed = [](const std::optional<Point>& p) {
+      return p && p->stage_ms.size() == static_cast<size_t>(kNumCostStages);
+    };
+    if (timed(b.best)) line(b, "best", *b.best);
+    else if (timed(b.auto_point)) line(b, "auto", *b.auto_point);
   }
   return body.empty() ? std::string() : head + body;
 }

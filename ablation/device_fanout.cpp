@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <deque>
@@ -93,11 +94,26 @@ int64_t planned_points(const fs::path& dir) {
   }
 }
 
+// Appends the command a shard runs to its log, so the log says what it is the output of.
+void log_command(const std::vector<std::string>& args, const std::string& visible, const fs::path& log) {
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", log.string(), std::strerror(errno)));
+  std::string line = "tlbench: CUDA_VISIBLE_DEVICES=" + visible + " tlbench";
+  for (size_t i = 1; i < args.size(); ++i) line += " " + args[i];
+  line += "\n";
+  const ssize_t wrote = ::write(fd, line.data(), line.size());
+  const int write_errno = errno;
+  ::close(fd);
+  if (wrote != static_cast<ssize_t>(line.size()))
+    throw std::runtime_error(fmt::format("cannot write {}: {}", log.string(), std::strerror(write_errno)));
+}
+
 // Starts `args` with CUDA_VISIBLE_DEVICES=visible, stdin from /dev/null, stdout and stderr
-// appended to `log` (not through a symlink), in a process group of its own: a terminal's
-// Ctrl-C reaches only this process, which passes one SIGINT on (a second one would kill a
-// child that is stopping cleanly).
+// appended to `log` (not through a symlink) after a line naming the command, in a process
+// group of its own: a terminal's Ctrl-C reaches only this process, which passes one SIGINT on
+// (a second one would kill a child that is stopping cleanly).
 pid_t spawn_child(const std::vector<std::string>& args, const std::string& visible, const fs::path& log) {
+  log_command(args, visible, log);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
@@ -261,6 +277,7 @@ std::vector<std::string> shard_command(const FanoutOptions& opt, const ShardSet&
   if (fs::is_regular_file(s.dir / "run.json", ec)) {
     a.insert(a.end(), {"--resume", s.dir.string()});
     a.insert(a.end(), opt.resume_files.begin(), opt.resume_files.end());
+    a.insert(a.end(), opt.process_args.begin(), opt.process_args.end());
     return a;
   }
   if (!set.fanout.contains("child_args"))
@@ -275,6 +292,7 @@ std::vector<std::string> shard_command(const FanoutOptions& opt, const ShardSet&
     else args.insert(args.end(), {opt.resume_files[i], opt.resume_files[i + 1]});
   }
   a.insert(a.end(), args.begin(), args.end());
+  a.insert(a.end(), opt.process_args.begin(), opt.process_args.end());
   a.insert(a.end(), {"--shard", fmt::format("{}/{}", s.index, set.n), "--out", s.dir.string()});
   return a;
 }

@@ -21,6 +21,9 @@ struct FanoutOptions {
   // With resume: "--config", path and/or "--techniques", path as given, where the run's files
   // are now; passed on to every shard (resumed, or started afresh from fanout.json's arguments).
   std::vector<std::string> resume_files;
+  // Options of this process that every shard's process takes too, new or resumed, and no
+  // shard keeps for a later resume: "--time-limit", its value.
+  std::vector<std::string> process_args;
   std::string self;                     // this executable
   std::string command_line;             // for the merged run.json
 };

@@ -87,7 +87,7 @@ std::vector<int> parse_case_list(const std::string& text, const CaseSet& case_se
 }
 
 std::vector<std::string> parse_patterns(const std::string& text, const TechniqueSet& techniques,
-                                        bool& named_auto) {
+                                        bool& named_auto, const char* option = "--configs") {
   const size_t n = static_cast<size_t>(techniques.size());
   std::string order;
   for (const auto& t : techniques.items) {
@@ -96,17 +96,17 @@ std::vector<std::string> parse_patterns(const std::string& text, const Technique
   }
   std::vector<std::string> patterns;
   for (const std::string& p : split_list(text)) {
-    if (p.empty()) fail("--configs", "empty pattern in '" + text + "'; expected patterns like 11000,1xxxx");
+    if (p.empty()) fail(option, "empty pattern in '" + text + "'; expected patterns like 11000,1xxxx");
     if (p == "auto") {
       named_auto = true;
       continue;
     }
     if (p.size() != n)
-      fail("--configs", "'" + p + "' has " + std::to_string(p.size()) + " characters; a pattern needs " +
+      fail(option, "'" + p + "' has " + std::to_string(p.size()) + " characters; a pattern needs " +
                             std::to_string(n) + ", one per technique (" + order + ")");
     for (char c : p)
       if (c != '0' && c != '1' && c != 'x')
-        fail("--configs", "'" + p + "' may contain only 0, 1 and x (x = either), or be auto; found '" +
+        fail(option, "'" + p + "' may contain only 0, 1 and x (x = either), or be auto; found '" +
                               std::string(1, c) + "'");
     if (std::find(patterns.begin(), patterns.end(), p) == patterns.end()) patterns.push_back(p);
   }
@@ -189,6 +189,18 @@ uint32_t selected_config_count(const Selection& sel, const TechniqueSet& techniq
 
 bool wants_auto_point(const CaseSpec& c, const Selection& sel) {
   return sel.auto_points || c.policy == "auto";
+}
+
+ConfigPatterns parse_config_patterns(const std::string& text, const TechniqueSet& techniques, const char* option) {
+  ConfigPatterns p;
+  p.patterns = parse_patterns(text, techniques, p.auto_point, option);
+  return p;
+}
+
+bool ConfigPatterns::matches(uint32_t config, bool automatic, int num_techniques) const {
+  if (automatic) return auto_point;
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](const std::string& p) { return config_matches(p, config, num_techniques); });
 }
 
 bool config_matches(const std::string& pattern, uint32_t config, int num_techniques) {

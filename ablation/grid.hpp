@@ -48,6 +48,16 @@ uint32_t selected_config_count(const Selection& sel, const TechniqueSet& techniq
 // True when config index `config` matches a pattern like "1x0xx" (bit 1 = leftmost).
 bool config_matches(const std::string& pattern, uint32_t config, int num_techniques);
 
+// A list of configuration patterns and "auto", as --configs takes it ("00000,auto").
+struct ConfigPatterns {
+  std::vector<std::string> patterns;
+  bool auto_point = false;  // "auto" named: the dispatcher's point
+  // A fixed configuration matches a pattern; the auto point matches where "auto" is named.
+  bool matches(uint32_t config, bool automatic, int num_techniques) const;
+};
+// ConfigError naming `option` on an empty item, a pattern of the wrong length or letters.
+ConfigPatterns parse_config_patterns(const std::string& text, const TechniqueSet& techniques, const char* option);
+
 struct GridPoint {
   size_t case_index = 0;  // into CaseSet::cases
   int case_id = 0;

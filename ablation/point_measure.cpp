@@ -499,7 +499,8 @@ std::optional<PendingPoint> begin_config(const MeasureContext& ctx, Group& g, co
       }
       pp.timed = true;
       if (!time_block_of(ctx, g, *cand, pp, peak, runs_since_built)) return std::nullopt;
-      if (ctx.opt.stage_times) {
+      if (ctx.opt.stage_times && (!ctx.stage_time_points ||
+                                  ctx.stage_time_points->matches(p.config, p.automatic, ctx.techniques.size()))) {
         // The point is timed: a stage timing that cannot run (its events graph out of memory,
         // a capture refused) costs the stage times, not the point.
         try {

@@ -98,6 +98,7 @@ struct MeasureContext {
   uint64_t budget_bytes;   // device memory a point may use
   uint64_t used_at_start;  // in use before the run began (peaks are counted above it)
   const FaultInjection& fault;
+  const ConfigPatterns* stage_time_points;  // with --stage-times: the points that get them (null: all)
 };
 
 // The golden of the group, once (a note says why where it cannot be computed).

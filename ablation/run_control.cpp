@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 
@@ -12,6 +14,7 @@ namespace tlb {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+std::atomic<double> g_deadline{0.0};
 
 extern "C" void on_stop_signal(int sig) { g_signal = sig; }
 
@@ -27,9 +30,18 @@ void install_interrupt_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-bool interrupt_requested() { return g_signal != 0; }
+bool interrupt_requested() { return g_signal != 0 || deadline_passed(); }
 int interrupt_signal() { return g_signal; }
 void clear_interrupt() { g_signal = 0; }
+
+void set_stop_deadline(double steady_s) { g_deadline = steady_s; }
+
+bool deadline_passed() {
+  const double d = g_deadline;
+  if (d <= 0) return false;
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count() >= d;
+}
 
 bool FaultInjection::matches(int id, DType d, const std::string& bits) const {
   return armed && id == case_id && d == dtype && bits == config;

@@ -1,5 +1,6 @@
 // How a run is stopped from outside, cleanly: SIGINT/SIGTERM set a flag the runner polls
-// between points and between timing batches (a second signal kills at once), and two
+// between points and between timing batches (a second signal kills at once), --time-limit's
+// deadline reads the same way once it has passed, and two
 // environment variables let tests stop a run at a chosen place:
 //   TLBENCH_INJECT_FAULT="<case id>:<dtype>:<bits>"  that point raises a sticky DeviceError
 //                                                    before it is measured (a kernel fault)
@@ -14,10 +15,16 @@
 namespace tlb {
 
 void install_interrupt_handlers();
+// A stop signal was caught, or the deadline has passed.
 bool interrupt_requested();
 // The signal that was caught (SIGINT, SIGTERM), 0 if none.
 int interrupt_signal();
 void clear_interrupt();
+// From `steady_s` on (seconds of std::chrono::steady_clock, as wall_seconds() reads it)
+// interrupt_requested() is true; 0 sets no deadline.
+void set_stop_deadline(double steady_s);
+// The deadline is set and has passed.
+bool deadline_passed();
 
 struct FaultInjection {
   bool armed = false;

@@ -96,6 +96,7 @@ json options_to_json(const RunOptions& o) {
       {"aa", o.aa},
       {"layer_trace", o.layer_trace},
       {"stage_times", o.stage_times},
+      {"stage_times_configs", o.stage_times_configs},
       {"atol", o.tol.atol},
       {"rtol", o.tol.rtol},
       {"min_reps", o.min_reps},
@@ -153,6 +154,7 @@ RunOptions options_from_json(const json& j, const std::string& source) {
   o.aa = boolean("aa");
   o.layer_trace = boolean("layer_trace");
   o.stage_times = j.contains("stage_times") && boolean("stage_times");  // absent before the option
+  o.stage_times_configs = j.contains("stage_times_configs") ? str("stage_times_configs") : "";
   o.tol.atol = number("atol");
   o.tol.rtol = number("rtol");
   // Recorded after resolve_defaults, so 0 or less (which would mean "the default") is an edit.

@@ -26,6 +26,10 @@ struct RunOptions {
   bool aa = false;              // A/A: the reference against itself, one point per case and dtype
   bool layer_trace = false;
   bool stage_times = false;     // per-stage times and floors in every row (tlbench explain's events)
+  // --stage-times-configs: the points that get them, as configuration patterns and "auto"
+  // ("00000,auto": the reference and the dispatcher's point, what the stage breakdown chart
+  // shows, for a fraction of the time); empty: every point.
+  std::string stage_times_configs;
   Tolerance tol;
   // 0 = the mode's default (see resolve_defaults).
   int64_t min_reps = 0, max_reps = 0;
@@ -37,6 +41,10 @@ struct RunOptions {
   double memory_margin_mib = 1024;  // left free under cudaMemGetInfo's free memory
   bool json = false;            // summary JSON on stdout at the end
   std::string command_line;     // as typed, for run.json
+  // --time-limit: this process's wall time in seconds (0: none). Like the command line it
+  // belongs to the process, not the run: run.json's segment records it, and --resume takes a
+  // new one or none.
+  double time_limit_s = 0;
   std::string policy = "case";  // "case": each case's own; "auto": add the dispatcher's point
   std::string dispatch_table;   // table for auto points; empty: the built-in one
 };

@@ -89,6 +89,7 @@ void print_aa_table(std::FILE* out, const std::vector<PointRow>& rows) {
 
 int run_exit_code(const std::string& state, const std::vector<PointRow>& rows) {
   if (state == "interrupted") return 130;
+  if (state == kTimeLimitState) return kTimeLimitExit;
   if (state == "device-fault") return 3;
   // A point that could not run (status error: a device or library failure that did not
   // poison the context) is a device failure for CI, ahead of an accuracy failure.

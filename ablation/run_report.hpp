@@ -38,8 +38,14 @@ class ProgressLine {
 
 void print_aa_table(std::FILE* out, const std::vector<PointRow>& rows);
 
+// The state and exit code of a run that --time-limit stopped: 75, sysexits' EX_TEMPFAIL
+// ("try again later"), which a job script can tell from a failure and answer with --resume.
+inline constexpr const char* kTimeLimitState = "time-limit";
+inline constexpr int kTimeLimitExit = 75;
+
 // 0 ok; 1 a measured point failed the golden criterion; 3 a device fault or a point that could
-// not run (status error), ahead of an accuracy failure; 130 interrupted.
+// not run (status error), ahead of an accuracy failure; 130 interrupted; 75 stopped by
+// --time-limit.
 int run_exit_code(const std::string& state, const std::vector<PointRow>& rows);
 
 // What a finished (or stopped) run says on stderr.

@@ -23,6 +23,7 @@
 #include "run_report.hpp"
 #include "run_schedule.hpp"
 #include "shard.hpp"
+#include "time_limit.hpp"
 #include "writers.hpp"
 
 namespace tlb {
@@ -31,20 +32,29 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// Thrown inside the group loop where Ctrl-C (or SIGTERM) asked the run to stop.
+// Thrown inside the group loop where Ctrl-C (or SIGTERM) asked the run to stop, or
+// --time-limit's deadline passed.
 struct Interrupted {};
+// Thrown before a group that --time-limit says will not fit; the message says why.
+struct OutOfTime {
+  std::string message;
+};
 
 class Runner {
  public:
+  // group_model: each (case, dtype) group's modelled time, for --time-limit.
   Runner(RunOptions opt, CaseSet cases, TechniqueSet techniques, Schedule sched, json run_doc,
-         FaultInjection fault, std::optional<long> sigint_after)
+         FaultInjection fault, std::optional<long> sigint_after, std::vector<ShardGroup> group_model,
+         std::optional<ConfigPatterns> stage_time_points)
       : opt_(std::move(opt)),
         cases_(std::move(cases)),
         techniques_(std::move(techniques)),
         sched_(std::move(sched)),
         doc_(std::move(run_doc)),
         fault_(std::move(fault)),
-        sigint_after_(sigint_after) {}
+        sigint_after_(sigint_after),
+        group_model_(std::move(group_model)),
+        stage_time_points_(std::move(stage_time_points)) {}
 
   int run();
 
@@ -53,6 +63,8 @@ class Runner {
   void measure_ceilings_first();
   void measure_groups();
   void measure_group(size_t begin, size_t end);
+  void measure_group_in_time(size_t begin, size_t end);
+  std::string group_name(const SchedPoint& p) const;
   void measure_in_blocks(Group& g, const MeasureContext& ctx, const std::vector<size_t>& which);
   std::string device_fault_message(const DeviceError& e) const;
   void write_row(const PointRow& r);
@@ -60,7 +72,9 @@ class Runner {
   int finish(const std::string& state, const std::string& message);
   std::string resume_command() const { return resume_command_for(opt_.out_dir); }
   MeasureContext context() {
-    return {opt_, techniques_, stream_, *clock_, tracker_, budget_bytes_, used_at_start_, fault_};
+    return {opt_,          techniques_,    stream_, *clock_,
+            tracker_,      budget_bytes_,  used_at_start_, fault_,
+            stage_time_points_ ? &*stage_time_points_ : nullptr};
   }
 
   RunOptions opt_;
@@ -80,6 +94,9 @@ class Runner {
   uint64_t used_at_start_ = 0;
   FaultInjection fault_;
   std::optional<long> sigint_after_;
+  std::vector<ShardGroup> group_model_;
+  std::optional<TimeBudget> time_budget_;
+  std::optional<ConfigPatterns> stage_time_points_;  // --stage-times-configs; none: every point
   size_t written_ = 0;     // rows written by this process
   size_t to_measure_ = 0;  // pending points when this process started
   double t_start_ = 0;
@@ -203,6 +220,36 @@ void Runner::measure_ceilings_first() {
   }
 }
 
+// A time for the time limit's messages: tenths of a second under a minute, where a group's
+// prediction and a short limit live.
+std::string limit_time(double s) { return s < 60 ? fmt::format("{:.1f} s", std::max(s, 0.0)) : human_duration(s); }
+
+std::string Runner::group_name(const SchedPoint& p) const {
+  return fmt::format("case {} {}", cases_.cases[p.case_index].id, to_string(p.dtype));
+}
+
+// A group under --time-limit: begun only where its modelled time (its pending points' share of
+// the plan's group), at the pace this process has measured so far, fits in what is left.
+void Runner::measure_group_in_time(size_t begin, size_t end) {
+  if (!time_budget_) return measure_group(begin, end);
+  const SchedPoint& first = sched_.points[begin];
+  const int case_id = cases_.cases[first.case_index].id;
+  size_t pending = 0;
+  for (size_t k = begin; k < end; ++k) pending += !done_.contains(sched_.points[k].key);
+  double modelled = 0;
+  for (const ShardGroup& m : group_model_)
+    if (m.case_id == case_id && m.dtype == first.dtype && m.points > 0)
+      modelled = m.seconds * std::min(1.0, static_cast<double>(pending) / static_cast<double>(m.points));
+  const double now = wall_seconds();
+  if (!time_budget_->fits(modelled, now))
+    throw OutOfTime{fmt::format("time limit: {} ({} points, about {} at this run's pace) does not fit in the {} "
+                                "left of {}",
+                                group_name(first), pending, limit_time(time_budget_->predicted_s(modelled)),
+                                limit_time(time_budget_->left_s(now)), limit_time(time_budget_->limit_s()))};
+  measure_group(begin, end);
+  time_budget_->record(modelled, wall_seconds() - now);
+}
+
 void Runner::measure_groups() {
   const std::vector<SchedPoint>& pts = sched_.points;
   for (size_t i = 0; i < pts.size();) {
@@ -212,7 +259,7 @@ void Runner::measure_groups() {
     const bool any_pending =
         std::any_of(pts.begin() + static_cast<long>(i), pts.begin() + static_cast<long>(end),
                     [&](const SchedPoint& p) { return !done_.contains(p.key); });
-    if (any_pending) measure_group(i, end);
+    if (any_pending) measure_group_in_time(i, end);
     i = end;
   }
 }
@@ -295,6 +342,11 @@ int Runner::run() {
   doc_["segments"].push_back(seg);
   if (!open_device()) return 3;
   install_interrupt_handlers();
+  if (opt_.time_limit_s > 0) {
+    time_budget_.emplace(opt_.time_limit_s, t_start_);
+    set_stop_deadline(time_budget_->deadline_s());
+    doc_["segments"].back()["time_limit_s"] = opt_.time_limit_s;
+  }
   save_run_json("running");
   print_header(sched_, to_measure_, opt_.out_dir);
 
@@ -303,8 +355,20 @@ int Runner::run() {
     if (opt_.stage_times) measure_ceilings_first();
     measure_groups();
   } catch (const Interrupted&) {
-    stop_state = "interrupted";
-    stop_message = fmt::format("interrupted; resume with: {}", resume_command());
+    if (interrupt_signal() == 0 && deadline_passed()) {
+      stop_state = kTimeLimitState;
+      const std::string during =
+          measuring_ ? fmt::format(" during {}, whose points are measured again on resume", group_name(*measuring_))
+                     : std::string();
+      stop_message = fmt::format("time limit of {} reached{}; resume with: {}", limit_time(opt_.time_limit_s),
+                                 during, resume_command());
+    } else {
+      stop_state = "interrupted";
+      stop_message = fmt::format("interrupted; resume with: {}", resume_command());
+    }
+  } catch (const OutOfTime& e) {
+    stop_state = kTimeLimitState;
+    stop_message = fmt::format("{}; resume with: {}", e.message, resume_command());
   } catch (const DeviceError& e) {
     // Sticky faults (and any device error outside a point) poison the context: stop here.
     stop_state = "device-fault";
@@ -346,8 +410,10 @@ std::optional<ShardCut> shard_cut_for(const RunOptions& opt, const json& doc, co
 }  // namespace
 
 RunInputs load_run_inputs(const RunOptions& opt) {
-  RunInputs in{load_cases(opt.cases_path), load_techniques_for(opt.techniques_path, opt.cases_path), {}, {}, {}};
+  RunInputs in{load_cases(opt.cases_path), load_techniques_for(opt.techniques_path, opt.cases_path), {}, {}, {}, {}};
   in.sel = parse_selection(opt.cases_sel, opt.configs_sel, opt.dtypes_sel, in.cases, in.techniques);
+  if (!opt.stage_times_configs.empty())
+    in.stage_time_points = parse_config_patterns(opt.stage_times_configs, in.techniques, "--stage-times-configs");
   apply_policy_option(in.sel, opt.policy);
   if (opt.quick && !opt.aa) narrow_for_quick(in.sel, in.techniques);
   in.grid = build_grid(in.cases, in.techniques, in.sel, opt.seed);
@@ -362,6 +428,7 @@ int run_command(RunOptions opt, const std::optional<ShardSpec>& shard) {
   json doc;
   const std::string command_line = opt.command_line;
   const bool json_summary = opt.json;
+  const double time_limit_s = opt.time_limit_s;
   // Test hooks are read first: a malformed one is a usage error, before anything is written.
   FaultInjection fault = fault_injection_from_env();
   std::optional<long> sigint_after = sigint_after_from_env();
@@ -369,6 +436,7 @@ int run_command(RunOptions opt, const std::optional<ShardSpec>& shard) {
   if (opt.resume) opt = options_for_resume(opt.out_dir, doc, ResumeFiles{opt.cases_path, opt.techniques_path});
   opt.command_line = command_line;
   opt.json = json_summary;
+  opt.time_limit_s = time_limit_s;
   resolve_defaults(opt);
 
   // Load and validate everything before the first byte is written.
@@ -438,7 +506,13 @@ int run_command(RunOptions opt, const std::optional<ShardSpec>& shard) {
   }
   if (sched.info.auto_points > 0) record_dispatch_table(doc, *table);
 
-  Runner runner(opt, cases, techniques, std::move(sched), std::move(doc), std::move(fault), sigint_after);
+  // --time-limit: each group's modelled time, timed with the run's own options.
+  std::vector<ShardGroup> group_model;
+  if (opt.time_limit_s > 0)
+    group_model = plan_groups(assignment_plan(cases, techniques, sel, opt.seed, {opt.fp32_math, opt.layer_trace},
+                                              run_time_model(opt), table ? &*table : nullptr));
+  Runner runner(opt, cases, techniques, std::move(sched), std::move(doc), std::move(fault), sigint_after,
+                std::move(group_model), in.stage_time_points);
   return runner.run();
 }
 

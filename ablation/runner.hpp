@@ -16,8 +16,9 @@
 // the group's rows and measured after them the same way, its row labelled "auto".
 //
 // Stops: Ctrl-C/SIGTERM and sticky device faults end the run cleanly (run.json says
-// "interrupted" / "device-fault"), and `tlbench run --resume DIR` measures what is left,
-// never a point twice.
+// "interrupted" / "device-fault"), as does --time-limit (time_limit.hpp: "time-limit", between
+// groups where it can), and `tlbench run --resume DIR` measures what is left, never a point
+// twice.
 #pragma once
 
 #include <optional>
@@ -42,13 +43,14 @@ struct RunInputs {
   Selection sel;
   std::vector<GridPoint> grid;
   std::optional<DispatchTable> table;
+  std::optional<ConfigPatterns> stage_time_points;  // --stage-times-configs, where given
 };
 RunInputs load_run_inputs(const RunOptions& opt);
 
 // Validates everything (configs, selection, output folder) before writing anything, checks for
 // a device, then runs. Returns the exit code: 0 ok; 1 a measured point failed the golden
 // criterion; 3 device fault, no device, or a point that could not run (status error); 130
-// interrupted. Throws ConfigError (exit 2) on bad input: nothing has been written then. With
+// interrupted; 75 stopped by --time-limit. Throws ConfigError (exit 2) on bad input: nothing has been written then. With
 // `shard`, only the groups the shard owns are measured (a resumed run keeps its own shard).
 int run_command(RunOptions opt, const std::optional<ShardSpec>& shard = std::nullopt);
 

@@ -1,6 +1,7 @@
 // `tlbench run`: parses the options and hands them to the runner (ablation/runner.hpp).
 // Exit codes (docs/design.md §7): 0 ok, 1 a measured point failed the golden accuracy
-// criterion, 2 usage/config error (nothing written), 3 device failure, 130 interrupted.
+// criterion, 2 usage/config error (nothing written), 3 device failure, 130 interrupted, 75
+// stopped by --time-limit (resume it).
 #include <fmt/core.h>
 
 #include <memory>
@@ -20,6 +21,7 @@
 #include "grid.hpp"
 #include "runner.hpp"
 #include "shard.hpp"
+#include "time_limit.hpp"
 #include "writers.hpp"
 
 namespace {
@@ -95,7 +97,7 @@ void note_ignored_on_resume(const CLI::App& cmd, const std::string& record, cons
 
 struct RunArgs {
   tlb::RunOptions opt;
-  std::string out, resume, fp32_math = "tf32", seed, shard, devices;
+  std::string out, resume, fp32_math = "tf32", seed, shard, devices, time_limit;
 };
 
 // What resolve_defaults cannot see: a count or budget given as 0 or below (it reads 0 as "the
@@ -144,6 +146,10 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
   cmd->add_flag("--stage-times", o.stage_times,
                 "record each point's per-stage times and each stage's floor at this GPU's ceilings "
                 "(measured once per dtype and math, kept in <out>/ceilings.json)");
+  CLI::Option* stage_configs_opt = cmd->add_option(
+      "--stage-times-configs", o.stage_times_configs,
+      "--stage-times for these points only: configuration patterns and auto (00000,auto: the reference and "
+      "the dispatcher's point, what the stage breakdown chart shows); implies --stage-times");
   cmd->add_option("--atol", o.tol.atol, "strict criterion: absolute tolerance")->capture_default_str();
   cmd->add_option("--rtol", o.tol.rtol, "strict criterion: relative tolerance")->capture_default_str();
   tlb::cli::add_timing_options(*cmd, o);
@@ -155,15 +161,21 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
                   "measure shard i of n (1-based; whole case/dtype groups, balanced by the plan's "
                   "time model); default: from Slurm array, Kubernetes Indexed Job "
                   "(TLBENCH_SHARD_COUNT) or torchrun variables, else the whole grid");
+  CLI::Option* time_limit_opt = cmd->add_option(
+      "--time-limit", a->time_limit,
+      "wall time this process may take (540, 9m, 1.5h): groups that would not fit are left for "
+      "--resume, and at the limit the group being measured is abandoned; exit 75 when it stopped the run");
   CLI::Option* devices_opt = cmd->add_option(
       "--devices", a->devices,
       "run on these GPUs of this host at once (0,1,... or all): one shard each, in <out>-shards, merged "
       "into --out; with --resume, continue such a run");
 
-  cmd->callback([a, cmd, config, out, resume, shard_opt, devices_opt, &rc]() {
+  cmd->callback([a, cmd, config, out, resume, shard_opt, devices_opt, time_limit_opt, stage_configs_opt, &rc]() {
     tlb::RunOptions& o = a->opt;
+    if (stage_configs_opt->count() > 0) o.stage_times = true;
     std::optional<tlb::ShardSpec> shard;
     o.command_line = typed_command_line(*cmd);
+    if (time_limit_opt->count() > 0) o.time_limit_s = tlb::parse_duration_seconds(a->time_limit, "--time-limit");
     if (devices_opt->count() > 0) {
       if (shard_opt->count() > 0)
         throw tlb::ConfigError("--devices and --shard exclude each other: --devices cuts the grid into one shard "
@@ -175,13 +187,15 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
       f.devices = tlb::parse_devices(a->devices, a->devices == "all" ? visible_devices() : -1);
       f.self = self_executable();
       f.command_line = o.command_line;
+      if (time_limit_opt->count() > 0) f.process_args = {"--time-limit", a->time_limit};
       if (resume->count() > 0) {
         if (out->count() > 0)
           throw tlb::ConfigError("--out and --resume exclude each other: --resume continues the folder it names");
         f.out_dir = a->resume;
         f.resume = true;
         // As for any resume: --config and --techniques say where the run's files are now.
-        note_ignored_on_resume(*cmd, tlb::shards_dir_of(a->resume) + "/fanout.json", {resume, devices_opt});
+        note_ignored_on_resume(*cmd, tlb::shards_dir_of(a->resume) + "/fanout.json",
+                               {resume, devices_opt, time_limit_opt});
         for (const char* name : {"--config", "--techniques"})
           if (const CLI::Option* opt = cmd->get_option(name); opt->count() > 0)
             f.resume_files.insert(f.resume_files.end(), {name, opt->results().front()});
@@ -193,7 +207,7 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
         // The shards' inputs are checked here, once, before any child or file exists.
         tlb::load_run_inputs(o);
         f.out_dir = out->count() > 0 ? a->out : "runs/" + tlb::utc_now("%Y%m%d-%H%M%S");
-        f.child_args = typed_args(*cmd, {"--devices", "--out", "--shard", "--json"});
+        f.child_args = typed_args(*cmd, {"--devices", "--out", "--shard", "--json", "--time-limit"});
       }
       rc = tlb::run_fanout(f);
       return;
@@ -203,7 +217,7 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
         throw tlb::ConfigError("--out and --resume exclude each other: --resume continues the "
                                "folder it names");
       // --config and --techniques name where the run's files are now (checked by fingerprint).
-      note_ignored_on_resume(*cmd, a->resume + "/run.json", {resume});
+      note_ignored_on_resume(*cmd, a->resume + "/run.json", {resume, time_limit_opt});
       o.out_dir = a->resume;
       o.resume = true;
     } else {

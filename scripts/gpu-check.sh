@@ -8,7 +8,7 @@
 #       machine, `build rerun` the same way; `build ieee` for FP32 in IEEE math beside PyTorch's)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
-# SWEEP_ARGS, SWEEP_TIMEOUT (then SIGINT: the run stops resumable), OFFICIAL_BUDGET, EXPLAIN_CASES,
+# SWEEP_ARGS, SWEEP_TIMEOUT (the run's --time-limit: it stops resumable), OFFICIAL_BUDGET, EXPLAIN_CASES,
 # EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
@@ -190,8 +190,9 @@ for step in "${steps[@]}"; do
       # the repository's own folders so run.json records the paths the repository uses;
       # PyTorch right after the official and the IEEE one (TF32 on and off), in the time the
       # call has left (OFFICIAL_BUDGET seconds from the step's start).
-      # The sweep stops resumable at SWEEP_TIMEOUT (SIGINT); carry the folder back into the
-      # tree and call the step again: a folder whose run.json is not complete is resumed, not
+      # The sweep stops resumable within SWEEP_TIMEOUT seconds (--time-limit: between groups,
+      # losing none; a SIGINT a minute later guards it); carry the folder back into the tree
+      # and call the step again: a folder whose run.json is not complete is resumed, not
       # started anew (the committed folders are complete, so a first call replaces them).
       case $step in
         official) dest=results/h200 sweep=() peer_math=tf32 ;;
@@ -213,9 +214,13 @@ for step in "${steps[@]}"; do
       else
         log "$step sweep into $dest"
         rm -rf "$dest"
-        run_args=(run --config configs/cases.json --policy auto "${sweep[@]}" --out "$dest")
+        # Stage times of the reference and auto: the breakdown chart, for a few seconds more.
+        run_args=(run --config configs/cases.json --policy auto --stage-times-configs 00000,auto "${sweep[@]}"
+                  --out "$dest")
       fi
-      timeout -s INT "${SWEEP_TIMEOUT:-470}" /usr/bin/time -f "$step wall %e s" $BIN "${run_args[@]}" --json \
+      limit=${SWEEP_TIMEOUT:-470}
+      timeout -s INT $((limit + 60)) /usr/bin/time -f "$step wall %e s" $BIN "${run_args[@]}" --json \
+        --time-limit "$limit" \
         >"$OUT/$step.json" 2>"$OUT/$step.stderr"; echo "rc=$?" | tee -a "$OUT/summary.txt"
       tail -3 "$OUT/$step.stderr" | tee -a "$OUT/summary.txt"
       state=$(run_field "$dest" state)

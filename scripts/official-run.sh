@@ -19,7 +19,11 @@ if build/release/tlbench info >/dev/null 2>&1; then
   out="runs/official-$(date +%Y%m%d-%H%M%S)"
   # A point that fails the golden criterion (exit 1) still leaves a run to compare and report.
   rc=0
-  build/release/tlbench run --config configs/cases.json --policy auto --out "$out" "$@" || rc=$?
+  # The stage times of the reference and the auto point make the stage breakdown chart, unless
+  # the options given ask for stage times of their own.
+  stages=(--stage-times-configs 00000,auto)
+  for arg in "$@"; do [[ $arg == --stage-times* ]] && stages=(); done
+  build/release/tlbench run --config configs/cases.json --policy auto "${stages[@]}" --out "$out" "$@" || rc=$?
   ((rc <= 1)) || exit "$rc"
   # The selection a finished run recorded: its cases, dtypes, fp32 math and --quick, one line
   # each (empty: all cases, all dtypes, not quick).
@@ -74,7 +78,7 @@ if not torch.cuda.is_available():
     done
     ieee_rc=0
     build/release/tlbench run --config configs/cases.json --policy auto --dtypes fp32 --fp32-math ieee \
-      ${sweep_cases:+--cases "$sweep_cases"} $sweep_quick --out "$ieee" "${pass_on[@]}" || ieee_rc=$?
+      ${sweep_cases:+--cases "$sweep_cases"} $sweep_quick "${stages[@]}" --out "$ieee" "${pass_on[@]}" || ieee_rc=$?
     ((ieee_rc <= 1)) || exit "$ieee_rc"
     ((rc >= ieee_rc)) || rc=$ieee_rc
     ((have_torch)) && peer "$ieee"

@@ -299,7 +299,8 @@ STAGE_COLOURS = ["#c6dbef", "#6baed6", "#d94801", "#2171b5", "#9ecae1", "#41ab5d
 
 
 def plot_stage_breakdown(csv_path, group, device, out_path):
-    """Per case two bars, the reference's and the best configuration's, each as long as its
+    """Per case two bars, the reference's and the best configuration's (or the auto point's,
+    where the run timed the stages of the reference and auto only), each as long as its
     forward relative to the reference's forward (the best bar is shorter by its speedup), cut
     into its stages in the proportions of their times. The stage times come from the same
     forward (a graph configuration's replay) with events between the stages and without PDL,
@@ -318,7 +319,7 @@ def plot_stage_breakdown(csv_path, group, device, out_path):
     for cid, name in cases:
         ref = by.get((cid, "reference"))
         total = float(ref["forward_ms"]) if ref else None
-        for role in ("reference", "best"):
+        for role in ("reference", "best", "auto"):
             r = by.get((cid, role))
             if not r:
                 continue
@@ -339,7 +340,7 @@ def plot_stage_breakdown(csv_path, group, device, out_path):
         y += 0.5
     ticks, pos, yy = [], [], 0
     for cid, name in cases:
-        for role in ("reference", "best"):
+        for role in ("reference", "best", "auto"):
             if (cid, role) in by:
                 own = "" if (cid, "reference") in by else ", its own total"
                 ticks.append(f"case {cid} {role} ({by[(cid, role)]['config']}{own})")

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -431,33 +432,37 @@ TEST_CASE("tlbench report regenerates the analysis and prints a summary per dtyp
                 "folder?)\n");
 }
 
-// run --stage-times rows: the report lays out, per case, the reference's and the best
-// configuration's stages with their floors; rows without them give no such file.
-TEST_CASE("write_analysis: a stage breakdown per dtype where rows carry stage times", "[analysis][stages]") {
-  const fs::path in = fresh_dir("stages-in");
+namespace {
+
+// The fixture's rows rewritten by `rewrite` (each row into the rows it returns) in a fresh
+// folder, analysed; returns the folder the analysis was written to.
+fs::path analyse_rewritten_fixture(const std::string& name, const std::function<std::vector<json>(json)>& rewrite) {
+  const fs::path in = fresh_dir(name + "-in");
   fs::copy(kFixture, in, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   fs::remove(in / "points.csv");
   std::string lines;
-  {
-    std::istringstream src(slurp(fs::path(kFixture) / "points.jsonl"));
-    std::string line;
-    while (std::getline(src, line)) {
-      json j = json::parse(line);
-      if (j["dtype"] == "fp16" && j.contains("cand_ms") && j["cand_ms"].is_number()) {
-        const double t = j["cand_ms"].get<double>();
-        j["stage_ms"] = {0.05 * t, 0.2 * t, 0.3 * t, 0.1 * t, 0.05 * t, 0.15 * t, 0.15 * t};
-        j["stage_floor_ms"] = {0.01, 0.02, 0.03, 0.01, 0.01, 0.02, 0.02};
-      }
-      lines += j.dump() + "\n";
-    }
-  }
+  std::istringstream src(slurp(fs::path(kFixture) / "points.jsonl"));
+  for (std::string line; std::getline(src, line);)
+    for (const json& row : rewrite(json::parse(line))) lines += row.dump() + "\n";
   std::ofstream(in / "points.jsonl") << lines;
-  const fs::path out = fresh_dir("stages-out");
-  const Analysis a = tlb::analysis::analyze(tlb::results::read_results(in.string()));
-  tlb::analysis::write_analysis(a, out.string());
-  CHECK_FALSE(fs::exists(out / "stage_breakdown_fp32.csv"));
-  REQUIRE(fs::is_regular_file(out / "stage_breakdown_fp16.csv"));
-  std::istringstream csv(slurp(out / "stage_breakdown_fp16.csv"));
+  const fs::path out = fresh_dir(name + "-out");
+  tlb::analysis::write_analysis(tlb::analysis::analyze(tlb::results::read_results(in.string())), out.string());
+  return out;
+}
+
+bool timed_fp16(const json& row) { return row["dtype"] == "fp16" && row.contains("cand_ms") && row["cand_ms"].is_number(); }
+
+// Stage times in the proportions 5/20/30/10/5/15/15 % of the row's forward, floors 0.12 ms in all.
+void add_stage_times(json& row) {
+  const double t = row["cand_ms"].get<double>();
+  row["stage_ms"] = {0.05 * t, 0.2 * t, 0.3 * t, 0.1 * t, 0.05 * t, 0.15 * t, 0.15 * t};
+  row["stage_floor_ms"] = {0.01, 0.02, 0.03, 0.01, 0.01, 0.02, 0.02};
+}
+
+// The lines of a stage breakdown CSV after its header, each checked for its width, its label
+// and its sums; the count of each role.
+std::map<std::string, int> breakdown_roles(const fs::path& csv_path) {
+  std::istringstream csv(slurp(csv_path));
   std::string line;
   std::getline(csv, line);
   CHECK(line.rfind("case_id,case_name,role,config,forward_ms,ln1_ms,qkv_ms,attn_ms,out_proj_ms,ln2_ms,ffn_up_ms,"
@@ -475,8 +480,49 @@ TEST_CASE("write_analysis: a stage breakdown per dtype where rows carry stage ti
     CHECK(std::stod(cells[19]) == Approx(sum).epsilon(1e-4));
     CHECK(std::stod(cells[20]) == Approx(0.12));
     if (cells[2] == "reference") CHECK(cells[3] == "00000");
+    if (cells[2] == "auto") CHECK(cells[3] == "auto");
   }
+  return roles;
+}
+
+}  // namespace
+
+// run --stage-times rows: the report lays out, per case, the reference's and the best
+// configuration's stages with their floors; rows without them give no such file.
+TEST_CASE("write_analysis: a stage breakdown per dtype where rows carry stage times", "[analysis][stages]") {
+  const fs::path out = analyse_rewritten_fixture("stages", [](json row) {
+    if (timed_fp16(row)) add_stage_times(row);
+    return std::vector<json>{row};
+  });
+  CHECK_FALSE(fs::exists(out / "stage_breakdown_fp32.csv"));
+  REQUIRE(fs::is_regular_file(out / "stage_breakdown_fp16.csv"));
+  const std::map<std::string, int> roles = breakdown_roles(out / "stage_breakdown_fp16.csv");
   // Cases 1, 2 and 7 have their reference measured; case 14 runs against attn-only.
-  CHECK(roles["reference"] == 3);
-  CHECK(roles["best"] == 4);
+  CHECK(roles.at("reference") == 3);
+  CHECK(roles.at("best") == 4);
+}
+
+// run --stage-times-configs 00000,auto: only the reference and the auto point carry stage
+// times; the breakdown then sets the auto point beside the reference.
+TEST_CASE("write_analysis: the auto point stands in for the best where only it has stage times",
+          "[analysis][stages]") {
+  const fs::path out = analyse_rewritten_fixture("stages-auto", [](json row) {
+    std::vector<json> rows;
+    if (timed_fp16(row) && row["config"] == "00000" && row["status"] == "ok") add_stage_times(row);
+    rows.push_back(row);
+    if (timed_fp16(row) && row["config"] == "11111") {
+      json a = row;  // the auto point, having chosen 11111
+      a["config"] = "auto";
+      a["auto_choice"] = "11111";
+      a["config_names"] = "auto=" + row["config_names"].get<std::string>();
+      add_stage_times(a);
+      rows.push_back(a);
+    }
+    return rows;
+  });
+  REQUIRE(fs::is_regular_file(out / "stage_breakdown_fp16.csv"));
+  const std::map<std::string, int> roles = breakdown_roles(out / "stage_breakdown_fp16.csv");
+  CHECK(roles.at("reference") == 3);
+  CHECK(roles.at("auto") == 4);
+  CHECK(roles.count("best") == 0);
 }

@@ -189,13 +189,19 @@ TEST_CASE("run --resume --devices runs only the incomplete shards, with --config
   doc["state"] = "interrupted";
   std::ofstream(s.dir / "out-shards" / "shard2" / "run.json") << doc.dump(2) << "\n";
   // The shard's resume is handed the new --config: a file that is not there makes it exit 2.
-  const test::CommandResult r = tlbench_in(s.dir, "run --resume out --devices 60000 --config moved/cases.json --seed 5");
+  // A --time-limit is this process's: each resumed shard takes it.
+  const test::CommandResult r =
+      tlbench_in(s.dir, "run --resume out --devices 60000 --config moved/cases.json --seed 5 --time-limit 5m");
   INFO(r.err);
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("ignoring --seed") != std::string::npos);
+  CHECK(r.err.find("ignoring --time-limit") == std::string::npos);
   CHECK(r.err.find("2 shards on device 60000 (1 to run)") != std::string::npos);
   CHECK(r.err.find("shard 2/2 on device 60000 exited 2") != std::string::npos);
-  CHECK(test::slurp(s.dir / "out-shards" / "shard2.log").find("moved/cases.json") != std::string::npos);
+  const std::string log = test::slurp(s.dir / "out-shards" / "shard2.log");
+  CHECK(log.rfind("tlbench: CUDA_VISIBLE_DEVICES=60000 tlbench run --resume out-shards/shard2 --config "
+                  "moved/cases.json --time-limit 5m\n", 0) == 0);
+  CHECK(log.find("moved/cases.json: ") != std::string::npos);  // the shard's own refusal
   CHECK_FALSE(fs::exists(s.dir / "out-shards" / "shard1.log"));  // complete: not started
   CHECK_FALSE(fs::exists(s.dir / "out"));
 }
@@ -216,8 +222,9 @@ TEST_CASE("run --devices: a shard whose device is missing fails alone, its log a
           "[merge][devices][cli]") {
   test::Scratch s("tlbench-devices", "fail");
   // Ordinals no host has: every child finds no device and exits 3, on any machine.
-  const test::CommandResult r =
-      tlbench_in(s.dir, "run --config " + kSource + "/configs/cases.json --cases 1 --dtypes fp16 --devices 60000,60001 --out out");
+  const test::CommandResult r = tlbench_in(
+      s.dir,
+      "run --config " + kSource + "/configs/cases.json --cases 1 --dtypes fp16 --devices 60000,60001 --out out --time-limit 9m");
   INFO(r.err);
   CHECK(r.exit_code == 3);
   CHECK(r.err.find("shard 1/2 on device 60000 exited 3 (its log: out-shards/shard1.log)") != std::string::npos);
@@ -225,7 +232,13 @@ TEST_CASE("run --devices: a shard whose device is missing fails alone, its log a
   CHECK(r.err.find("shards 1, 2 of 2 not complete; the other shards' points are kept. Continue with: tlbench run "
                    "--resume out --devices 60000,60001") != std::string::npos);
   CHECK_FALSE(fs::exists(s.dir / "out"));
-  CHECK(test::slurp(s.dir / "out-shards" / "shard1.log").find("no CUDA device") != std::string::npos);
+  const std::string log = test::slurp(s.dir / "out-shards" / "shard1.log");
+  CHECK(log.find("no CUDA device") != std::string::npos);
+  // Each shard's log opens with its command; the time limit reaches every shard, but a resume
+  // of the plan (fanout.json) does not inherit it.
+  CHECK(log.rfind("tlbench: CUDA_VISIBLE_DEVICES=60000 tlbench run --config " + kSource +
+                      "/configs/cases.json --dtypes fp16 --cases 1 --time-limit 9m --shard 1/2 --out out-shards/shard1\n",
+                  0) == 0);
   const json fanout = json::parse(test::slurp(s.dir / "out-shards" / "fanout.json"));
   CHECK(fanout["shards"] == 2);
   CHECK(fanout["devices"] == json::array({60000, 60001}));

@@ -63,6 +63,8 @@ TEST_CASE("run options round-trip through run.json", "[run]") {
   o.l2_flush = true;
   o.aa = true;
   o.layer_trace = true;
+  o.stage_times = true;
+  o.stage_times_configs = "00000,auto";
   o.tol.atol = 1e-3;
   o.tol.rtol = 5e-2;
   o.min_reps = 7;
@@ -79,6 +81,11 @@ TEST_CASE("run options round-trip through run.json", "[run]") {
   CHECK(b.fp32_math == Fp32Math::ieee);
   CHECK(b.policy == "auto");
   CHECK(b.dispatch_table == "/x/dispatch.json");
+  CHECK(b.stage_times_configs == "00000,auto");
+  // A run.json written before --stage-times-configs existed times every point's stages.
+  nlohmann::json before_configs = j;
+  before_configs.erase("stage_times_configs");
+  CHECK(options_from_json(before_configs, "run.json").stage_times_configs.empty());
   // A run.json written before auto points existed resumes with each case's own policy.
   nlohmann::json old = j;
   old.erase("policy");
@@ -212,6 +219,11 @@ TEST_CASE("tlbench run refuses bad output folders and hooks with exit 2, writing
 
   r = tlbench("run --config " + kCases + " --out fresh --min-reps 50 --max-reps 5", s);
   CHECK(r.rc == 2);
+
+  r = tlbench("run --config " + kCases + " --out fresh --stage-times-configs 00000,auto,0x", s);
+  CHECK(r.rc == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("--stage-times-configs: '0x' has 2 characters; a pattern needs 5") != std::string::npos);
 
   r = tlbench("run --config " + kCases + " --out fresh --policy EFFF", s);
   CHECK(r.rc == 2);

@@ -450,6 +450,49 @@ TEST_CASE("tlbench run: SIGINT then --resume gives every point exactly once", "[
   }
 }
 
+TEST_CASE("tlbench run --time-limit: a group that does not fit is left whole, and --resume takes a new limit",
+          "[gpu][runner]") {
+  TLB_REQUIRE_GPU();
+  const fs::path dir = fresh_dir("timelimit");
+  const fs::path cases = write_cases(dir, kTinyCases);
+  const fs::path out = dir / "out";
+  // 10 ms: no group of the grid fits, so the run stops before the first, between groups. The
+  // stage times of one configuration only, which the resume keeps from run.json.
+  tlb::test::CommandResult r = run_tlbench("run --config " + cases.string() + " " + kTinyArgs + " --blocks 2 --out " +
+                                               out.string() + " --time-limit 0.01 --stage-times-configs 11x00",
+                                           dir);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 75);
+  CHECK(r.err.find("time limit: case 1 fp16 (3 points, about ") != std::string::npos);
+  CHECK(r.err.find("left of 0.0 s; resume with: tlbench run --resume " + out.string()) != std::string::npos);
+  CHECK(rows_of(out).empty());
+  json run = json::parse(slurp(out / "run.json"));
+  CHECK(run["state"].get<std::string>() == "time-limit");
+  CHECK(run["segments"][0]["time_limit_s"].get<double>() == 0.01);
+  CHECK(run["options"].dump().find("time_limit") == std::string::npos);  // the process's, not the run's
+
+  // A limit that fits the whole grid: every point once, the new limit in the new segment.
+  r = run_tlbench("run --resume " + out.string() + " --time-limit 1h", dir);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("ignoring --time-limit") == std::string::npos);
+  const auto rows = rows_of(out);
+  CHECK(rows.size() == kTinyPoints);
+  for (const auto& [key, n] : count_keys(rows)) {
+    INFO(key);
+    CHECK(n == 1);
+  }
+  for (const PointRow& p : rows) {
+    INFO(p.case_id << " " << p.dtype << " " << p.config);
+    CHECK(p.stage_ms.size() == (p.config == "11000" ? 7u : 0u));
+  }
+  run = json::parse(slurp(out / "run.json"));
+  CHECK(run["state"].get<std::string>() == "complete");
+  REQUIRE(run["segments"].size() == 2);
+  CHECK(run["segments"][1]["time_limit_s"].get<double>() == 3600);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("tlbench run: an injected kernel fault stops with exit 3 and resume completes",
           "[gpu][runner]") {
   TLB_REQUIRE_GPU();

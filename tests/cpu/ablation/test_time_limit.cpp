@@ -1,0 +1,93 @@
+// --time-limit before any device: the durations it reads and refuses, the budget's prediction
+// (the model scaled by the pace measured so far), the deadline that reads as a stop request,
+// and the refusals of the command line (exit 2, nothing written).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "ablation_test_util.hpp"
+#include "config.hpp"
+#include "run_control.hpp"
+#include "run_report.hpp"
+#include "time_limit.hpp"
+
+using namespace tlb;
+namespace fs = std::filesystem;
+
+TEST_CASE("time limits read as seconds, minutes or hours, and anything else is refused naming the option",
+          "[time_limit]") {
+  CHECK(parse_duration_seconds("540", "--time-limit") == 540);
+  CHECK(parse_duration_seconds("540s", "--time-limit") == 540);
+  CHECK(parse_duration_seconds("9m", "--time-limit") == 540);
+  CHECK(parse_duration_seconds("1.5h", "--time-limit") == 5400);
+  CHECK(parse_duration_seconds("0.5", "--time-limit") == 0.5);
+  CHECK(parse_duration_seconds("168h", "--time-limit") == 7 * 24 * 3600);
+  for (const char* bad : {"", "0", "-5", "9x", "9 m", " 9m", "m", "nan", "inf", "169h", "1e9", "9mm", "5d"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_duration_seconds(bad, "--time-limit"), ConfigError);
+  }
+  CHECK_THROWS_WITH(parse_duration_seconds("9x", "--time-limit"),
+                    "--time-limit \"9x\": expected a duration: seconds, or a number followed by s, m or h (540, "
+                    "9m, 1.5h), above 0 and at most a week");
+}
+
+TEST_CASE("a group begins only where the model, at the pace measured so far, fits in what is left",
+          "[time_limit]") {
+  TimeBudget b(100, 1000);  // 100 s from t = 1000
+  CHECK(b.deadline_s() == 1100);
+  // Before any group the model is taken as it is.
+  CHECK(b.predicted_s(40) == 40);
+  CHECK(b.fits(40, 1000));
+  CHECK(b.fits(100, 1000));
+  CHECK_FALSE(b.fits(100.5, 1000));
+  // The first two groups took 1.5x their model: a 30 s group now reads 45 s.
+  b.record(10, 14);
+  b.record(20, 31);
+  CHECK(b.predicted_s(30) == Approx(45));
+  CHECK(b.fits(30, 1050));        // 45 s of the 50 left
+  CHECK_FALSE(b.fits(30, 1060));  // 45 s of 40
+  CHECK(b.left_s(1110) == -10);
+  CHECK_FALSE(b.fits(0.001, 1110));
+  // A faster pace is believed too, and a record that is not a time is not.
+  TimeBudget fast(100, 0);
+  fast.record(50, 25);
+  fast.record(0, 5);
+  fast.record(10, std::numeric_limits<double>::quiet_NaN());
+  CHECK(fast.predicted_s(100) == Approx(50));
+}
+
+TEST_CASE("past the deadline a stop reads as requested, without a signal", "[time_limit]") {
+  clear_interrupt();
+  set_stop_deadline(0);
+  CHECK_FALSE(interrupt_requested());
+  CHECK_FALSE(deadline_passed());
+  set_stop_deadline(1e-3);  // long past on the steady clock
+  CHECK(deadline_passed());
+  CHECK(interrupt_requested());
+  CHECK(interrupt_signal() == 0);
+  set_stop_deadline(1e300);
+  CHECK_FALSE(interrupt_requested());
+  set_stop_deadline(0);
+  // The state and exit code of a run stopped this way: a job script tells it from a failure.
+  CHECK(run_exit_code(kTimeLimitState, {}) == 75);
+  CHECK(run_exit_code("interrupted", {}) == 130);
+}
+
+TEST_CASE("tlbench run refuses a bad --time-limit with exit 2, writing nothing", "[time_limit][cli]") {
+  test::Scratch s("tlbench-timelimit", "refuse");
+  const std::string cases = std::string(TLBENCH_SOURCE_DIR) + "/configs/cases.json";
+  for (const char* bad : {"0", "9x", "-1m", "nan"}) {
+    INFO(bad);
+    for (const std::string& where : {std::string(""), std::string(" --devices 0")}) {
+      const test::CommandResult r = test::run_command(
+          "cd " + s.dir.string() + " && " + TLBENCH_BINARY + " run --config " + cases + " --out out --time-limit " +
+              bad + where,
+          s.dir);
+      CHECK(r.exit_code == 2);
+      CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+      CHECK(r.err.find("--time-limit") != std::string::npos);
+    }
+  }
+  CHECK(s.listing().empty());
+}
