@@ -248,7 +248,9 @@ std::string stage_breakdown_csv(const DTypeAnalysis& g) {
   std::string body;
   auto line = [&](const BestEntry& b, const char* role, const Point& p) {
     if (p.stage_ms.size() != static_cast<size_t>(kNumCostStages)) return;
-    body += fmt::format("{},{},{},{},{}", b.case_id, csv_cell(b.case_name), role, csv_cell(p.config), num(p.cand_ms));
+    // The auto point with the configuration it chose: "auto=11110".
+    const std::string config = p.config == "auto" && !p.auto_choice.empty() ? "auto=" + p.auto_choice : p.config;
+    body += fmt::format("{},{},{},{},{}", b.case_id, csv_cell(b.case_name), role, csv_cell(config), num(p.cand_ms));
     double stages = 0, floors = 0;
     for (double v : p.stage_ms) {
       body += "," + num(v, 6);

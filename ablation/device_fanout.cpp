@@ -277,7 +277,6 @@ std::vector<std::string> shard_command(const FanoutOptions& opt, const ShardSet&
   if (fs::is_regular_file(s.dir / "run.json", ec)) {
     a.insert(a.end(), {"--resume", s.dir.string()});
     a.insert(a.end(), opt.resume_files.begin(), opt.resume_files.end());
-    a.insert(a.end(), opt.process_args.begin(), opt.process_args.end());
     return a;
   }
   if (!set.fanout.contains("child_args"))
@@ -292,7 +291,6 @@ std::vector<std::string> shard_command(const FanoutOptions& opt, const ShardSet&
     else args.insert(args.end(), {opt.resume_files[i], opt.resume_files[i + 1]});
   }
   a.insert(a.end(), args.begin(), args.end());
-  a.insert(a.end(), opt.process_args.begin(), opt.process_args.end());
   a.insert(a.end(), {"--shard", fmt::format("{}/{}", s.index, set.n), "--out", s.dir.string()});
   return a;
 }
@@ -338,6 +336,7 @@ int run_fanout(const FanoutOptions& opt) {
   auto old_int = std::signal(SIGINT, on_stop_signal);
   auto old_term = std::signal(SIGTERM, on_stop_signal);
   int signals_passed = 0;
+  bool out_of_time = false;  // --time-limit left too little to start the pending shards
   std::set<int> busy;
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto start = Clock::now();
@@ -351,12 +350,21 @@ int run_fanout(const FanoutOptions& opt) {
              opt.devices.size() == 1 ? "" : "s", fmt::join(opt.devices, ","), pending.size(), set.root.string());
   try {
     for (;;) {
-      for (size_t k = 0; k < opt.devices.size() && !pending.empty() && !g_stop_signal; ++k) {
+      for (size_t k = 0; k < opt.devices.size() && !pending.empty() && !g_stop_signal && !out_of_time; ++k) {
         const int d = opt.devices[k];
         if (busy.count(d)) continue;
+        std::vector<std::string> command = commands[pending.front()];
+        if (opt.time_limit_s > 0) {
+          const double left = opt.time_limit_s - std::chrono::duration<double>(Clock::now() - start).count();
+          if (left < kFanoutMinShardSeconds) {
+            out_of_time = true;
+            break;
+          }
+          command.insert(command.end(), {"--time-limit", fmt::format("{:.1f}", left)});
+        }
         Shard& s = shards[pending.front()];
         s.device = d;
-        s.pid = spawn_child(commands[pending.front()], visible[k], s.log);
+        s.pid = spawn_child(command, visible[k], s.log);
         pending.pop_front();
         busy.insert(d);
       }
@@ -387,7 +395,7 @@ int run_fanout(const FanoutOptions& opt) {
           fmt::print(stderr, "{}tlbench: shard {}/{} on device {} exited {} (its log: {})\n", tty ? "\n" : "",
                      s.index, n, s.device, *s.exit_code, s.log.string());
       }
-      if (!running && (pending.empty() || signals_passed)) break;
+      if (!running && (pending.empty() || signals_passed || out_of_time)) break;
       const auto now = Clock::now();
       if (tty || now - last_line > std::chrono::seconds(30)) {
         const std::string line =
@@ -418,16 +426,26 @@ int run_fanout(const FanoutOptions& opt) {
   for (int d : opt.devices) devices.push_back(std::to_string(d));
   const std::string again = fmt::format("tlbench run --resume {} --devices {}", opt.out_dir, fmt::join(devices, ","));
   std::vector<int> incomplete;
-  int failed = 0;
+  // The exit code of the incomplete shards together: a failure (3, 2, ...) ahead of a stop that
+  // a resume continues (75 where --time-limit stopped a shard or left it unstarted, 130).
+  std::optional<int> failed;
+  bool timed_out = false;
   for (const Shard& s : shards) {
     if (is_complete(s.dir)) continue;
     incomplete.push_back(s.index);
-    if (!failed) failed = s.exit_code.value_or(130);
+    const int code = s.exit_code.value_or(out_of_time && !signals_passed ? kTimeLimitExit : 130);
+    if (code == kTimeLimitExit) timed_out = true;
+    else if (!failed && code != 130) failed = code;  // 0 or 1 from an incomplete shard: it could not finish
   }
+  if (out_of_time)
+    fmt::print(stderr, "tlbench: --time-limit: under {:.0f} s left, so the shards still waiting for a device were "
+                       "not started\n", kFanoutMinShardSeconds);
   if (!incomplete.empty()) {
     fmt::print(stderr, "tlbench: shard{} {} of {} not complete; the other shards' points are kept. Continue with: "
                        "{}\n", incomplete.size() == 1 ? "" : "s", fmt::join(incomplete, ", "), n, again);
-    return signals_passed || failed == 130 ? 130 : (failed == 0 || failed == 1 ? 3 : failed);
+    if (signals_passed) return 130;
+    if (failed) return *failed == 0 || *failed == 1 ? 3 : *failed;
+    return timed_out ? kTimeLimitExit : 130;
   }
   MergeOptions m;
   for (const Shard& s : shards) m.shard_dirs.push_back(s.dir.string());

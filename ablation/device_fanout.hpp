@@ -21,12 +21,15 @@ struct FanoutOptions {
   // With resume: "--config", path and/or "--techniques", path as given, where the run's files
   // are now; passed on to every shard (resumed, or started afresh from fanout.json's arguments).
   std::vector<std::string> resume_files;
-  // Options of this process that every shard's process takes too, new or resumed, and no
-  // shard keeps for a later resume: "--time-limit", its value.
-  std::vector<std::string> process_args;
+  // --time-limit: this invocation's wall time in seconds (0: none). Every shard's process is
+  // given what is left of it when it starts (shards wait for a free device), none is started
+  // with less than kFanoutMinShardSeconds left, and fanout.json does not keep it.
+  double time_limit_s = 0;
   std::string self;                     // this executable
   std::string command_line;             // for the merged run.json
 };
+
+inline constexpr double kFanoutMinShardSeconds = 60;
 
 // "0,2,3" (distinct non-negative ordinals below `available` when it is >= 0) or "all" (0 ..
 // available-1). ConfigError naming --devices and the problem.

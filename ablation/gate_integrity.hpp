@@ -5,7 +5,7 @@
 //
 // Folder rules (always on; each violation names its rule):
 //   run_state        run.json is missing, or says the run did not finish ("running",
-//                    "interrupted", "device-fault")
+//                    "interrupted", "device-fault", "time-limit")
 //   incomplete       fewer (or more) rows on disk than run.json's planned grid; per planned
 //                    (case, dtype) of grid.groups, another number of rows; rows of a group
 //                    the run did not plan

@@ -23,10 +23,11 @@ double estimated_point_seconds(const TimeModel& model, double t_base, double t_c
   double seconds = 0;
   for (int b = 0; b < blocks; ++b) {
     // As the runner times them (point_measure's block_timer): the first block after the
-    // accuracy check's run, untimed but counted toward the warm-up runs, and without a baseline
-    // run (the group's first point makes one; the model leaves it out).
+    // accuracy check's run, untimed but counted toward the warm-up runs (at least one timed run
+    // follows it), and without a baseline run (a group whose baseline no host probe has timed
+    // makes one at its first point; the model leaves it out).
     const double accuracy_run = b == 0 ? t_cand : 0;
-    const double warmup = b == 0 ? std::max(model.warmup_s, (model.warmup_min_runs - 1) * t_cand)
+    const double warmup = b == 0 ? std::max(model.warmup_s, std::max(model.warmup_min_runs - 1, 1) * t_cand)
                                  : std::max(std::min(model.warmup_s, kLaterBlockWarmupMs * 1e-3), t_cand);
     const auto floor_pairs = static_cast<double>(
         block_floor_pairs(static_cast<size_t>(model.floor_pairs), static_cast<size_t>(blocks), static_cast<size_t>(b)));
@@ -151,8 +152,8 @@ PointViability assess_point(const CaseSpec& c, DType dtype, const StageSwitch& c
   return v;
 }
 
-double estimated_forward_seconds(const LayerShape& s, DType dtype, const StageSwitch& stages,
-                                 const TimeModel& m, Fp32Math fp32_math) {
+ForwardTimes estimated_forward_times(const LayerShape& s, DType dtype, const StageSwitch& stages,
+                                     const TimeModel& m, Fp32Math fp32_math) {
   const int di = static_cast<int>(dtype);
   const double T = static_cast<double>(s.tokens()), d = static_cast<double>(s.d_model);
   const double f = static_cast<double>(s.d_ff), S = static_cast<double>(s.seq);
@@ -160,9 +161,9 @@ double estimated_forward_seconds(const LayerShape& s, DType dtype, const StageSw
   const double e = dtype_bytes(dtype);
   const double bw = m.memory_tb_per_s * 1e12;
   const StageSwitch eff = effective_stages(s, dtype, stages, nullptr, fp32_math);
-  const double fused_rate = dtype == DType::fp32 && fp32_math == Fp32Math::ieee
-                                ? m.fused_fp32_ieee_tflops
-                                : m.fused_tflops[di];
+  const bool ieee = dtype == DType::fp32 && fp32_math == Fp32Math::ieee;
+  const double fused_rate = ieee ? m.fused_fp32_ieee_tflops : m.fused_tflops[di];
+  const double attention_rate = (ieee ? m.fused_fp32_ieee_attention_tflops : m.fused_attention_tflops[di]) * 1e12;
   auto rate = [&](bool fused) { return (fused ? fused_rate : m.reference_tflops[di]) * 1e12; };
 
   const double qkv = 2 * T * 3 * d * d, out_proj = 2 * T * d * d, ffn = 4 * T * d * f;
@@ -176,11 +177,21 @@ double estimated_forward_seconds(const LayerShape& s, DType dtype, const StageSw
 
   double layer = qkv / rate(eff[Stage::qkv]) + out_proj / rate(out_projection_fused(s, dtype, eff, fp32_math)) +
                  ffn / rate(eff[Stage::ffn]);
-  layer += eff[Stage::attn] ? attn / rate(true) : attn / rate(false) + scores_traffic / bw;
+  layer += eff[Stage::attn] ? attn / attention_rate : attn / rate(false) + scores_traffic / bw;
   layer += (eff[Stage::norm] ? elementwise_fused : elementwise_ref) / bw;
-  const int launches = eff.any_kernel() ? m.fused_launches_per_layer : m.reference_launches_per_layer;
-  layer += launches * (eff[Stage::graph] ? m.graph_launch_us : m.launch_us) * 1e-6;
-  return static_cast<double>(s.layers) * layer;
+  const double launches = eff.any_kernel() ? m.fused_launches_per_layer : m.reference_launches_per_layer;
+  const double layers = static_cast<double>(s.layers);
+  ForwardTimes t;
+  t.graph = eff[Stage::graph];
+  t.replayed = layers * (layer + launches * m.graph_launch_us * 1e-6);
+  const double host = layers * launches * m.launch_us * 1e-6;
+  t.eager = std::max(t.replayed, host) + m.launch_overlap_loss * std::min(t.replayed, host);
+  return t;
+}
+
+double estimated_forward_seconds(const LayerShape& s, DType dtype, const StageSwitch& stages, const TimeModel& m,
+                                 Fp32Math fp32_math) {
+  return estimated_forward_times(s, dtype, stages, m, fp32_math).as_run();
 }
 
 namespace {
@@ -226,8 +237,7 @@ DTypePlan dtype_plan(const CaseSpec& cs, DType dtype, const PlanInputs& in) {
 
 // One grid point into its (case, dtype)'s plan: the auto point's choice, the point's viability
 // and, where it can run, its time: warmup, then as many timed pairs as the point's budget allows.
-void plan_point(const GridPoint& gp, const CaseSpec& cs, double t_base, const PlanInputs& in,
-                DTypePlan& dp) {
+void plan_point(const GridPoint& gp, const CaseSpec& cs, const PlanInputs& in, DTypePlan& dp) {
   const TimeModel& model = in.model;
   uint32_t config = gp.config;
   if (gp.automatic) {
@@ -249,8 +259,11 @@ void plan_point(const GridPoint& gp, const CaseSpec& cs, double t_base, const Pl
   }
   ++dp.viable_points;
   dp.auto_viable = dp.auto_viable || gp.automatic;
-  const double t_cand = estimated_forward_seconds(cs.shape, dp.dtype, cand, model, in.paths.fp32_math);
-  dp.estimated_seconds += estimated_point_seconds(model, t_base, t_cand);
+  const ForwardTimes t_cand = estimated_forward_times(cs.shape, dp.dtype, cand, model, in.paths.fp32_math);
+  dp.estimated_seconds += estimated_point_seconds(model, dp.baseline_times.as_run(), t_cand.as_run());
+  // A host-bound group's points are timed again, both sides replayed (a capture run in place
+  // of the accuracy check's).
+  if (dp.host_bound) dp.estimated_seconds += estimated_point_seconds(model, dp.baseline_times.replayed, t_cand.replayed);
 }
 
 }  // namespace
@@ -287,10 +300,10 @@ Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selec
       plan.cases.push_back(cp);
     }
     DTypePlan dp = dtype_plan(cs, first.dtype, in);
-    const double t_base =
-        estimated_forward_seconds(cs.shape, dp.dtype, dp.baseline.stages, model, paths.fp32_math);
+    dp.baseline_times = estimated_forward_times(cs.shape, dp.dtype, dp.baseline.stages, model, paths.fp32_math);
+    dp.host_bound = !dp.baseline_times.graph && dp.baseline_times.host_bound();
     for (; i < grid.size() && grid[i].case_index == first.case_index && grid[i].dtype == first.dtype; ++i)
-      plan_point(grid[i], cs, t_base, in, dp);
+      plan_point(grid[i], cs, in, dp);
     std::sort(dp.nonviable_configs.begin(), dp.nonviable_configs.end());
     const int di = static_cast<int>(dp.dtype);
     plan.points_per_dtype[di] += dp.selected_points;
@@ -395,6 +408,11 @@ std::vector<std::string> print_memory_table(const Plan& plan, std::FILE* out) {
         notes.push_back(fmt::format("case {} {}: the fp32 golden ({}) does not fit; accuracy falls "
                                     "back to the per-dtype floor",
                                     cp.spec->id, to_string(dp.dtype), human_bytes(dp.golden_peak)));
+      if (dp.host_bound)
+        notes.push_back(fmt::format("case {} {}: the baseline is likely host-bound (modelled {:.3f} ms launched, "
+                                    "{:.3f} ms replayed): its points are timed against the replay too",
+                                    cp.spec->id, to_string(dp.dtype), dp.baseline_times.eager * 1e3,
+                                    dp.baseline_times.replayed * 1e3));
     }
   }
   return notes;
@@ -533,6 +551,7 @@ ordered dtype_plan_json(const Plan& plan, const LayerShape& s, const DTypePlan& 
                                       {"reason", dp.auto_choice.choice.reason}}
                                : json(nullptr)},
           {"estimated_seconds", dp.estimated_seconds},
+          {"host_bound", dp.host_bound},
           {"layer_stage_costs", stage_costs}};
 }
 

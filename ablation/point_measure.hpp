@@ -29,11 +29,7 @@ namespace tlb {
 
 // An eager baseline's forward against the same forward replayed from a CUDA graph: the ratio
 // of their times is what the host's launches add to the kernels' own. Where its interval lies
-// wholly above kHostBoundRatio the baseline is host-bound: its eager time measures the host's
-// launch rate as much as the GPU, and differs between processes and machines with the same
-// GPU. At 1.10, case 4 (0.79 ms eager against 0.73 replayed) was not, and its speedups moved
-// together by 1-2 % between two runs in one call, outside their intervals.
-inline constexpr double kHostBoundRatio = 1.05;
+// wholly above kHostBoundRatio (plan_report.hpp) the baseline is host-bound.
 struct HostProbe {
   double eager_ms = 0, replay_ms = 0;  // medians
   stats::MedianInterval ratio;         // eager / replayed, over the probe's pairs

@@ -65,6 +65,10 @@ class Runner {
   void measure_group(size_t begin, size_t end);
   void measure_group_in_time(size_t begin, size_t end);
   std::string group_name(const SchedPoint& p) const;
+  bool all_points_done() const {
+    return std::all_of(sched_.points.begin(), sched_.points.end(),
+                       [&](const SchedPoint& p) { return done_.contains(p.key); });
+  }
   void measure_in_blocks(Group& g, const MeasureContext& ctx, const std::vector<size_t>& which);
   std::string device_fault_message(const DeviceError& e) const;
   void write_row(const PointRow& r);
@@ -220,16 +224,17 @@ void Runner::measure_ceilings_first() {
   }
 }
 
-// A time for the time limit's messages: tenths of a second under a minute, where a group's
+// A time for the time limit's messages: three digits of seconds under a minute, where a group's
 // prediction and a short limit live.
-std::string limit_time(double s) { return s < 60 ? fmt::format("{:.1f} s", std::max(s, 0.0)) : human_duration(s); }
+std::string limit_time(double s) { return s < 60 ? fmt::format("{:.3g} s", std::max(s, 0.0)) : human_duration(s); }
 
 std::string Runner::group_name(const SchedPoint& p) const {
   return fmt::format("case {} {}", cases_.cases[p.case_index].id, to_string(p.dtype));
 }
 
-// A group under --time-limit: begun only where its modelled time (its pending points' share of
-// the plan's group), at the pace this process has measured so far, fits in what is left.
+// A group under --time-limit (time_limit.hpp): begun where its modelled time (its pending
+// points' share of the plan's group), at the pace this process has measured so far, fits in
+// what is left, and always as the process's first group while the limit has not passed.
 void Runner::measure_group_in_time(size_t begin, size_t end) {
   if (!time_budget_) return measure_group(begin, end);
   const SchedPoint& first = sched_.points[begin];
@@ -241,11 +246,16 @@ void Runner::measure_group_in_time(size_t begin, size_t end) {
     if (m.case_id == case_id && m.dtype == first.dtype && m.points > 0)
       modelled = m.seconds * std::min(1.0, static_cast<double>(pending) / static_cast<double>(m.points));
   const double now = wall_seconds();
-  if (!time_budget_->fits(modelled, now))
+  const double predicted = time_budget_->predicted_s(modelled), left = time_budget_->left_s(now);
+  if (!time_budget_->begin(modelled, now))
     throw OutOfTime{fmt::format("time limit: {} ({} points, about {} at this run's pace) does not fit in the {} "
                                 "left of {}",
-                                group_name(first), pending, limit_time(time_budget_->predicted_s(modelled)),
-                                limit_time(time_budget_->left_s(now)), limit_time(time_budget_->limit_s()))};
+                                group_name(first), pending, limit_time(predicted), limit_time(left),
+                                limit_time(time_budget_->limit_s()))};
+  if (predicted > left)
+    fmt::print(stderr, "tlbench run: time limit: {} is modelled at {}, more than the {} left; begun anyway, as "
+                       "this process's first group\n",
+               group_name(first), limit_time(predicted), limit_time(left));
   measure_group(begin, end);
   time_budget_->record(modelled, wall_seconds() - now);
 }
@@ -313,7 +323,10 @@ int Runner::finish(const std::string& state, const std::string& message) {
   if (opt_.aa) doc_["aa_noise_floor"] = aa_noise_floor(rows_);
   save_run_json(state);
 
-  const int rc = run_exit_code(state, rows_);
+  int rc = run_exit_code(state, rows_);
+  // A time limit in which not one point finished: a resume with the same limit cannot progress,
+  // so it is the limit that is wrong (exit 2, as for a bad option), not a reason to try again.
+  if (state == kTimeLimitState && written_ == 0) rc = 2;
   RunOutcome o;
   o.state = state;
   o.out_dir = opt_.out_dir;
@@ -342,6 +355,7 @@ int Runner::run() {
   doc_["segments"].push_back(seg);
   if (!open_device()) return 3;
   install_interrupt_handlers();
+  set_stop_deadline(0);
   if (opt_.time_limit_s > 0) {
     time_budget_.emplace(opt_.time_limit_s, t_start_);
     set_stop_deadline(time_budget_->deadline_s());
@@ -355,10 +369,13 @@ int Runner::run() {
     if (opt_.stage_times) measure_ceilings_first();
     measure_groups();
   } catch (const Interrupted&) {
-    if (interrupt_signal() == 0 && deadline_passed()) {
+    if (all_points_done()) {
+      // The deadline (or a signal) came after the last row was on disk: nothing is left to stop.
+    } else if (interrupt_signal() == 0 && deadline_passed()) {
       stop_state = kTimeLimitState;
       const std::string during =
-          measuring_ ? fmt::format(" during {}, whose points are measured again on resume", group_name(*measuring_))
+          measuring_ ? fmt::format(" during {}, whose unfinished points are measured again on resume",
+                                   group_name(*measuring_))
                      : std::string();
       stop_message = fmt::format("time limit of {} reached{}; resume with: {}", limit_time(opt_.time_limit_s),
                                  during, resume_command());
@@ -374,6 +391,10 @@ int Runner::run() {
     stop_state = "device-fault";
     stop_message = device_fault_message(e);
   }
+  if (stop_state == kTimeLimitState && written_ == 0)
+    stop_message = fmt::format("time limit of {}: not one point finished within it, so the same limit cannot "
+                               "make progress; continue with a longer one: {} --time-limit ...",
+                               limit_time(opt_.time_limit_s), resume_command());
   if (stream_) {
     // After a sticky fault this fails too; there is nothing left to protect.
     cudaStreamDestroy(stream_);

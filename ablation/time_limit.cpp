@@ -36,12 +36,24 @@ double parse_duration_seconds(const std::string& text, const std::string& option
 }
 
 double TimeBudget::predicted_s(double modelled_s) const {
-  if (modelled_sum_ <= 0 || took_sum_ <= 0) return modelled_s;
-  return modelled_s * (took_sum_ / modelled_sum_);
+  if (modelled_sum_ > 0 && took_sum_ > 0) return modelled_s * (took_sum_ / modelled_sum_);
+  if (first_modelled_ > 0 && first_took_ > 0) return modelled_s * (first_took_ / first_modelled_);
+  return modelled_s;
+}
+
+bool TimeBudget::begin(double modelled_s, double now_s) const {
+  if (left_s(now_s) <= 0) return false;
+  return groups_ == 0 || predicted_s(modelled_s) <= left_s(now_s);
 }
 
 void TimeBudget::record(double modelled_s, double took_s) {
+  const bool first = groups_++ == 0;
   if (!(std::isfinite(modelled_s) && std::isfinite(took_s)) || modelled_s <= 0 || took_s < 0) return;
+  if (first) {
+    first_modelled_ = modelled_s;
+    first_took_ = took_s;
+    return;
+  }
   modelled_sum_ += modelled_s;
   took_sum_ += took_s;
 }

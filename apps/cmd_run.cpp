@@ -172,7 +172,7 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
 
   cmd->callback([a, cmd, config, out, resume, shard_opt, devices_opt, time_limit_opt, stage_configs_opt, &rc]() {
     tlb::RunOptions& o = a->opt;
-    if (stage_configs_opt->count() > 0) o.stage_times = true;
+    if (stage_configs_opt->count() > 0) o.stage_times = true;  // an empty value is refused with every option's
     std::optional<tlb::ShardSpec> shard;
     o.command_line = typed_command_line(*cmd);
     if (time_limit_opt->count() > 0) o.time_limit_s = tlb::parse_duration_seconds(a->time_limit, "--time-limit");
@@ -187,7 +187,7 @@ const bool kRegistered = tlb::cli::register_command(20, [](CLI::App& root, int& 
       f.devices = tlb::parse_devices(a->devices, a->devices == "all" ? visible_devices() : -1);
       f.self = self_executable();
       f.command_line = o.command_line;
-      if (time_limit_opt->count() > 0) f.process_args = {"--time-limit", a->time_limit};
+      f.time_limit_s = o.time_limit_s;
       if (resume->count() > 0) {
         if (out->count() > 0)
           throw tlb::ConfigError("--out and --resume exclude each other: --resume continues the folder it names");

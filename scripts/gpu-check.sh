@@ -8,7 +8,7 @@
 #       machine, `build rerun` the same way; `build ieee` for FP32 in IEEE math beside PyTorch's)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
-# SWEEP_ARGS, SWEEP_TIMEOUT (the run's --time-limit: it stops resumable), OFFICIAL_BUDGET, EXPLAIN_CASES,
+# SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
 # EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the

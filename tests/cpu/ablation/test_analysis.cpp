@@ -480,7 +480,7 @@ std::map<std::string, int> breakdown_roles(const fs::path& csv_path) {
     CHECK(std::stod(cells[19]) == Approx(sum).epsilon(1e-4));
     CHECK(std::stod(cells[20]) == Approx(0.12));
     if (cells[2] == "reference") CHECK(cells[3] == "00000");
-    if (cells[2] == "auto") CHECK(cells[3] == "auto");
+    if (cells[2] == "auto") CHECK(cells[3] == "auto=11111");
   }
   return roles;
 }

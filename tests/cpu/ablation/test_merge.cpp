@@ -106,6 +106,9 @@ struct Shards {
 };
 
 // tlbench ARGS run in `dir`, with no CUDA_VISIBLE_DEVICES of the host's in the way.
+// The number of seconds written at `at` in a shard log's command line.
+double seconds_at(const std::string& log, size_t at) { return std::stod(log.substr(at, log.find('\n', at) - at)); }
+
 test::CommandResult tlbench_in(const fs::path& dir, const std::string& args) {
   return test::run_command("cd " + dir.string() + " && env -u CUDA_VISIBLE_DEVICES " + TLBENCH_BINARY + " " + args, dir);
 }
@@ -199,10 +202,30 @@ TEST_CASE("run --resume --devices runs only the incomplete shards, with --config
   CHECK(r.err.find("2 shards on device 60000 (1 to run)") != std::string::npos);
   CHECK(r.err.find("shard 2/2 on device 60000 exited 2") != std::string::npos);
   const std::string log = test::slurp(s.dir / "out-shards" / "shard2.log");
-  CHECK(log.rfind("tlbench: CUDA_VISIBLE_DEVICES=60000 tlbench run --resume out-shards/shard2 --config "
-                  "moved/cases.json --time-limit 5m\n", 0) == 0);
+  const std::string head =
+      "tlbench: CUDA_VISIBLE_DEVICES=60000 tlbench run --resume out-shards/shard2 --config moved/cases.json --time-limit ";
+  REQUIRE(log.rfind(head, 0) == 0);
+  CHECK(seconds_at(log, head.size()) == Approx(300).margin(20));  // what was left of 5 minutes
   CHECK(log.find("moved/cases.json: ") != std::string::npos);  // the shard's own refusal
   CHECK_FALSE(fs::exists(s.dir / "out-shards" / "shard1.log"));  // complete: not started
+  CHECK_FALSE(fs::exists(s.dir / "out"));
+}
+
+TEST_CASE("run --resume --devices --time-limit starts no shard with under a minute left, and says to resume",
+          "[merge][devices][cli]") {
+  test::Scratch s("tlbench-devices", "late");
+  cut_official(s.dir / "out-shards", 2);
+  for (int i : {1, 2}) {
+    json doc = json::parse(test::slurp(s.dir / "out-shards" / ("shard" + std::to_string(i)) / "run.json"));
+    doc["state"] = "time-limit";
+    std::ofstream(s.dir / "out-shards" / ("shard" + std::to_string(i)) / "run.json") << doc.dump(2) << "\n";
+  }
+  const test::CommandResult r = tlbench_in(s.dir, "run --resume out --devices 60000 --time-limit 30");
+  INFO(r.err);
+  CHECK(r.exit_code == 75);
+  CHECK(r.err.find("under 60 s left, so the shards still waiting for a device were not started") != std::string::npos);
+  CHECK(r.err.find("shards 1, 2 of 2 not complete") != std::string::npos);
+  CHECK_FALSE(fs::exists(s.dir / "out-shards" / "shard1.log"));
   CHECK_FALSE(fs::exists(s.dir / "out"));
 }
 
@@ -236,9 +259,10 @@ TEST_CASE("run --devices: a shard whose device is missing fails alone, its log a
   CHECK(log.find("no CUDA device") != std::string::npos);
   // Each shard's log opens with its command; the time limit reaches every shard, but a resume
   // of the plan (fanout.json) does not inherit it.
-  CHECK(log.rfind("tlbench: CUDA_VISIBLE_DEVICES=60000 tlbench run --config " + kSource +
-                      "/configs/cases.json --dtypes fp16 --cases 1 --time-limit 9m --shard 1/2 --out out-shards/shard1\n",
-                  0) == 0);
+  const std::string head = "tlbench: CUDA_VISIBLE_DEVICES=60000 tlbench run --config " + kSource +
+                           "/configs/cases.json --dtypes fp16 --cases 1 --shard 1/2 --out out-shards/shard1 --time-limit ";
+  REQUIRE(log.rfind(head, 0) == 0);
+  CHECK(seconds_at(log, head.size()) == Approx(540).margin(20));  // what was left of 9 minutes
   const json fanout = json::parse(test::slurp(s.dir / "out-shards" / "fanout.json"));
   CHECK(fanout["shards"] == 2);
   CHECK(fanout["devices"] == json::array({60000, 60001}));

@@ -282,6 +282,46 @@ TEST_CASE("plan budget: --mem-gib: an explicit budget wins and a bad one is a co
   }
 }
 
+TEST_CASE("the time model calls host-bound the groups the H200 measured host-bound, and times them twice",
+          "[plan]") {
+  // The official sweep at d258325: the eager reference of case 1 (every dtype) and of case 2
+  // (fp16, bf16) was host-bound, case 2's in fp32 and case 4's (1.08 eager over replayed) not.
+  const auto techniques = tlb::default_techniques();
+  const tlb::Plan plan = tlb::make_plan(official_cases(), techniques, {}, 1, tlb::fixed_memory_budget(80, "test"));
+  const nlohmann::json js = nlohmann::json::parse(tlb::plan_json(plan));
+  for (const auto& cp : plan.cases)
+    for (const auto& dp : cp.dtypes) {
+      const int id = cp.spec->id;
+      INFO("case " << id << " " << tlb::to_string(dp.dtype));
+      CHECK(dp.host_bound == (id == 1 || (id == 2 && dp.dtype != DType::fp32)));
+      CHECK(dp.baseline_times.eager >= dp.baseline_times.replayed);
+    }
+  CHECK(js["cases"][0]["dtypes"][0]["host_bound"] == true);
+  CHECK(js["cases"][3]["dtypes"][0]["host_bound"] == false);
+  // A host-bound group's points are timed a second time against the replay: case 1's group
+  // costs about twice case 4's, whose forwards are longer but timed once.
+  CHECK(plan.cases[0].dtypes[0].estimated_seconds > 1.7 * plan.cases[3].dtypes[0].estimated_seconds);
+  CHECK(capture(plan).find("case 1 fp16: the baseline is likely host-bound") != std::string::npos);
+
+  // A graph forward is its replay; an eager one the longer of GPU and launch time, plus a share
+  // of the shorter: on case 1's shape the launches, on case 13's the GPU.
+  StageSwitch graph_only;
+  graph_only[Stage::graph] = true;
+  const tlb::ForwardTimes ref = tlb::estimated_forward_times(official(1).shape, DType::fp16, StageSwitch{});
+  const tlb::ForwardTimes graph = tlb::estimated_forward_times(official(1).shape, DType::fp16, graph_only);
+  CHECK(graph.graph);
+  CHECK_FALSE(ref.graph);
+  CHECK(tlb::estimated_forward_seconds(official(1).shape, DType::fp16, graph_only) == graph.replayed);
+  CHECK(tlb::estimated_forward_seconds(official(1).shape, DType::fp16, StageSwitch{}) == ref.eager);
+  const tlb::TimeModel m;
+  const double launches = 4 * m.reference_launches_per_layer * m.launch_us * 1e-6;
+  CHECK(ref.eager == Approx(launches + m.launch_overlap_loss * ref.replayed));
+  const tlb::ForwardTimes big = tlb::estimated_forward_times(official(13).shape, DType::fp16, StageSwitch{});
+  CHECK(big.eager == Approx(big.replayed + m.launch_overlap_loss * 1 * m.reference_launches_per_layer *
+                                                m.launch_us * 1e-6));
+  CHECK_FALSE(big.host_bound());
+}
+
 TEST_CASE("the time model prices the dense reference above the fused path on long sequences", "[plan]") {
   const tlb::LayerShape& s = official(11).shape;
   StageSwitch all;

@@ -220,6 +220,11 @@ TEST_CASE("tlbench run refuses bad output folders and hooks with exit 2, writing
   r = tlbench("run --config " + kCases + " --out fresh --min-reps 50 --max-reps 5", s);
   CHECK(r.rc == 2);
 
+  r = tlbench("run --config " + kCases + " --out fresh --stage-times-configs ''", s);
+  CHECK(r.rc == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("--stage-times-configs: an empty value") != std::string::npos);
+
   r = tlbench("run --config " + kCases + " --out fresh --stage-times-configs 00000,auto,0x", s);
   CHECK(r.rc == 2);
   CHECK(lines(r.err) == 1);

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <limits>
 #include <string>
 
 #include "ablation_test_util.hpp"
@@ -36,24 +37,36 @@ TEST_CASE("a group begins only where the model, at the pace measured so far, fit
           "[time_limit]") {
   TimeBudget b(100, 1000);  // 100 s from t = 1000
   CHECK(b.deadline_s() == 1100);
-  // Before any group the model is taken as it is.
+  // Before any group the model is taken as it is, and the first group begins whatever its
+  // prediction, while the limit has not passed: the model may be wrong either way.
   CHECK(b.predicted_s(40) == 40);
-  CHECK(b.fits(40, 1000));
-  CHECK(b.fits(100, 1000));
-  CHECK_FALSE(b.fits(100.5, 1000));
-  // The first two groups took 1.5x their model: a 30 s group now reads 45 s.
+  CHECK(b.begin(40, 1000));
+  CHECK(b.begin(500, 1000));
+  CHECK_FALSE(b.begin(1, 1100));
+  // The first group took twice its model (it also paid the process's start): that pace stands
+  // until a later group is measured.
+  b.record(10, 20);
+  CHECK(b.groups() == 1);
+  CHECK(b.predicted_s(30) == Approx(60));
+  CHECK(b.begin(30, 1030));        // 60 s of the 70 left
+  CHECK_FALSE(b.begin(30, 1050));  // 60 s of 50
+  // Later groups took 1.5x their model: the first is left out from now on.
   b.record(10, 14);
   b.record(20, 31);
   CHECK(b.predicted_s(30) == Approx(45));
-  CHECK(b.fits(30, 1050));        // 45 s of the 50 left
-  CHECK_FALSE(b.fits(30, 1060));  // 45 s of 40
+  CHECK(b.begin(30, 1050));        // 45 s of the 50 left
+  CHECK_FALSE(b.begin(30, 1060));  // 45 s of 40
   CHECK(b.left_s(1110) == -10);
-  CHECK_FALSE(b.fits(0.001, 1110));
-  // A faster pace is believed too, and a record that is not a time is not.
+  CHECK_FALSE(b.begin(0.001, 1110));
+  // A faster pace is believed too, and a record that is not a time counts as a group but not
+  // toward the pace.
   TimeBudget fast(100, 0);
-  fast.record(50, 25);
   fast.record(0, 5);
+  CHECK(fast.groups() == 1);
+  CHECK(fast.predicted_s(100) == 100);
+  fast.record(50, 25);
   fast.record(10, std::numeric_limits<double>::quiet_NaN());
+  CHECK(fast.groups() == 3);
   CHECK(fast.predicted_s(100) == Approx(50));
 }
 

@@ -450,21 +450,23 @@ TEST_CASE("tlbench run: SIGINT then --resume gives every point exactly once", "[
   }
 }
 
-TEST_CASE("tlbench run --time-limit: a group that does not fit is left whole, and --resume takes a new limit",
+TEST_CASE("tlbench run --time-limit: a limit no point fits in is exit 2, and --resume takes a new limit",
           "[gpu][runner]") {
   TLB_REQUIRE_GPU();
   const fs::path dir = fresh_dir("timelimit");
   const fs::path cases = write_cases(dir, kTinyCases);
   const fs::path out = dir / "out";
-  // 10 ms: no group of the grid fits, so the run stops before the first, between groups. The
-  // stage times of one configuration only, which the resume keeps from run.json.
+  // 10 ms, gone before the first group begins (or, on a fast host, during it): not one point
+  // finishes, so asking to be resumed with the same limit would loop; the limit is refused as
+  // too short. The stage times of one configuration only, which the resume keeps from run.json.
   tlb::test::CommandResult r = run_tlbench("run --config " + cases.string() + " " + kTinyArgs + " --blocks 2 --out " +
                                                out.string() + " --time-limit 0.01 --stage-times-configs 11x00",
                                            dir);
   INFO(r.err);
-  REQUIRE(r.exit_code == 75);
-  CHECK(r.err.find("time limit: case 1 fp16 (3 points, about ") != std::string::npos);
-  CHECK(r.err.find("left of 0.0 s; resume with: tlbench run --resume " + out.string()) != std::string::npos);
+  REQUIRE(r.exit_code == 2);
+  CHECK(r.err.find("time limit of 0.01 s: not one point finished within it, so the same limit cannot make progress; "
+                   "continue with a longer one: tlbench run --resume " + out.string() + " --time-limit ...") !=
+        std::string::npos);
   CHECK(rows_of(out).empty());
   json run = json::parse(slurp(out / "run.json"));
   CHECK(run["state"].get<std::string>() == "time-limit");
