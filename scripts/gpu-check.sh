@@ -243,7 +243,9 @@ for step in "${steps[@]}"; do
     explain)
       # tlbench explain on every official case (EXPLAIN_CASES, default 1-14) in EXPLAIN_DTYPES
       # (default fp16), the reference and auto, ceilings measured once and cached; one JSON per
-      # case and dtype, and the tables in explain.log.
+      # case and dtype, and the tables in explain.log. Then the same cases' auto stages with
+      # their kernels launched alone (tlbench_kernel_bench stages) and the check that the
+      # attention and GEMM lines agree with them within 5 % (scripts/explain_vs_bench.py).
       log "explain ${EXPLAIN_CASES:=1-14} ${EXPLAIN_DTYPES:=fp16}"
       mkdir -p "$OUT/explain"
       IFS=',' read -ra dts <<<"$EXPLAIN_DTYPES"
@@ -254,6 +256,15 @@ for step in "${steps[@]}"; do
           echo "explain case $c $dt: rc=$?" | tee -a "$OUT/summary.txt"
         done
       done
+      if [[ ${EXPLAIN_CONFIGS:-00000,auto} == *auto* ]]; then
+        timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench stages "$OUT/explain/stages.jsonl" \
+          --cases "$EXPLAIN_CASES" --dtypes "$EXPLAIN_DTYPES" >>"$OUT/explain.log" 2>&1
+        echo "kernel_bench stages: rc=$?" | tee -a "$OUT/summary.txt"
+        python3 scripts/explain_vs_bench.py "$OUT/explain/stages.jsonl" "$OUT"/explain/case*.json \
+          >"$OUT/explain-vs-bench.log" 2>&1
+        echo "explain_vs_bench: rc=$?" | tee -a "$OUT/summary.txt"
+        tail -3 "$OUT/explain-vs-bench.log" | tee -a "$OUT/summary.txt"
+      fi
       tar -czf "$OUT/explain.tar.gz" -C "$OUT" explain && rm -rf "${OUT:?}/explain"
       ;;
     pdl)

@@ -19,7 +19,12 @@
 //   - `stack14 [CASES]`: case 14 of CASES (default configs/cases.json, read from the working
 //     directory; 100 000 tokens) in FP16 through the layer stack alone, for the
 //     configurations with attn: forward time and the device memory the configuration holds
-//     (its data, workspace and cuBLAS handle) beside what the memory plan predicts.
+//     (its data, workspace and cuBLAS handle) beside what the memory plan predicts;
+//   - `stages [FILE] [--cases LIST] [--dtypes LIST] [--fp32-math tf32|ieee]`: per case of
+//     configs/cases.json and dtype, the auto configuration built on the case's data, and each
+//     stage's kernels of every layer launched alone after a forward (StackPath::
+//     run_stage_alone): what `tlbench explain --configs auto` sets its stage lines beside
+//     (scripts/explain_vs_bench.py compares them); with FILE one JSON line per stage.
 // Medians of event-timed runs after warm-up, on random (never zero) data; each GEMM takes
 // turns with cuBLAS's.
 #include <cublas_v2.h>
@@ -47,13 +52,16 @@
 #include "common/device_buffer.hpp"
 #include "common/rounding.hpp"
 #include "config.hpp"
+#include "dispatch_table.hpp"
 #include "gemm/gemm.hpp"
 #include "gemm/gemm_internal.hpp"  // tile names and cluster capacity, for the small-grid report
 #include "layernorm/add_layernorm.hpp"
 #include "output_files.hpp"
 #include "plan_report.hpp"
+#include "grid.hpp"
 #include "stack/layer_stack.hpp"
 #include "stack/memory_plan.hpp"
+#include "stack/stage_costs.hpp"
 #include "text.hpp"
 #include "tlbench_version.hpp"
 
@@ -533,44 +541,100 @@ void bench_stack_memory(cudaStream_t st, const std::string& cases_path) {
   }
 }
 
-// What to run, from the command line: the benchmark, its GEMMs (after --match) and its one
-// positional argument (a FILE for attn and gemm, a cases file for the others).
+// The stages of the cases' auto configurations, each launched alone: the `stages` benchmark.
+struct StageBench {
+  tlb::CaseSet cases;
+  tlb::Selection sel;  // --cases, --dtypes
+  tlb::Fp32Math fp32_math = tlb::Fp32Math::tf32;
+};
+
+void bench_stages(cudaStream_t st, const StageBench& sb, std::FILE* jsonl, const std::string& gpu) {
+  const tlb::TechniqueSet techniques = tlb::default_techniques();
+  for (const tlb::GridPoint& gp : tlb::build_grid(sb.cases, techniques, sb.sel, tlb::kDefaultRunSeed)) {
+    if (gp.config != 0 || gp.automatic) continue;  // one pass per (case, dtype): its first configuration
+    // As tlbench explain --configs auto builds it: the run's data seed and layer policy, the
+    // built-in dispatch table's choice.
+    tlb::CaseSpec spec = sb.cases.cases[gp.case_index];
+    spec.seed = tlb::data_seed(spec, tlb::kDefaultRunSeed);
+    spec.policy = tlb::layer_policy(spec);
+    const DType dt = gp.dtype;
+    const tlb::AutoConfig a = tlb::auto_config(tlb::builtin_dispatch_table(), spec, dt, sb.fp32_math, techniques);
+    tlb::PathOptions po;
+    po.stages = techniques.stages(a.config);
+    po.policy = spec.policy;
+    po.fp32_math = sb.fp32_math;
+    const tlb::CaseData data(spec, dt, dt, st);
+    tlb::StackPath path(data, po, st);
+    const double forward = median_ms([&](cudaStream_t) { path.run(); }, st, 5);
+    const int reps = std::clamp(static_cast<int>(300.0 / std::max(forward, 1e-3)), 5, 50);
+    const std::string config = "auto=" + techniques.bits(a.config), dispatch = tlb::dispatch_text(path.dispatch());
+    const std::string dtype = dtype_name(dt, sb.fp32_math);
+    fmt::print("stages case {} {} {}: forward {:.4f} ms | {}\n", spec.id, dtype, config, forward, dispatch);
+    for (int s = 0; s < tlb::kNumCostStages; ++s) {
+      const auto cs = static_cast<tlb::CostStage>(s);
+      path.run();  // the buffers the stage reads, as a forward leaves them
+      const double ms = median_ms([&](cudaStream_t) { path.run_stage_alone(cs); }, st, reps);
+      fmt::print("      {:<9} {:9.4f} ms ({} layers)\n", tlb::to_string(cs), ms, spec.shape.layers);
+      if (jsonl)
+        fmt::print(jsonl,
+                   "{{\"kernel\": \"stage\", \"case_id\": {}, \"case_name\": \"{}\", \"dtype\": \"{}\", "
+                   "\"config\": \"{}\", \"stage\": \"{}\", \"ms\": {:.6f}, \"layers\": {}, \"forward_ms\": {:.6f}, "
+                   "\"reps\": {}, \"dispatch\": \"{}\", \"commit\": \"{}\", \"gpu\": \"{}\"}}\n",
+                   spec.id, spec.name, dtype, config, tlb::to_string(cs), ms, spec.shape.layers, forward, reps,
+                   dispatch, TLBENCH_GIT_COMMIT, gpu);
+    }
+    if (jsonl) std::fflush(jsonl);
+  }
+}
+
+// What to run, from the command line: the benchmark, its GEMMs (after --match), the stages
+// benchmark's selection and its one positional argument (a FILE for attn, gemm and stages, a
+// cases file for the others).
 struct BenchArgs {
   std::string only = "all";
   const char* arg = nullptr;
   std::vector<GemmCase> gemms;
-  const char* jsonl_path = nullptr;  // attn FILE, gemm FILE
+  const char* jsonl_path = nullptr;  // attn FILE, gemm FILE, stages FILE
+  std::optional<StageBench> stages;
 };
 
 // Bad input is one line and nothing: the caller exits 2, before any device work.
 std::optional<BenchArgs> parse_args(int argc, char** argv) {
   BenchArgs a;
   if (argc > 1) a.only = argv[1];
-  const char* kModes[] = {"all", "gemm", "small", "attn", "attncases", "norm", "outproj", "stack14"};
+  const char* kModes[] = {"all", "gemm", "small", "attn", "attncases", "norm", "outproj", "stack14", "stages"};
   if (std::find(std::begin(kModes), std::end(kModes), a.only) == std::end(kModes)) {
     fmt::print(stderr,
                "kernel_bench: unknown benchmark '{}' (expected all, gemm [FILE] [--match TEXT], small, "
-               "attn [FILE], attncases [CASES], norm, outproj [CASES], stack14 [CASES])\n",
+               "attn [FILE], attncases [CASES], norm, outproj [CASES], stack14 [CASES], stages [FILE] [--cases "
+               "LIST] [--dtypes LIST] [--fp32-math tf32|ieee])\n",
                a.only);
     return std::nullopt;
   }
-  // The mode's arguments: `--match TEXT` (gemm only) and at most one positional.
-  std::string match;
+  // The mode's arguments: `--match TEXT` (gemm), `--cases`, `--dtypes`, `--fp32-math`
+  // (stages) and at most one positional.
+  std::string match, cases_sel, dtypes_sel, fp32_math = "tf32";
   std::vector<const char*> positional;
+  const std::pair<const char*, std::string*> options[] = {
+      {"--match", &match}, {"--cases", &cases_sel}, {"--dtypes", &dtypes_sel}, {"--fp32-math", &fp32_math}};
   for (int i = 2; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--match") == 0) {
-      if (a.only != "gemm") {
-        fmt::print(stderr, "kernel_bench: --match: only the gemm benchmark takes it\n");
-        return std::nullopt;
-      }
-      if (i + 1 == argc) {
-        fmt::print(stderr, "kernel_bench: --match: expected the text to match\n");
-        return std::nullopt;
-      }
-      match = argv[++i];
-    } else {
+    const auto opt = std::find_if(std::begin(options), std::end(options),
+                                  [&](const auto& o) { return std::strcmp(argv[i], o.first) == 0; });
+    if (opt == std::end(options)) {
       positional.push_back(argv[i]);
+      continue;
     }
+    const bool ours = std::strcmp(opt->first, "--match") == 0 ? a.only == "gemm" : a.only == "stages";
+    if (!ours) {
+      fmt::print(stderr, "kernel_bench: {}: only the {} benchmark takes it\n", opt->first,
+                 std::strcmp(opt->first, "--match") == 0 ? "gemm" : "stages");
+      return std::nullopt;
+    }
+    if (i + 1 == argc) {
+      fmt::print(stderr, "kernel_bench: {}: expected a value\n", opt->first);
+      return std::nullopt;
+    }
+    *opt->second = argv[++i];
   }
   if (positional.size() > 1) {
     fmt::print(stderr, "kernel_bench: {}: unexpected argument '{}'\n", a.only, positional[1]);
@@ -587,7 +651,21 @@ std::optional<BenchArgs> parse_args(int argc, char** argv) {
       return std::nullopt;
     }
   }
-  a.jsonl_path = a.only == "attn" || a.only == "gemm" ? a.arg : nullptr;
+  if (a.only == "stages") {
+    // The cases and the selection are read and checked here, before any device work.
+    try {
+      StageBench sb;
+      sb.cases = tlb::load_cases("configs/cases.json");
+      sb.sel = tlb::parse_selection(cases_sel, "", dtypes_sel, sb.cases, tlb::default_techniques());
+      if (!tlb::parse_fp32_math(fp32_math, sb.fp32_math))
+        throw tlb::ConfigError(fmt::format("--fp32-math \"{}\": expected tf32 or ieee", fp32_math));
+      a.stages = std::move(sb);
+    } catch (const tlb::ConfigError& e) {
+      fmt::print(stderr, "kernel_bench: {}\n", e.what());
+      return std::nullopt;
+    }
+  }
+  a.jsonl_path = a.only == "attn" || a.only == "gemm" || a.only == "stages" ? a.arg : nullptr;
   // FILE: a regular file or nothing yet, in a folder that exists.
   if (const std::string why = a.jsonl_path ? tlb::output_target_problem(a.jsonl_path) : ""; !why.empty()) {
     fmt::print(stderr, "kernel_bench: {}: {}\n", a.jsonl_path, why);
@@ -642,6 +720,7 @@ void run_benchmarks(const BenchArgs& a) {
   }
   if (only == "small") bench_small_gemms(h, st);
   if (only == "all" || only == "attn") bench_attention_table(st, jsonl);
+  if (only == "stages") bench_stages(st, *a.stages, jsonl, p.name);
   if (jsonl) std::fclose(jsonl);
   if (only == "all" || only == "norm") {
     bench_layernorm(st, 32768, 2048, DType::fp16);

@@ -277,6 +277,7 @@ struct StackPath::Impl {
   // stage whose work every layer runs twice (-1: none).
   std::function<void(int)> marker;
   int repeat = -1;
+  int only = -1;  // the stage whose work alone runs (run_stage_alone); -1: every stage's
   std::vector<cudaEvent_t> events;  // the stage and layer events' markers, created on first use
   // A graph path's forward with the events before each stage, and before each layer only.
   EventsGraph with_events, with_layer_events;
@@ -287,6 +288,7 @@ struct StackPath::Impl {
   // the same outputs: the graph's extra time is the stage's own cost).
   template <class Work>
   void stage(CostStage cs, Work&& work) {
+    if (only >= 0 && only != static_cast<int>(cs)) return;
     if (marker) marker(static_cast<int>(cs));
     work();
     if (repeat == static_cast<int>(cs)) work();
@@ -838,6 +840,16 @@ void StackPath::run_replayed_repeating(CostStage stage) {
     const OnExit reset{[&] { m.repeat = -1; }};
     m.forward();
   });
+}
+
+void StackPath::run_stage_alone(CostStage stage) {
+  Impl& m = *impl_;
+  if (!m.variants_recorded) throw std::logic_error("run_stage_alone: run a forward first (its buffers are the input)");
+  // Each launch after its predecessor drains, as in the events' forward it is set beside.
+  const PdlSuspension serial;
+  m.only = static_cast<int>(stage);
+  const OnExit reset{[&] { m.only = -1; }};
+  m.forward();
 }
 
 bool StackPath::has_replay_graph() const {

@@ -128,6 +128,11 @@ class StackPath {
   // `stage`'s work twice (captured on first use, DeviceError "graph capture failed: ..."
   // where that fails). Its time less run_replayed()'s is what the stage costs inside a graph.
   void run_replayed_repeating(CostStage stage);
+  // One stage's work in every layer and nothing else, launched from the host without PDL, after
+  // a forward has filled the buffers it reads (its outputs come out as the forward wrote them):
+  // the stage's kernels timed alone, as tlbench_kernel_bench's `stages` times them beside
+  // `tlbench explain`'s lines.
+  void run_stage_alone(CostStage stage);
   // Per layer, whether its ffn_down leaves its bias and residual add to the next layer's ln1
   // (norm on, ffn off): the stage boundaries forward_stage_costs needs.
   std::vector<bool> deferred_layers() const;

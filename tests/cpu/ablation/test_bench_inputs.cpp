@@ -73,6 +73,31 @@ TEST_CASE("kernel_bench: an unknown benchmark or a special output file is one li
   }
   t.check_untouched();
   CHECK_FALSE(fs::exists(work / "missing"));
+
+  // The stages benchmark reads configs/cases.json from where it runs and checks its selection
+  // before any device work; each benchmark refuses the others' options.
+  const Case stage_cases[] = {
+      {"stages --cases 99", "--cases: no case with id 99"},
+      {"stages --dtypes fp64", "--dtypes: unknown dtype 'fp64'"},
+      {"stages --fp32-math fast", "--fp32-math \"fast\""},
+      {"stages --cases", "--cases: expected a value"},
+      {"stages --match qkv", "--match: only the gemm benchmark takes it"},
+      {"gemm --cases 1", "--cases: only the stages benchmark takes it"},
+      {"stages " + shell_quote(t.folder.string()), t.folder.string()},
+  };
+  for (const Case& c : stage_cases) {
+    const tlb::test::CommandResult r = tlb::test::run_command(
+        "cd " + shell_quote(TLBENCH_SOURCE_DIR) + " && " + bench + " " + c.args, scratch.dir);
+    INFO(c.args << " -> " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(line_count(r.err) == 1);
+    CHECK(r.err.find(c.names) != std::string::npos);
+  }
+  const tlb::test::CommandResult elsewhere =
+      tlb::test::run_command("cd " + shell_quote(scratch.dir.string()) + " && " + bench + " stages", scratch.dir);
+  CHECK(elsewhere.exit_code == 2);
+  CHECK(elsewhere.err.find("configs/cases.json: cannot read") != std::string::npos);
+  t.check_untouched();
 }
 
 TEST_CASE("attention_peer.py: bad rows, options and output targets are one line and exit 2", "[scripts]") {

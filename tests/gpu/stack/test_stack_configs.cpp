@@ -253,12 +253,32 @@ TEST_CASE("stage events and repeated stages leave a forward's output bit-identic
         path.run_replayed_repeating(static_cast<CostStage>(s));
         CHECK(bit_identical(path.output_host(), eager.output));
       }
+      // A stage run alone after a forward (tlbench_kernel_bench stages): its last layer writes
+      // what the forward's last layer wrote, so the output is the forward's.
+      for (int s = 0; s < kNumCostStages; ++s) {
+        INFO("alone: " << to_string(static_cast<CostStage>(s)));
+        path.run();
+        path.run_stage_alone(static_cast<CostStage>(s));
+        CHECK(bit_identical(path.output_host(), eager.output));
+      }
       // The plain forward is untouched by either.
       path.poison();
       path.run();
       CHECK(bit_identical(path.output_host(), eager.output));
     }
   }
+}
+
+TEST_CASE("a stage run alone needs a forward first: its buffers are the input", "[gpu][stack][explain]") {
+  TLB_REQUIRE_GPU();
+  TestStream stream;
+  const CaseSpec c = small_case(408, 1, 8, 64, 1, 64, 1);
+  CaseData data(c, DType::fp16, DType::fp16, stream.get());
+  StackPath path(data, options_from_bits("11110"), stream.get());
+  CHECK_THROWS_AS(path.run_stage_alone(CostStage::attn), std::logic_error);
+  path.run();
+  path.run_stage_alone(CostStage::attn);
+  TLB_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
 }
 
 TEST_CASE("a graph that cannot be captured is reported, not hidden", "[gpu][stack][configs][graph]") {

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""`tlbench explain`'s stage lines beside tlbench_kernel_bench's stages, same GPU, same call.
+
+    scripts/explain_vs_bench.py STAGES.jsonl EXPLAIN.json [EXPLAIN.json ...]
+
+STAGES.jsonl is `tlbench_kernel_bench stages FILE`: per case, dtype and auto configuration,
+each stage's kernels of every layer launched alone after a forward. Each EXPLAIN.json is
+`tlbench explain --configs auto --json-out`: the same stages timed inside the forward, by
+events between them (less the events' own cost) and by the marginal method. For the attention
+and GEMM stages (attn, qkv, out_proj, ffn_up, ffn_down) the table sets both beside the
+kernels alone, as ratios; a stage agrees where its events time is within 5 % of the kernels
+alone. Stages under 0.05 ms a layer are listed but not judged: there a launch from the host,
+which the kernels-alone run pays and the forward does not, is a large part of the time.
+
+Exit 0 when every judged stage agrees, 1 when one does not, 2 on bad input (one line naming
+the file).
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from json_lines import read_objects  # noqa: E402
+
+JUDGED = ("qkv", "attn", "out_proj", "ffn_up", "ffn_down")
+TOLERANCE = 0.05
+MIN_LAYER_MS = 0.05
+
+
+def dtype_key(dtype, math):
+    """The kernel bench's dtype name: fp32 with its math ("fp32-tf32")."""
+    return f"fp32-{math}" if dtype == "fp32" else dtype
+
+
+def read_stages(path):
+    stages = {}
+    for n, r in read_objects(path):
+        if r.get("kernel") != "stage":
+            continue
+        try:
+            key = (int(r["case_id"]), str(r["dtype"]), str(r["config"]), str(r["stage"]))
+            stages[key] = (float(r["ms"]), int(r["layers"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{path}:{n}: a stage row without {e}") from e
+    return stages
+
+
+def read_explain(path):
+    with open(path) as f:
+        try:
+            e = json.load(f)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not JSON ({err.msg})") from err
+    try:
+        case_id, dtype = int(e["case_id"]), dtype_key(e["dtype"], e.get("math", ""))
+        configs = e["configs"]
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{path}: not a tlbench explain document (no {err})") from err
+    lines = []
+    for c in configs:
+        if "error" in c or "stages" not in c:
+            continue
+        for s in c["stages"]:
+            lines.append((case_id, dtype, str(c["config"]), str(s["stage"]), float(s["events_ms"]),
+                          float(s["marginal_ms"])))
+    return lines
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("stages", help="tlbench_kernel_bench stages FILE")
+    ap.add_argument("explain", nargs="+", help="tlbench explain --json-out files")
+    args = ap.parse_args(argv)
+    try:
+        stages = read_stages(args.stages)
+        lines = [line for p in args.explain for line in read_explain(p)]
+    except (OSError, ValueError) as e:
+        print(f"explain_vs_bench.py: {e}", file=sys.stderr)
+        return 2
+    print(f"{'case':>4} {'dtype':<10} {'config':<12} {'stage':<9} {'alone ms':>9} {'events':>8} {'marginal':>8}  verdict")
+    judged = agree = 0
+    unmatched = []
+    for case_id, dtype, config, stage, events_ms, marginal_ms in lines:
+        if stage not in JUDGED:
+            continue
+        alone = stages.get((case_id, dtype, config, stage))
+        if alone is None:
+            unmatched.append(f"case {case_id} {dtype} {config} {stage}")
+            continue
+        ms, layers = alone
+        ev, mg = events_ms / ms if ms > 0 else float("inf"), marginal_ms / ms if ms > 0 else float("inf")
+        if ms / max(layers, 1) < MIN_LAYER_MS:
+            verdict = "not judged (launch-bound)"
+        else:
+            judged += 1
+            ok = abs(ev - 1) <= TOLERANCE
+            agree += ok
+            verdict = "agrees" if ok else f"off by {100 * (ev - 1):+.1f} %"
+        print(f"{case_id:>4} {dtype:<10} {config:<12} {stage:<9} {ms:>9.4f} {ev:>8.3f} {mg:>8.3f}  {verdict}")
+    print(f"\n{agree} of {judged} judged attention and GEMM stages within {100 * TOLERANCE:.0f} % of their kernels "
+          f"alone (events column; ratios are explain / kernels alone)")
+    if unmatched:
+        print(f"{len(unmatched)} stage(s) without a kernel-bench row: " + "; ".join(unmatched[:5]) +
+              ("; ..." if len(unmatched) > 5 else ""))
+    return 0 if agree == judged and not unmatched else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
