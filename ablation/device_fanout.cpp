@@ -337,6 +337,7 @@ int run_fanout(const FanoutOptions& opt) {
   auto old_term = std::signal(SIGTERM, on_stop_signal);
   int signals_passed = 0;
   bool out_of_time = false;  // --time-limit left too little to start the pending shards
+  int started = 0;           // shards started by this invocation
   std::set<int> busy;
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto start = Clock::now();
@@ -365,6 +366,7 @@ int run_fanout(const FanoutOptions& opt) {
         Shard& s = shards[pending.front()];
         s.device = d;
         s.pid = spawn_child(command, visible[k], s.log);
+        ++started;
         pending.pop_front();
         busy.insert(d);
       }
@@ -436,6 +438,13 @@ int run_fanout(const FanoutOptions& opt) {
     const int code = s.exit_code.value_or(out_of_time && !signals_passed ? kTimeLimitExit : 130);
     if (code == kTimeLimitExit) timed_out = true;
     else if (!failed && code != 130) failed = code;  // 0 or 1 from an incomplete shard: it could not finish
+  }
+  if (out_of_time && started == 0) {
+    // Nothing can progress under this limit: not a reason to be resumed with it.
+    fmt::print(stderr, "tlbench: --time-limit {:.0f} s: under the {:.0f} s a shard needs to start, so none started; "
+                       "continue with a longer one: {} --time-limit ...\n",
+               opt.time_limit_s, kFanoutMinShardSeconds, again);
+    return 2;
   }
   if (out_of_time)
     fmt::print(stderr, "tlbench: --time-limit: under {:.0f} s left, so the shards still waiting for a device were "

@@ -301,7 +301,7 @@ Plan make_plan(const CaseSet& cases, const TechniqueSet& techniques, const Selec
     }
     DTypePlan dp = dtype_plan(cs, first.dtype, in);
     dp.baseline_times = estimated_forward_times(cs.shape, dp.dtype, dp.baseline.stages, model, paths.fp32_math);
-    dp.host_bound = !dp.baseline_times.graph && dp.baseline_times.host_bound();
+    dp.host_bound = model.replays_host_bound && !dp.baseline_times.graph && dp.baseline_times.host_bound();
     for (; i < grid.size() && grid[i].case_index == first.case_index && grid[i].dtype == first.dtype; ++i)
       plan_point(grid[i], cs, in, dp);
     std::sort(dp.nonviable_configs.begin(), dp.nonviable_configs.end());

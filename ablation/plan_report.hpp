@@ -111,6 +111,9 @@ struct TimeModel {
   int max_pairs = 2000;
   int blocks = 2;
   double point_setup_s = 0.010;          // building a configuration, capturing a graph
+  // A host-bound group's points are timed against the replay too (not in an A/A run, which
+  // probes nothing).
+  bool replays_host_bound = true;
   double case_setup_s = 0.050;           // generating data on the device
 };
 // Model seconds of one point: its blocks' setup, warm-up and pairs, t_base and t_cand a

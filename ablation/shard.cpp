@@ -121,6 +121,7 @@ TimeModel run_time_model(const RunOptions& o) {
   model.floor_pairs = static_cast<int>(timer.stop.floor_pairs);
   model.max_pairs = static_cast<int>(timer.stop.max_pairs);
   model.blocks = static_cast<int>(o.blocks);
+  model.replays_host_bound = !o.aa;
   return model;
 }
 

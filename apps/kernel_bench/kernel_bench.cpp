@@ -42,6 +42,7 @@
 #include <filesystem>
 #include <functional>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -563,25 +564,33 @@ void bench_stages(cudaStream_t st, const StageBench& sb, std::FILE* jsonl, const
     po.stages = techniques.stages(a.config);
     po.policy = spec.policy;
     po.fp32_math = sb.fp32_math;
-    const tlb::CaseData data(spec, dt, dt, st);
-    tlb::StackPath path(data, po, st);
-    const double forward = median_ms([&](cudaStream_t) { path.run(); }, st, 5);
-    const int reps = std::clamp(static_cast<int>(300.0 / std::max(forward, 1e-3)), 5, 50);
-    const std::string config = "auto=" + techniques.bits(a.config), dispatch = tlb::dispatch_text(path.dispatch());
+    const std::string config = "auto=" + techniques.bits(a.config);
     const std::string dtype = dtype_name(dt, sb.fp32_math);
-    fmt::print("stages case {} {} {}: forward {:.4f} ms | {}\n", spec.id, dtype, config, forward, dispatch);
-    for (int s = 0; s < tlb::kNumCostStages; ++s) {
-      const auto cs = static_cast<tlb::CostStage>(s);
-      path.run();  // the buffers the stage reads, as a forward leaves them
-      const double ms = median_ms([&](cudaStream_t) { path.run_stage_alone(cs); }, st, reps);
-      fmt::print("      {:<9} {:9.4f} ms ({} layers)\n", tlb::to_string(cs), ms, spec.shape.layers);
-      if (jsonl)
-        fmt::print(jsonl,
-                   "{{\"kernel\": \"stage\", \"case_id\": {}, \"case_name\": \"{}\", \"dtype\": \"{}\", "
-                   "\"config\": \"{}\", \"stage\": \"{}\", \"ms\": {:.6f}, \"layers\": {}, \"forward_ms\": {:.6f}, "
-                   "\"reps\": {}, \"dispatch\": \"{}\", \"commit\": \"{}\", \"gpu\": \"{}\"}}\n",
-                   spec.id, spec.name, dtype, config, tlb::to_string(cs), ms, spec.shape.layers, forward, reps,
-                   dispatch, TLBENCH_GIT_COMMIT, gpu);
+    try {
+      const tlb::CaseData data(spec, dt, dt, st);
+      tlb::StackPath path(data, po, st);
+      const double forward = median_ms([&](cudaStream_t) { path.run(); }, st, 5);
+      const int reps = std::clamp(static_cast<int>(300.0 / std::max(forward, 1e-3)), 5, 50);
+      const std::string dispatch = tlb::dispatch_text(path.dispatch());
+      fmt::print("stages case {} {} {}: forward {:.4f} ms | {}\n", spec.id, dtype, config, forward, dispatch);
+      for (int s = 0; s < tlb::kNumCostStages; ++s) {
+        const auto cs = static_cast<tlb::CostStage>(s);
+        path.run();  // the buffers the stage reads, as a forward leaves them
+        const double ms = median_ms([&](cudaStream_t) { path.run_stage_alone(cs); }, st, reps);
+        fmt::print("      {:<9} {:9.4f} ms ({} layers)\n", tlb::to_string(cs), ms, spec.shape.layers);
+        if (!jsonl) continue;
+        const nlohmann::json row = {{"kernel", "stage"}, {"case_id", spec.id},       {"case_name", spec.name},
+                                    {"dtype", dtype},    {"config", config},         {"stage", tlb::to_string(cs)},
+                                    {"ms", ms},          {"layers", spec.shape.layers}, {"forward_ms", forward},
+                                    {"reps", reps},      {"dispatch", dispatch},     {"commit", TLBENCH_GIT_COMMIT},
+                                    {"gpu", gpu}};
+        fmt::print(jsonl, "{}\n", row.dump());
+      }
+    } catch (const tlb::DeviceError& e) {
+      // Out of memory or a capture refused: this case is not timed (the comparison names its
+      // stages as without a row), the others still are.
+      if (e.sticky()) throw;
+      fmt::print("stages case {} {} {}: not measured: {}\n", spec.id, dtype, config, e.what());
     }
     if (jsonl) std::fflush(jsonl);
   }
@@ -621,6 +630,10 @@ std::optional<BenchArgs> parse_args(int argc, char** argv) {
     const auto opt = std::find_if(std::begin(options), std::end(options),
                                   [&](const auto& o) { return std::strcmp(argv[i], o.first) == 0; });
     if (opt == std::end(options)) {
+      if (argv[i][0] == '-') {
+        fmt::print(stderr, "kernel_bench: {}: unknown option (FILE names may not begin with -)\n", argv[i]);
+        return std::nullopt;
+      }
       positional.push_back(argv[i]);
       continue;
     }
@@ -630,7 +643,7 @@ std::optional<BenchArgs> parse_args(int argc, char** argv) {
                  std::strcmp(opt->first, "--match") == 0 ? "gemm" : "stages");
       return std::nullopt;
     }
-    if (i + 1 == argc) {
+    if (i + 1 == argc || argv[i + 1][0] == '\0') {
       fmt::print(stderr, "kernel_bench: {}: expected a value\n", opt->first);
       return std::nullopt;
     }

@@ -129,9 +129,13 @@ class StackPath {
   // where that fails). Its time less run_replayed()'s is what the stage costs inside a graph.
   void run_replayed_repeating(CostStage stage);
   // One stage's work in every layer and nothing else, launched from the host without PDL, after
-  // a forward has filled the buffers it reads (its outputs come out as the forward wrote them):
-  // the stage's kernels timed alone, as tlbench_kernel_bench's `stages` times them beside
-  // `tlbench explain`'s lines.
+  // a forward has filled the buffers it reads: the stage's kernels timed alone, as
+  // tlbench_kernel_bench's `stages` times them beside `tlbench explain`'s lines. Each layer's
+  // work reads what the forward left in its input buffers (the last layer's activations), so
+  // intermediate buffers end up otherwise than the forward left them; the final output is the
+  // forward's, except after `ln1` where a layer defers its residual (deferred_layers()): that
+  // ln1 writes the previous layer's output buffer, which the last layer's may be. Not for a
+  // path that keeps its layer outputs (the deferred ln1 writes them too).
   void run_stage_alone(CostStage stage);
   // Per layer, whether its ffn_down leaves its bias and residual add to the next layer's ln1
   // (norm on, ffn off): the stage boundaries forward_stage_costs needs.

@@ -81,6 +81,8 @@ TEST_CASE("kernel_bench: an unknown benchmark or a special output file is one li
       {"stages --dtypes fp64", "--dtypes: unknown dtype 'fp64'"},
       {"stages --fp32-math fast", "--fp32-math \"fast\""},
       {"stages --cases", "--cases: expected a value"},
+      {"stages --cases ''", "--cases: expected a value"},
+      {"stages --json", "--json: unknown option"},
       {"stages --match qkv", "--match: only the gemm benchmark takes it"},
       {"gemm --cases 1", "--cases: only the stages benchmark takes it"},
       {"stages " + shell_quote(t.folder.string()), t.folder.string()},

@@ -33,7 +33,9 @@ json explain_doc(int id, const std::string& dtype, const std::vector<double>& ev
   return {{"case_id", id},
           {"dtype", dtype},
           {"math", dtype == "fp32" ? "tf32" : "fp32-acc"},
-          {"configs", json::array({{{"config", "auto=11111"}, {"stages", stages}}})}};
+          // The reference beside auto, as gpu-check's explain step measures them: not compared.
+          {"configs", json::array({{{"config", "00000"}, {"stages", stages}},
+                                   {{"config", "auto=11111"}, {"stages", stages}}})}};
 }
 
 // The kernel-bench rows of the same case: each stage alone at alone[i] ms over `layers` layers.
@@ -61,8 +63,8 @@ TEST_CASE("explain_vs_bench.py: stages within 5 % of their kernels alone agree, 
                                   scratch.dir);
   };
   // Case 12 (one layer) in fp16: every GEMM and attention stage within 4 % of its kernels
-  // alone; its LayerNorms (not judged) far off. Case 9 (two layers) in fp32-tf32: a 0.06 ms
-  // stage alone is 0.03 ms a layer, launch-bound, listed only.
+  // alone; its LayerNorms (not judged) far off. Case 9 (two layers) in fp32-tf32: its
+  // attention alone takes 0.03 ms, 0.015 ms a layer, launch-bound, listed only.
   std::ofstream(scratch.dir / "c12.json") << explain_doc(12, "fp16", {0.3, 0.2, 0.81, 0.1, 0.3, 0.4, 0.4}).dump();
   std::ofstream(scratch.dir / "c9.json") << explain_doc(9, "fp32", {0.1, 0.5, 0.06, 0.2, 0.1, 0.8, 0.8}).dump();
   const std::string both = stage_rows(12, "fp16", {0.1, 0.196, 0.78, 0.104, 0.1, 0.4, 0.39}, 1) +
@@ -88,13 +90,23 @@ TEST_CASE("explain_vs_bench.py: stages within 5 % of their kernels alone agree, 
   CHECK(r.exit_code == 1);
   CHECK(r.out.find("5 stage(s) without a kernel-bench row: case 5 bf16 auto=11111 qkv") != std::string::npos);
 
+  // Only launch-bound stages: nothing judged is no pass.
+  std::ofstream(scratch.dir / "tiny.json") << explain_doc(1, "fp16", {0.01, 0.02, 0.02, 0.01, 0.01, 0.02, 0.02}).dump();
+  std::ofstream(scratch.dir / "tiny.jsonl") << stage_rows(1, "fp16", {0.01, 0.02, 0.02, 0.01, 0.01, 0.02, 0.02}, 4);
+  r = run("tiny.jsonl tiny.json");
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("nothing judged") != std::string::npos);
+
   // Bad input: one line naming the file, exit 2.
   std::ofstream(scratch.dir / "broken.jsonl") << "{\"kernel\": \"stage\"}\nnot json\n";
   std::ofstream(scratch.dir / "other.json") << "{\"case\": 1}";
+  std::ofstream(scratch.dir / "nostages.json")
+      << "{\"case_id\": 1, \"dtype\": \"fp16\", \"configs\": [{\"config\": \"auto=11111\"}]}";
   std::ofstream(scratch.dir / "short.jsonl") << "{\"kernel\": \"stage\", \"case_id\": 1}\n";
   for (const auto& [args, names] : {std::pair<std::string, std::string>{"broken.jsonl c12.json", "broken.jsonl:2: not JSON"},
                                     {"stages.jsonl other.json", "other.json: not a tlbench explain document"},
                                     {"short.jsonl c12.json", "short.jsonl:1: a stage row without 'dtype'"},
+                                    {"stages.jsonl nostages.json", "nostages.json: a configuration or stage without"},
                                     {"stages.jsonl missing.json", "missing.json"}}) {
     INFO(args);
     r = run(args);
