@@ -464,14 +464,18 @@ void print_notes_and_totals(const Plan& plan, const std::vector<std::string>& no
     fmt::print(out, "  the selection matches no point (a case's own dtypes limit --dtypes)\n");
   const TimeModel& m = plan.model;
   fmt::print(out,
-             "\ntime estimate: about {} (a model, not a measurement: fused {:.0f}/{:.0f}/{:.0f} and "
-             "reference {:.0f}/{:.0f}/{:.0f} TFLOP/s for fp16/bf16/fp32, {:.1f} TB/s for scores and "
-             "elementwise traffic, {:.0f} us per launch; per point {:.0f} ms with warm-up (>= {} "
-             "candidate runs, the accuracy check's included, and {:.0f} ms), at least {} timed pairs, in {} block(s))\n",
-             human_seconds(plan.estimated_seconds), m.fused_tflops[0], m.fused_tflops[1],
-             m.fused_tflops[2], m.reference_tflops[0], m.reference_tflops[1], m.reference_tflops[2],
-             m.memory_tb_per_s, m.launch_us, m.point_time_budget_s * 1e3, m.warmup_min_runs,
-             m.warmup_s * 1e3, m.floor_pairs, m.blocks);
+             "\ntime estimate: about {} (a model, not a measurement: fused GEMMs {:.0f}/{:.0f}/{:.0f}, fused "
+             "attention {:.0f}/{:.0f}/{:.0f} and reference {:.0f}/{:.0f}/{:.0f} TFLOP/s for fp16/bf16/fp32, {:.1f} "
+             "TB/s for scores and elementwise traffic, {:.0f} us per launch from the host and {:.2f} us per kernel "
+             "in a graph{}; per point {:.0f} ms with warm-up (>= {} "
+             "candidate runs, the accuracy check's included, and {:.0f} ms), at least {} timed pairs, in {} "
+             "block(s))\n",
+             human_seconds(plan.estimated_seconds), m.fused_tflops[0], m.fused_tflops[1], m.fused_tflops[2],
+             m.fused_attention_tflops[0], m.fused_attention_tflops[1], m.fused_attention_tflops[2],
+             m.reference_tflops[0], m.reference_tflops[1], m.reference_tflops[2], m.memory_tb_per_s, m.launch_us,
+             m.graph_launch_us, m.replays_host_bound ? ", host-bound groups timed against the replay too" : "",
+             m.point_time_budget_s * 1e3, m.warmup_min_runs, m.warmup_s * 1e3, m.floor_pairs,
+             m.blocks);
 }
 
 }  // namespace
@@ -496,11 +500,18 @@ ordered time_estimate_json(const Plan& plan) {
       {"is_estimate", true},
       {"model",
        {{"fused_tflops", std::vector<double>(std::begin(m.fused_tflops), std::end(m.fused_tflops))},
+        {"fused_fp32_ieee_tflops", m.fused_fp32_ieee_tflops},
+        {"fused_attention_tflops",
+         std::vector<double>(std::begin(m.fused_attention_tflops), std::end(m.fused_attention_tflops))},
+        {"fused_fp32_ieee_attention_tflops", m.fused_fp32_ieee_attention_tflops},
         {"reference_tflops",
          std::vector<double>(std::begin(m.reference_tflops), std::end(m.reference_tflops))},
         {"golden_tflops", m.golden_tflops},
         {"memory_tb_per_s", m.memory_tb_per_s},
         {"launch_us", m.launch_us},
+        {"graph_launch_us", m.graph_launch_us},
+        {"launch_overlap_loss", m.launch_overlap_loss},
+        {"replays_host_bound", m.replays_host_bound},
         {"warmup_s", m.warmup_s},
         {"warmup_min_runs", m.warmup_min_runs},
         {"point_time_budget_s", m.point_time_budget_s},
