@@ -1,6 +1,8 @@
 // tlbench explain end to end on a GPU: every stage of each configuration with its FLOPs and
 // floor, the events' stages adding up to the same forward without PDL, the marginal costs and
-// the launch gaps adding up to the forward, and the ceilings cached per device.
+// the launch gaps adding up to the forward, and the ceilings cached per device; and
+// tlbench_kernel_bench stages, the same stages' kernels launched alone, which add up to about
+// the forward.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -121,5 +123,42 @@ TEST_CASE("tlbench explain: stages that add up to the forward, floors, cached ce
   for (const char* word :
        {"ln1", "qkv", "attn", "out_proj", "ln2", "ffn_up", "ffn_down", "PDL overlap", "launch gaps", "forward"})
     CHECK_THAT(table.out, Catch::Contains(word));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tlbench_kernel_bench stages: each stage of the auto configuration alone, adding up to about its forward",
+          "[gpu][explain]") {
+  TLB_REQUIRE_GPU();
+  const fs::path dir = test::fresh_dir("tlbench-gpu", "stages");
+  fs::create_directories(dir / "configs");
+  std::ofstream(dir / "configs" / "cases.json") << kCases;  // the benchmark reads configs/cases.json
+  const test::CommandResult r = test::run_command(
+      "cd " + test::shell_quote(dir.string()) + " && " + TLBENCH_KERNEL_BENCH + " stages stages.jsonl --cases 3 --dtypes fp16",
+      dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(dir / "stages.jsonl");
+  std::string line;
+  double sum = 0, forward = 0;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    const json row = json::parse(line);
+    INFO(line);
+    CHECK(row["kernel"] == "stage");
+    CHECK(row["case_id"] == 3);
+    CHECK(row["dtype"] == "fp16");
+    CHECK(row["config"].get<std::string>().rfind("auto=", 0) == 0);
+    CHECK(row["stage"] == to_string(static_cast<CostStage>(rows)));
+    CHECK(row["layers"] == 2);
+    CHECK(row["ms"].get<double>() > 0);
+    sum += row["ms"].get<double>();
+    forward = row["forward_ms"].get<double>();
+    ++rows;
+  }
+  CHECK(rows == kNumCostStages);
+  // 16 384 tokens in two layers: launch gaps are a small share, and no stage's kernels run
+  // much faster alone than inside the forward.
+  CHECK(sum > 0.7 * forward);
+  CHECK(sum < 1.5 * forward);
   fs::remove_all(dir);
 }
