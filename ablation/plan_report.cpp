@@ -175,8 +175,11 @@ ForwardTimes estimated_forward_times(const LayerShape& s, DType dtype, const Sta
   // Bias, residual, LayerNorm and GELU passes over [tokens, d] (d_ff for GELU) rows.
   const double elementwise_ref = (10 * T * d + 2 * T * f) * e, elementwise_fused = 4 * T * d * e;
 
-  double layer = qkv / rate(eff[Stage::qkv]) + out_proj / rate(out_projection_fused(s, dtype, eff, fp32_math)) +
-                 ffn / rate(eff[Stage::ffn]);
+  // With attn the out-projection is the technique's: our GEMM, or cuBLAS in the fused path's
+  // math (TF32 for fp32 unless IEEE is asked for; fp16/bf16 at the reference's rate).
+  const bool out_proj_fused = out_projection_fused(s, dtype, eff, fp32_math) ||
+                              (eff[Stage::attn] && dtype == DType::fp32 && fp32_math == Fp32Math::tf32);
+  double layer = qkv / rate(eff[Stage::qkv]) + out_proj / rate(out_proj_fused) + ffn / rate(eff[Stage::ffn]);
   layer += eff[Stage::attn] ? attn / attention_rate : attn / rate(false) + scores_traffic / bw;
   layer += (eff[Stage::norm] ? elementwise_fused : elementwise_ref) / bw;
   const double launches = eff.any_kernel() ? m.fused_launches_per_layer : m.reference_launches_per_layer;

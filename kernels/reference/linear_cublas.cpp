@@ -20,6 +20,7 @@ cudaDataType cuda_data_type(DType d) {
 
 cublasComputeType_t compute_type(DType d, GemmPrecision p) {
   if (d == DType::fp32 && p == GemmPrecision::pedantic) return CUBLAS_COMPUTE_32F_PEDANTIC;
+  if (d == DType::fp32 && p == GemmPrecision::tf32) return CUBLAS_COMPUTE_32F_FAST_TF32;
   return CUBLAS_COMPUTE_32F;
 }
 
@@ -27,8 +28,9 @@ void configure_handle(cublasHandle_t handle, cudaStream_t stream, void* workspac
                       uint64_t workspace_bytes) {
   TLB_CUBLAS_CHECK(cublasSetStream(handle, stream));
   TLB_CUBLAS_CHECK(cublasSetWorkspace(handle, workspace, workspace_bytes));
-  // Default math (no TF32 for fp32 compute), and split-K partial sums of fp16/bf16 GEMMs stay
-  // in the fp32 accumulator instead of being reduced in the output type.
+  // Default math (no TF32 for fp32 compute unless a GEMM's compute type asks for it), and
+  // split-K partial sums of fp16/bf16 GEMMs stay in the fp32 accumulator instead of being
+  // reduced in the output type.
   TLB_CUBLAS_CHECK(cublasSetMathMode(
       handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
                                         CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));

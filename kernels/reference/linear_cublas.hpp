@@ -13,10 +13,13 @@ namespace tlb::reference {
 
 // How an fp32 GEMM may run. `standard` is cuBLAS's CUBLAS_COMPUTE_32F, which its header
 // defines as keeping at least fp32 precision and range internally (TF32 needs the _FAST_TF32
-// type or the TF32 math mode, neither of which we set): what a careful engineer's fp32 reference
-// uses. `pedantic` (CUBLAS_COMPUTE_32F_PEDANTIC) also rules out emulation and any other
-// algorithmic shortcut: the golden. fp16/bf16 always use CUBLAS_COMPUTE_32F.
-enum class GemmPrecision : int { standard = 0, pedantic = 1 };
+// type or the TF32 math mode, neither of which the reference sets): what a careful engineer's
+// fp32 reference uses. `pedantic` (CUBLAS_COMPUTE_32F_PEDANTIC) also rules out emulation and
+// any other algorithmic shortcut: the golden. `tf32` (CUBLAS_COMPUTE_32F_FAST_TF32: TF32 inputs
+// on the tensor cores, fp32 accumulation) is the fused path's fp32 in its default TF32 math,
+// for a GEMM a technique leaves on cuBLAS (the attention's out-projection where cuBLAS is the
+// faster). fp16/bf16 always use CUBLAS_COMPUTE_32F.
+enum class GemmPrecision : int { standard = 0, pedantic = 1, tf32 = 2 };
 
 // Owner of a cuBLAS handle (created with the object, destroyed with it).
 struct BlasHandle {

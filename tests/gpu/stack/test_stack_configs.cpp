@@ -12,6 +12,7 @@
 #include "common/cuda_check.hpp"
 #include "gpu_test_util.hpp"
 #include "stack/layer_stack.hpp"
+#include "stack/memory_plan.hpp"
 #include "test_support.hpp"
 
 namespace tlb::test {
@@ -103,6 +104,34 @@ TEST_CASE("stage switches compose on a causal shape with an odd sequence", "[gpu
   const CaseSpec c = small_case(402, 1, 77, 128, 2, 384, 2, MaskKind::causal, Activation::gelu_tanh);
   check_configs_against_oracle(c, {{"10000", ""}, {"01000", ""}, {"00100", ""}, {"00010", ""},
                                    {"11110", ""}, {"11111", ""}, {"01010", ""}, {"10101", ""}});
+}
+
+// Above kOutProjectionOursMaxOutputs the attention's out-projection runs on cuBLAS: in the
+// fused path's fp32 math (TF32, or IEEE where the run asks for it), named so in the dispatch;
+// fp16/bf16 as the reference runs it.
+TEST_CASE("the attention's cuBLAS out-projection runs in the fused path's fp32 math", "[gpu][stack][configs]") {
+  TLB_REQUIRE_GPU();
+  const CaseSpec c = small_case(409, 2, 257, 256, 4, 512, 2, MaskKind::causal, Activation::gelu);
+  REQUIRE(c.shape.tokens() * c.shape.d_model > kOutProjectionOursMaxOutputs);
+  std::vector<ConfigCheck> configs;
+  for (const char* bits : {"01000", "01010", "11110", "11111"})
+    for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) configs.push_back({bits, "", math});
+  check_configs_against_oracle(c, configs);
+  TestStream stream;
+  for (DType dt : kDTypes)
+    for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) {
+      if (dt != DType::fp32 && math == Fp32Math::ieee) continue;
+      CaseData data(c, dt, dt, stream.get());
+      const PathResult r = run_path(data, options_from_bits("01010", "", math), stream.get());
+      const auto sd = std::find_if(r.dispatch.begin(), r.dispatch.end(),
+                                   [](const StageDispatch& d) { return d.stage == Stage::attn; });
+      REQUIRE(sd != r.dispatch.end());
+      const std::string attn = sd->variant;
+      INFO(to_string(dt) << " " << to_string(math) << ": " << attn);
+      const bool tf32 = dt == DType::fp32 && math == Fp32Math::tf32;
+      CHECK(attn.find(tf32 ? "+out_proj_cublas_tf32" : "+out_proj_cublas") != std::string::npos);
+      if (!tf32) CHECK(attn.find("out_proj_cublas_tf32") == std::string::npos);
+    }
 }
 
 TEST_CASE("mixed E/F policies match the oracle", "[gpu][stack][configs]") {
