@@ -1,0 +1,94 @@
+#include "bench_common.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "common/cuda_check.hpp"
+#include "common/rounding.hpp"
+
+namespace tlb::bench {
+
+DeviceBuffer random_buffer(size_t elems, DType dt, float scale, uint64_t seed) {
+  const size_t esz = static_cast<size_t>(tlb::dtype_bytes(dt));
+  std::vector<uint8_t> host(elems * esz);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < elems; ++i) {
+    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+    const float v = scale * (static_cast<float>(s >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f);
+    if (dt == DType::fp32) {
+      std::memcpy(&host[i * 4], &v, 4);
+    } else {
+      const uint16_t b = dt == DType::fp16 ? tlb::f32_to_f16_bits(v) : tlb::f32_to_bf16_bits(v);
+      std::memcpy(&host[i * 2], &b, 2);
+    }
+  }
+  DeviceBuffer d(host.size());
+  TLB_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+  return d;
+}
+
+std::vector<double> median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int reps) {
+  for (const Timed& fn : fns)
+    for (int i = 0; i < 3; ++i) fn(st);
+  TLB_CUDA_CHECK(cudaStreamSynchronize(st));
+  cudaEvent_t a, b;
+  TLB_CUDA_CHECK(cudaEventCreate(&a));
+  TLB_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<std::vector<double>> t(fns.size());
+  for (int i = 0; i < reps; ++i) {
+    for (size_t j = 0; j < fns.size(); ++j) {
+      const size_t f = i % 2 == 0 ? j : fns.size() - 1 - j;
+      TLB_CUDA_CHECK(cudaEventRecord(a, st));
+      fns[f](st);
+      TLB_CUDA_CHECK(cudaEventRecord(b, st));
+      TLB_CUDA_CHECK(cudaEventSynchronize(b));
+      float ms = 0;
+      TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+      t[f].push_back(ms);
+    }
+  }
+  TLB_CUDA_CHECK(cudaEventDestroy(a));
+  TLB_CUDA_CHECK(cudaEventDestroy(b));
+  std::vector<double> med;
+  for (std::vector<double>& v : t) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v[v.size() / 2]);
+  }
+  return med;
+}
+
+double median_ms(const Timed& fn, cudaStream_t st, int reps) { return median_ms_each({fn}, st, reps)[0]; }
+
+void warm_up(const Timed& fn, cudaStream_t st, double seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds) {
+    for (int i = 0; i < 4; ++i) fn(st);
+    TLB_CUDA_CHECK(cudaStreamSynchronize(st));
+  }
+}
+
+double graph_us_per_call(const Timed& fn, cudaStream_t st, int calls) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  TLB_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) fn(st);
+  TLB_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+  TLB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const double ms = median_ms([&](cudaStream_t s) { TLB_CUDA_CHECK(cudaGraphLaunch(exec, s)); }, st, 30);
+  TLB_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  TLB_CUDA_CHECK(cudaGraphDestroy(graph));
+  return 1000.0 * ms / calls;
+}
+
+cudaDataType_t cuda_type(DType d) {
+  return d == DType::fp16 ? CUDA_R_16F : d == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+std::string dtype_name(DType dt, Fp32Math math) {
+  return dt == DType::fp32 ? fmt::format("fp32-{}", to_string(math)) : std::string(to_string(dt));
+}
+
+}  // namespace tlb::bench

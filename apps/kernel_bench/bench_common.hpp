@@ -1,0 +1,43 @@
+// What every benchmark of tlbench_kernel_bench times with: random device data, medians of
+// event-timed runs taking turns, a sustained warm-up, per-call times inside a CUDA graph, and
+// the names the tables print.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <library_types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/device_buffer.hpp"
+#include "common/types.hpp"
+
+namespace tlb::bench {
+
+// Random values in [-scale, scale), rounded to the dtype, uploaded once.
+DeviceBuffer random_buffer(size_t elems, DType dt, float scale, uint64_t seed);
+
+using Timed = std::function<void(cudaStream_t)>;
+
+// Median event-timed milliseconds of each of `fns`, after three warm-up calls of each. The
+// functions take turns, in an order reversed every round (A B, B A, ...), so that clock
+// ramping and the power limit's drift land on all of them alike.
+std::vector<double> median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int reps);
+double median_ms(const Timed& fn, cudaStream_t st, int reps = 20);
+
+// Runs fn back to back for `seconds` of wall time: a card that was idle (or busy with other
+// work) reaches the clocks and temperature of sustained load before the first timing.
+void warm_up(const Timed& fn, cudaStream_t st, double seconds);
+
+// Microseconds per call of `fn` when `calls` of them are captured in one CUDA graph and the
+// graph is replayed: what a launch costs inside a captured stack, gaps included.
+double graph_us_per_call(const Timed& fn, cudaStream_t st, int calls = 20);
+
+cudaDataType_t cuda_type(DType d);
+
+// A dtype as the tables print it: fp32 with its math ("fp32-tf32", "fp32-ieee").
+std::string dtype_name(DType dt, Fp32Math math);
+
+}  // namespace tlb::bench
