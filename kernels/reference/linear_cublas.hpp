@@ -1,5 +1,6 @@
 // The reference path's GEMMs on cuBLAS: PyTorch's Linear (y = x · W^T) for row-major tensors,
-// always with fp32 accumulation and, for fp32 data, never TF32.
+// always with fp32 accumulation and, for fp32 data, never TF32 (`tf32` below is for the one
+// GEMM a technique leaves on cuBLAS).
 #pragma once
 
 #include <cublas_v2.h>

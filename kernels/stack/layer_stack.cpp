@@ -348,8 +348,9 @@ StackPath::Impl::Impl(const CaseData& d, const PathOptions& o, cudaStream_t st)
   eff = opt.golden ? StageSwitch{} : effective_stages(s, dt, opt.stages, &notes, opt.fp32_math);
   eff[Stage::graph] = false;  // not a kernel stage; opt.stages[graph] decides capture
   // Where attn runs, the attn stage's record names the out-projection's engine: our GEMM's
-  // variant, or "out_proj_cublas" where cuBLAS is the faster (out_projection_fused) or our
-  // GEMM refuses the operands (it takes every d that attn's head_dim allows).
+  // variant, or "out_proj_cublas" ("out_proj_cublas_tf32" in fp32's TF32 math) where cuBLAS
+  // is the faster (out_projection_fused) or our GEMM refuses the operands (it takes every d
+  // that attn's head_dim allows).
   out_proj_ours = !opt.golden && out_projection_fused(s, dt, eff, opt.fp32_math);
 
   const std::vector<BufferSpec> layout = workspace_layout(

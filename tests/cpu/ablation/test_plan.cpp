@@ -320,6 +320,21 @@ TEST_CASE("the time model calls host-bound the groups the H200 measured host-bou
   CHECK(big.eager == Approx(big.replayed + m.launch_overlap_loss * 1 * m.reference_launches_per_layer *
                                                 m.launch_us * 1e-6));
   CHECK_FALSE(big.host_bound());
+
+  // Above 2^16 outputs attn's out-projection runs on cuBLAS in the fused path's math: in fp32
+  // with TF32 at the fused rate, so attn alone saves the out-projection's IEEE time too.
+  StageSwitch attn_only;
+  attn_only[Stage::attn] = true;
+  const tlb::LayerShape& s10 = official(10).shape;
+  const double out_proj_flops = 2.0 * s10.tokens() * s10.d_model * s10.d_model * s10.layers;
+  const double tf32 = tlb::estimated_forward_seconds(s10, DType::fp32, attn_only, m, tlb::Fp32Math::tf32);
+  const double ieee = tlb::estimated_forward_seconds(s10, DType::fp32, attn_only, m, tlb::Fp32Math::ieee);
+  const double attn_flops = 4.0 * s10.batch * s10.seq * s10.seq * s10.d_model * 0.5 * s10.layers;
+  CHECK(ieee - tf32 == Approx(out_proj_flops / (m.reference_tflops[2] * 1e12) -
+                              out_proj_flops / (m.fused_tflops[2] * 1e12) +
+                              attn_flops / (m.fused_fp32_ieee_attention_tflops * 1e12) -
+                              attn_flops / (m.fused_attention_tflops[2] * 1e12))
+                             .epsilon(1e-6));
 }
 
 TEST_CASE("the time model prices the dense reference above the fused path on long sequences", "[plan]") {
