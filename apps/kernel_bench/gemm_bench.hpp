@@ -42,8 +42,8 @@ struct GemmRecordContext {
 };
 
 // The layer GEMMs of the speed table: the FFN GEMMs of cases 10, 12 and 13, the QKV projection
-// (head split) and out-projection of cases 8, 10 and 13 and the FFN GEMMs of case 8, in fp16
-// and bf16; in fp32 (TF32, and IEEE: plain fp32 FMA against cuBLAS's SGEMM) the FFN GEMMs
+// (head split) of cases 8, 10, 12 and 13, the out-projection of cases 8, 10 and 13, the FFN
+// GEMMs of case 8 and case 12's up projection without its GELU, in fp16 and bf16; in fp32 (TF32, and IEEE: plain fp32 FMA against cuBLAS's SGEMM) the FFN GEMMs
 // of cases 10 and 13; and in TF32 every GEMM of cases 4 and 9 and case 10's QKV and
 // out-projection.
 std::vector<GemmCase> gemm_table();
