@@ -177,13 +177,24 @@ void narrow_for_quick(Selection& sel, const TechniqueSet& techniques) {
                  " configurations per case; --configs to choose";
 }
 
+namespace {
+
+// Whether configuration `config` matches one of `patterns`.
+bool matches_any(const std::vector<std::string>& patterns, uint32_t config, int num_techniques) {
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](const std::string& p) { return config_matches(p, config, num_techniques); });
+}
+
+// Whether the selection keeps fixed configuration `config`: every one without --configs.
+bool selects_config(const Selection& sel, uint32_t config, const TechniqueSet& techniques) {
+  return (sel.config_patterns.empty() && !sel.only_auto) || matches_any(sel.config_patterns, config, techniques.size());
+}
+
+}  // namespace
+
 uint32_t selected_config_count(const Selection& sel, const TechniqueSet& techniques) {
   uint32_t count = 0;
-  for (uint32_t c = 0; c < techniques.num_configs(); ++c) {
-    bool keep = sel.config_patterns.empty() && !sel.only_auto;
-    for (const auto& p : sel.config_patterns) keep = keep || config_matches(p, c, techniques.size());
-    count += keep;
-  }
+  for (uint32_t c = 0; c < techniques.num_configs(); ++c) count += selects_config(sel, c, techniques);
   return count;
 }
 
@@ -198,9 +209,7 @@ ConfigPatterns parse_config_patterns(const std::string& text, const TechniqueSet
 }
 
 bool ConfigPatterns::matches(uint32_t config, bool automatic, int num_techniques) const {
-  if (automatic) return auto_point;
-  return std::any_of(patterns.begin(), patterns.end(),
-                     [&](const std::string& p) { return config_matches(p, config, num_techniques); });
+  return automatic ? auto_point : matches_any(patterns, config, num_techniques);
 }
 
 bool config_matches(const std::string& pattern, uint32_t config, int num_techniques) {
@@ -228,11 +237,8 @@ void shuffle_configs(std::vector<uint32_t>& configs, uint64_t seed, int case_id,
 std::vector<GridPoint> build_grid(const CaseSet& cases, const TechniqueSet& techniques,
                                   const Selection& sel, uint64_t seed) {
   std::vector<uint32_t> selected_configs;
-  for (uint32_t c = 0; c < techniques.num_configs(); ++c) {
-    bool keep = sel.config_patterns.empty() && !sel.only_auto;
-    for (const auto& p : sel.config_patterns) keep = keep || config_matches(p, c, techniques.size());
-    if (keep) selected_configs.push_back(c);
-  }
+  for (uint32_t c = 0; c < techniques.num_configs(); ++c)
+    if (selects_config(sel, c, techniques)) selected_configs.push_back(c);
 
   std::vector<GridPoint> grid;
   for (size_t ci = 0; ci < cases.cases.size(); ++ci) {

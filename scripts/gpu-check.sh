@@ -41,6 +41,12 @@ run_peer() {
   ((limit > 30)) || return 124
   timeout "$limit" python3 scripts/pytorch_peer.py configs/cases.json --out "$dir" "$@" >"$OUT/peer.log" 2>&1
 }
+# `case_ids LIST`: the case ids of a list such as 1-14 or 2,4,9-10, one per line.
+case_ids() {
+  local item items
+  IFS=',' read -ra items <<<"$1"
+  for item in "${items[@]}"; do seq "${item%-*}" "${item#*-}"; done
+}
 # `run_field DIR KEY`: a top-level field of DIR/run.json, or `device.name` (empty where absent).
 run_field() {
   python3 -c 'import json, sys
@@ -250,7 +256,7 @@ for step in "${steps[@]}"; do
       mkdir -p "$OUT/explain"
       IFS=',' read -ra dts <<<"$EXPLAIN_DTYPES"
       for dt in "${dts[@]}"; do
-        for c in $(seq "${EXPLAIN_CASES%-*}" "${EXPLAIN_CASES#*-}"); do
+        for c in $(case_ids "$EXPLAIN_CASES"); do
           explain_case "$dt" "$c" --configs "${EXPLAIN_CONFIGS:-00000,auto}" --ceilings "$OUT/explain/ceilings.json" \
             --json-out "$OUT/explain/case$c-$dt.json" >>"$OUT/explain.log" 2>&1
           echo "explain case $c $dt: rc=$?" | tee -a "$OUT/summary.txt"
@@ -275,7 +281,7 @@ for step in "${steps[@]}"; do
       IFS=',' read -ra dts <<<"$EXPLAIN_DTYPES"
       for dt in "${dts[@]}"; do
         for mode in default all default all; do
-          for c in $(seq "${EXPLAIN_CASES%-*}" "${EXPLAIN_CASES#*-}"); do
+          for c in $(case_ids "$EXPLAIN_CASES"); do
             echo "== $dt $mode case $c" >>"$OUT/pdl.log"
             TLBENCH_PDL=$mode explain_case "$dt" "$c" --configs auto --ceilings "$OUT/pdl-ceilings.json" \
               >>"$OUT/pdl.log" 2>&1

@@ -130,7 +130,9 @@ std::optional<BenchArgs> parse_args(int argc, char** argv) {
     try {
       StageBench sb;
       sb.cases = tlb::load_cases("configs/cases.json");
-      sb.sel = tlb::parse_selection(cases_sel, "", dtypes_sel, sb.cases, tlb::default_techniques());
+      const tlb::TechniqueSet techniques = tlb::default_techniques();
+      sb.sel = tlb::parse_selection(cases_sel, std::string(static_cast<size_t>(techniques.size()), '0'), dtypes_sel,
+                                    sb.cases, techniques);
       if (!tlb::parse_fp32_math(fp32_math, sb.fp32_math))
         throw tlb::ConfigError(fmt::format("--fp32-math \"{}\": expected tf32 or ieee", fp32_math));
       a.stages = std::move(sb);

@@ -30,7 +30,7 @@ void bench_stack_memory(cudaStream_t st, const std::string& cases_path);
 // The stages of the cases' auto configurations, each launched alone: the `stages` benchmark.
 struct StageBench {
   tlb::CaseSet cases;
-  tlb::Selection sel;  // --cases, --dtypes
+  tlb::Selection sel;  // --cases, --dtypes, and the reference alone: one point per (case, dtype)
   tlb::Fp32Math fp32_math = tlb::Fp32Math::tf32;
 };
 // Per selected case and dtype: the auto configuration (the built-in dispatch table's, as
