@@ -81,6 +81,12 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stages", help="tlbench_kernel_bench stages FILE")
     ap.add_argument("explain", nargs="+", help="tlbench explain --json-out files")
+
+    def usage_error(message):  # argparse's own complaints, as one line and exit 2 like ours
+        print(f"explain_vs_bench.py: {message}", file=sys.stderr)
+        sys.exit(2)
+
+    ap.error = usage_error
     args = ap.parse_args(argv)
     try:
         stages = read_stages(args.stages)

@@ -67,9 +67,6 @@ const char* epilogue_name(tlb::GemmEpilogue e) {
   }
 }
 
-
-
-
 // Every variant the dispatcher offers for one GEMM, the dispatcher's pick marked, beside
 // cuBLAS on the same product without epilogue.
 void bench_gemm_small(cublasHandle_t h, cudaStream_t st, const char* label, int64_t M, int64_t N, int64_t K,

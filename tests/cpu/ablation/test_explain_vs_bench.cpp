@@ -107,7 +107,9 @@ TEST_CASE("explain_vs_bench.py: stages within 5 % of their kernels alone agree, 
                                     {"stages.jsonl other.json", "other.json: not a tlbench explain document"},
                                     {"short.jsonl c12.json", "short.jsonl:1: a stage row without 'dtype'"},
                                     {"stages.jsonl nostages.json", "nostages.json: a configuration or stage without"},
-                                    {"stages.jsonl missing.json", "missing.json"}}) {
+                                    {"stages.jsonl missing.json", "missing.json"},
+                                    {"stages.jsonl", "the following arguments are required: explain"},
+                                    {"--tolerance 3 stages.jsonl c12.json", "unrecognized arguments: --tolerance"}}) {
     INFO(args);
     r = run(args);
     CHECK(r.exit_code == 2);
