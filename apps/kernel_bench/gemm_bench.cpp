@@ -98,6 +98,12 @@ std::vector<GemmCase> gemm_table() {
     // (0.88-0.90 of cuBLAS, where K = 2048 and 4096 reach 0.99-1.04) is its epilogue's or K's.
     t.push_back({"case12 up bias only", 16384, 4096, 1024, dt, GemmEpilogue::bias});
     t.push_back({"case12 qkv head split", 16384, 3072, 1024, dt, GemmEpilogue::bias_qkv_split, 8});
+    // ReLU (one instruction an element where the GELU takes thirteen) beside both GELU rows:
+    // whether the GELU's loss to its bias-only twin is its arithmetic or the activation path.
+    t.push_back({"case12 up bias+relu", 16384, 4096, 1024, dt, GemmEpilogue::bias_activation, 0, true,
+                 tlb::Fp32Math::tf32, tlb::Activation::relu});
+    t.push_back({"case13 up bias+relu", 32768, 8192, 2048, dt, GemmEpilogue::bias_activation, 0, true,
+                 tlb::Fp32Math::tf32, tlb::Activation::relu});
     t.push_back({"case12 down bias+residual", 16384, 1024, 4096, dt, GemmEpilogue::bias_residual});
     t.push_back({"case8 up bias+gelu", 8192, 8192, 2048, dt, GemmEpilogue::bias_activation});
     t.push_back({"case8 down bias+residual", 8192, 2048, 8192, dt, GemmEpilogue::bias_residual});
@@ -136,10 +142,11 @@ std::vector<GemmCase> gemm_table() {
 }
 
 void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c) {
-  const auto [label, M, N, K, dt, epi, heads, bias, math] = c;
+  const auto [label, M, N, K, dt, epi, heads, bias, math, act] = c;
   const std::string dtype = c.dtype_name();
   GemmBench b(M, N, K, dt, epi, heads, math);
   if (!bias) b.args.bias = nullptr;
+  b.args.activation = act;
   const double flops = 2.0 * M * N * K;
   std::string pick;
   std::vector<std::string> others;
@@ -165,11 +172,14 @@ void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx,
   }
   if (ctx.jsonl) {
     fmt::print(ctx.jsonl,
-               "{{\"kernel\": \"gemm\", \"dtype\": \"{}\", \"m\": {}, \"n\": {}, \"k\": {}, \"epilogue\": \"{}\", "
+               "{{\"kernel\": \"gemm\", \"dtype\": \"{}\", \"m\": {}, \"n\": {}, \"k\": {}, \"epilogue\": \"{}\", {}"
                "\"bias\": {}, \"label\": \"{}\", \"ours_tflops\": {:.1f}, \"variant\": \"{}\", \"peer\": \"cublas\", "
                "\"peer_tflops\": {:.1f}, \"ratio\": {:.3f}, \"variants_tflops\": {{{}}}, \"commit\": \"{}\", "
                "\"gpu\": \"{}\", \"cublas\": \"{}\"}}\n",
-               dtype, M, N, K, epilogue_name(epi), bias ? "true" : "false", label, ours, pick, ref, ours / ref, variants,
+               dtype, M, N, K, epilogue_name(epi),
+               epi == tlb::GemmEpilogue::bias_activation ? fmt::format("\"activation\": \"{}\", ", tlb::to_string(act))
+                                                         : std::string(),
+               bias ? "true" : "false", label, ours, pick, ref, ours / ref, variants,
                TLBENCH_GIT_COMMIT, ctx.gpu, ctx.cublas);
     std::fflush(ctx.jsonl);
   }

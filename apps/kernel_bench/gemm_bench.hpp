@@ -20,7 +20,7 @@
 namespace tlb::bench {
 
 // One GEMM of the speed table. bias = false drops the bias (the out-projection's is added by
-// the fused add + LayerNorm); heads is for bias_qkv_split only.
+// the fused add + LayerNorm); heads is for bias_qkv_split only, act for bias_activation.
 struct GemmCase {
   const char* label;
   int64_t M, N, K;
@@ -29,6 +29,7 @@ struct GemmCase {
   int64_t heads = 0;
   bool bias = true;
   Fp32Math math = Fp32Math::tf32;  // fp32 only
+  Activation act = Activation::gelu;  // bias_activation only
 
   std::string dtype_name() const { return bench::dtype_name(dt, math); }
   // What --match is matched against: the label and dtype as printed.
