@@ -5,7 +5,9 @@
 #   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer pdl
 #   scripts/gpu-check.sh build official     (stops resumable at SWEEP_TIMEOUT: carry results/h200
 #       back and call `build official` again to finish it and time PyTorch; then, on another
-#       machine, `build rerun` the same way; `build ieee` for FP32 in IEEE math beside PyTorch's)
+#       machine, `build rerun` the same way; `build ieee` for FP32 in IEEE math beside PyTorch's.
+#       Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=440 OFFICIAL_BUDGET=520, the
+#       build taking about 50 s on 16 cores)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
