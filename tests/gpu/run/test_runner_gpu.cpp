@@ -88,10 +88,16 @@ std::vector<PointRow> rows_of(const fs::path& run) {
   return read_points_jsonl((run / "points.jsonl").string());
 }
 
-std::map<std::string, int> count_keys(const std::vector<PointRow>& rows) {
+// Checks that every point of `rows` (case, dtype, configuration, policy) is there once;
+// returns how many points there are.
+size_t check_each_point_once(const std::vector<PointRow>& rows) {
   std::map<std::string, int> n;
   for (const PointRow& r : rows) ++n[std::to_string(r.case_id) + "|" + r.dtype + "|" + r.config + "|" + r.policy];
-  return n;
+  for (const auto& [key, count] : n) {
+    INFO(key);
+    CHECK(count == 1);
+  }
+  return n.size();
 }
 
 const std::string kTinyArgs = "--quick --dtypes fp16,fp32 --configs 00000,11000,11111";
@@ -241,7 +247,7 @@ TEST_CASE("tlbench run: a tiny grid end to end, then A/A", "[gpu][runner]") {
 
   const auto rows = rows_of(out);
   REQUIRE(rows.size() == kTinyPoints);
-  for (const auto& [key, n] : count_keys(rows)) CHECK(n == 1);
+  check_each_point_once(rows);
   // Forwards of a few microseconds of kernels: the eager reference is the host's launch rate,
   // so the probe must call some group host-bound and time its graph candidate against the
   // replay.
@@ -436,12 +442,7 @@ TEST_CASE("tlbench run: SIGINT then --resume gives every point exactly once", "[
     REQUIRE(r.exit_code == 0);
     const auto rows = rows_of(out);
     CHECK(rows.size() == kTinyPoints);
-    const auto counts = count_keys(rows);
-    CHECK(counts.size() == kTinyPoints);
-    for (const auto& [key, n] : counts) {
-      INFO(key);
-      CHECK(n == 1);
-    }
+    CHECK(check_each_point_once(rows) == kTinyPoints);
     for (const PointRow& p : rows) CHECK(p.blocks == std::stoi(blocks));
     const json run = json::parse(slurp(out / "run.json"));
     CHECK(run["state"].get<std::string>() == "complete");
@@ -480,10 +481,7 @@ TEST_CASE("tlbench run --time-limit: a limit no point fits in is exit 2, and --r
   CHECK(r.err.find("ignoring --time-limit") == std::string::npos);
   const auto rows = rows_of(out);
   CHECK(rows.size() == kTinyPoints);
-  for (const auto& [key, n] : count_keys(rows)) {
-    INFO(key);
-    CHECK(n == 1);
-  }
+  check_each_point_once(rows);
   for (const PointRow& p : rows) {
     INFO(p.case_id << " " << p.dtype << " " << p.config);
     CHECK(p.stage_ms.size() == (p.config == "11000" ? 7u : 0u));
@@ -517,10 +515,7 @@ TEST_CASE("tlbench run: an injected kernel fault stops with exit 3 and resume co
   REQUIRE(r.exit_code == 0);
   const auto rows = rows_of(out);
   CHECK(rows.size() == kTinyPoints);
-  for (const auto& [key, n] : count_keys(rows)) {
-    INFO(key);
-    CHECK(n == 1);
-  }
+  check_each_point_once(rows);
   bool faulted_point_measured = false;
   for (const PointRow& p : rows)
     if (p.case_id == 2 && p.dtype == "fp16" && p.config == "11000") faulted_point_measured = p.speedup.has_value();
