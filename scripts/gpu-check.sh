@@ -3,7 +3,7 @@
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
 #   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer pdl
-#   scripts/gpu-check.sh build official     (stops resumable at SWEEP_TIMEOUT: carry results/h200
+#   scripts/gpu-check.sh build official     (stops resumable at SWEEP_TIMEOUT: carry results/<card> (h200, h100)
 #       back and call `build official` again to finish it and time PyTorch; then, on another
 #       machine, `build rerun` the same way; `build ieee` for FP32 in IEEE math beside PyTorch's.
 #       Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=440 OFFICIAL_BUDGET=520, the
@@ -192,9 +192,11 @@ for step in "${steps[@]}"; do
       tail -5 "$OUT/sweep.stderr" >>"$OUT/summary.txt"
       ;;
     official|rerun|ieee)
-      # The official sweep into results/h200 (official), a second one of the same commit into
-      # results/h200-rerun, gated against results/h200 (rerun), or FP32 in IEEE math on the
-      # configurations that matter there (IEEE_CONFIGS) into results/h200-fp32-ieee (ieee), in
+      # The official sweep into results/<card> (official: results/h200 on an H200, results/h100
+      # on an H100, so that one card's sweep never replaces another's), a second one of the
+      # same commit into results/<card>-rerun, gated against results/<card> (rerun), or FP32 in
+      # IEEE math on the configurations that matter there (IEEE_CONFIGS) into
+      # results/<card>-fp32-ieee (ieee), in
       # the repository's own folders so run.json records the paths the repository uses;
       # PyTorch right after the official and the IEEE one (TF32 on and off), in the time the
       # call has left (OFFICIAL_BUDGET seconds from the step's start).
@@ -202,10 +204,16 @@ for step in "${steps[@]}"; do
       # losing none; a SIGINT a minute later guards it); carry the folder back into the tree
       # and call the step again: a folder whose run.json is not complete is resumed, not
       # started anew (the committed folders are complete, so a first call replaces them).
+      card=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0)
+      case $card in
+        *H200*) root=results/h200 ;;
+        *H100*) root=results/h100 ;;
+        *) root=results/gpu ;;
+      esac
       case $step in
-        official) dest=results/h200 sweep=() peer_math=tf32 ;;
-        rerun) dest=results/h200-rerun sweep=() peer_math= ;;
-        ieee) dest=results/h200-fp32-ieee peer_math=ieee
+        official) dest=$root sweep=() peer_math=tf32 ;;
+        rerun) dest=$root-rerun sweep=() peer_math= ;;
+        ieee) dest=$root-fp32-ieee peer_math=ieee
           sweep=(--dtypes fp32 --fp32-math ieee --configs "${IEEE_CONFIGS:-00000,01011,01111,11011,11111,auto}") ;;
       esac
       t0=$(date +%s)
@@ -213,9 +221,8 @@ for step in "${steps[@]}"; do
       if [[ -n $state && $state != complete ]]; then
         # Only on the GPU it started on: another card's points would not belong in the sweep.
         started_on=$(run_field "$dest" device.name)
-        here=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0)
-        if [[ $started_on != "$here" ]]; then
-          log "$step: $dest was started on $started_on, this is $here: not resumed"; exit 1
+        if [[ $started_on != "$card" ]]; then
+          log "$step: $dest was started on $started_on, this is $card: not resumed"; exit 1
         fi
         log "$step: resuming $dest ($state)"
         run_args=(run --resume "$dest")
@@ -243,7 +250,7 @@ for step in "${steps[@]}"; do
         [[ $step == official ]] && $BIN gate --results "$dest" --thresholds configs/gates.json 2>&1 | tail -3 \
           | tee -a "$OUT/summary.txt"
       else
-        $BIN gate --results "$dest" --thresholds configs/gates.json --baseline results/h200 2>&1 | tail -3 \
+        $BIN gate --results "$dest" --thresholds configs/gates.json --baseline "$root" 2>&1 | tail -3 \
           | tee -a "$OUT/summary.txt"
       fi
       tar -czf "$OUT/$step.tar.gz" "$dest"
