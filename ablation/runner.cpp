@@ -74,6 +74,10 @@ class Runner {
   void write_row(const PointRow& r);
   void save_run_json(const std::string& state);
   int finish(const std::string& state, const std::string& message);
+  // A time limit within which not one point finished: a resume with the same limit cannot
+  // progress, so it is the limit that is wrong (exit 2, as for a bad option), not a reason to
+  // try again.
+  bool limit_left_no_progress(const std::string& state) const { return state == kTimeLimitState && written_ == 0; }
   std::string resume_command() const { return resume_command_for(opt_.out_dir); }
   MeasureContext context() {
     return {opt_,          techniques_,    stream_, *clock_,
@@ -323,10 +327,7 @@ int Runner::finish(const std::string& state, const std::string& message) {
   if (opt_.aa) doc_["aa_noise_floor"] = aa_noise_floor(rows_);
   save_run_json(state);
 
-  int rc = run_exit_code(state, rows_);
-  // A time limit in which not one point finished: a resume with the same limit cannot progress,
-  // so it is the limit that is wrong (exit 2, as for a bad option), not a reason to try again.
-  if (state == kTimeLimitState && written_ == 0) rc = 2;
+  const int rc = limit_left_no_progress(state) ? 2 : run_exit_code(state, rows_);
   RunOutcome o;
   o.state = state;
   o.out_dir = opt_.out_dir;
@@ -391,7 +392,7 @@ int Runner::run() {
     stop_state = "device-fault";
     stop_message = device_fault_message(e);
   }
-  if (stop_state == kTimeLimitState && written_ == 0)
+  if (limit_left_no_progress(stop_state))
     stop_message = fmt::format("time limit of {}: not one point finished within it, so the same limit cannot "
                                "make progress; continue with a longer one: {} --time-limit ...",
                                limit_time(opt_.time_limit_s), resume_command());
