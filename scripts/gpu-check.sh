@@ -367,5 +367,8 @@ log "done"
 shopt -s nullglob
 logs=("$OUT"/*.log "$OUT"/*.jsonl "$OUT"/*.csv)
 if ((${#logs[@]})); then
-  tar -C "$OUT" -czf "$OUT/logs.tar.gz" $(basename -a "${logs[@]}") && rm -f "$OUT"/*.log "$OUT"/*.csv "$OUT"/attn-*.jsonl "$OUT"/gemm-*.jsonl
+  # A second call into the same $OUT bundles into logs-2.tar.gz, and so on: never over the first.
+  bundle=logs.tar.gz n=1
+  while [[ -e $OUT/$bundle ]]; do bundle=logs-$((++n)).tar.gz; done
+  tar -C "$OUT" -czf "$OUT/$bundle" $(basename -a "${logs[@]}") && rm -f "$OUT"/*.log "$OUT"/*.csv "$OUT"/attn-*.jsonl "$OUT"/gemm-*.jsonl
 fi
