@@ -499,19 +499,9 @@ std::optional<PendingPoint> begin_config(const MeasureContext& ctx, Group& g, co
       }
       pp.timed = true;
       if (!time_block_of(ctx, g, *cand, pp, peak, runs_since_built)) return std::nullopt;
-      if (ctx.opt.stage_times && (!ctx.stage_time_points ||
-                                  ctx.stage_time_points->matches(p.config, p.automatic, ctx.techniques.size()))) {
-        // The point is timed: a stage timing that cannot run (its events graph out of memory,
-        // a capture refused) costs the stage times, not the point.
-        try {
-          record_stage_times(ctx, g, *cand, r);
-        } catch (const DeviceError& e) {
-          if (e.sticky()) throw;
-          r.stage_ms.clear();
-          r.stage_floor_ms.clear();
-          add_note(r, fmt::format("stage times not measured: {}", e.what()));
-        }
-      }
+      pp.wants_stage_times = ctx.opt.stage_times && (!ctx.stage_time_points ||
+                                                     ctx.stage_time_points->matches(p.config, p.automatic,
+                                                                                    ctx.techniques.size()));
     } catch (const DeviceOutOfMemory& e) {
       pp.timed = false;
       r.status = StatusKind::oom;
@@ -544,6 +534,22 @@ std::optional<PendingPoint> begin_point(const MeasureContext& ctx, Group& g, con
   // The choice comes first in an auto row's note, whatever else the point has to say.
   if (pp) pp->row.note = a.auto_note + (pp->row.note.empty() ? "" : "; " + pp->row.note);
   return pp;
+}
+
+void time_stages(const MeasureContext& ctx, Group& g, PendingPoint& pp) {
+  if (!pp.wants_stage_times || !pp.timed) return;
+  PointRow& r = pp.row;
+  // A stage timing that cannot run (the path out of memory, its events graph refused) costs
+  // the stage times, not the point.
+  try {
+    StackPath cand(*g.data, pp.po, ctx.stream);
+    record_stage_times(ctx, g, cand, r);
+  } catch (const DeviceError& e) {
+    if (e.sticky()) throw;
+    r.stage_ms.clear();
+    r.stage_floor_ms.clear();
+    add_note(r, fmt::format("stage times not measured: {}", e.what()));
+  }
 }
 
 bool time_next_block(const MeasureContext& ctx, Group& g, PendingPoint& pp) {

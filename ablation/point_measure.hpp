@@ -110,6 +110,7 @@ struct PendingPoint {
   bool timed = false;           // the first block was timed: the row waits for the rest
   bool blocks_stopped = false;  // a later block failed (the row's note says why): no more
   bool replay_stopped = false;  // the candidate could not be replayed (the note says why)
+  bool wants_stage_times = false;  // --stage-times asks for this point's: time_stages, after its blocks
   std::vector<PairedMeasurement> blocks, replay_blocks;
   uint64_t peak_used = 0;
   // Whether the point takes another block in a run of `blocks` blocks a point.
@@ -126,6 +127,10 @@ std::optional<PendingPoint> begin_point(const MeasureContext& ctx, Group& g, con
 // The point's next block: the candidate built anew, warmed up, timed. False where the run was
 // interrupted; a failure stops the point's blocks (blocks_stopped, and a note).
 bool time_next_block(const MeasureContext& ctx, Group& g, PendingPoint& pp);
+// --stage-times: the point's stage times and floors into its row, its path built anew, where
+// it asks for them and was timed. Called once the group's blocks are done, so that these extra
+// forwards heat none of them (in a block's window they slowed the auto point's second block).
+void time_stages(const MeasureContext& ctx, Group& g, PendingPoint& pp);
 // The points' block spreads into their group (before finish_point, which reads them).
 void note_block_spreads(Group& g, const std::vector<PendingPoint>& points);
 // The point's row: its blocks pooled, the interval widened by the spread between them.

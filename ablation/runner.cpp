@@ -166,6 +166,7 @@ void Runner::measure_in_blocks(Group& g, const MeasureContext& ctx, const std::v
     if (!pp) throw Interrupted{};
     // In one block a point is done: its row goes to disk before the next point starts.
     if (blocks == 1) {
+      time_stages(ctx, g, *pp);
       write_row(finish_point(ctx, g, std::move(*pp)));
     } else {
       pending.push_back(std::move(*pp));
@@ -178,6 +179,12 @@ void Runner::measure_in_blocks(Group& g, const MeasureContext& ctx, const std::v
       measuring_ = &sched_.points[pending_at[i]];
       if (interrupt_requested() || !time_next_block(ctx, g, pending[i])) throw Interrupted{};
     }
+  // Stage timing after every block of the points, so that its forwards heat none of them.
+  for (size_t i = 0; i < pending.size(); ++i) {
+    measuring_ = &sched_.points[pending_at[i]];
+    if (interrupt_requested()) throw Interrupted{};
+    time_stages(ctx, g, pending[i]);
+  }
   measuring_ = nullptr;
   note_block_spreads(g, pending);
   for (PendingPoint& pp : pending) write_row(finish_point(ctx, g, std::move(pp)));
