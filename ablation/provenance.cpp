@@ -67,7 +67,6 @@ DeviceInfo query_device(int index) {
   TLB_CUDA_CHECK(cudaSetDevice(index));
   size_t free_b = 0, total_b = 0;
   TLB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  d.pdl = pdl_enabled();
   d.pdl_mode = pdl_mode_name();
   TLB_CUDA_CHECK(cudaSetDevice(current));
   d.memory_free = free_b;
@@ -106,7 +105,7 @@ nlohmann::json to_json(const DeviceInfo& d) {
       {"driver_version", cuda_version_string(d.driver_version)},
       {"runtime_version", cuda_version_string(d.runtime_version)},
       {"cublas_version", fmt::format("{}.{}.{}", d.cublas_major, d.cublas_minor, d.cublas_patch)},
-      {"kernel_launch", {{"pdl", d.pdl}, {"pdl_mode", d.pdl_mode}, {"gemm_variant", d.gemm_variant}}},
+      {"kernel_launch", {{"pdl", d.pdl_mode != "off"}, {"pdl_mode", d.pdl_mode}, {"gemm_variant", d.gemm_variant}}},
   };
 }
 

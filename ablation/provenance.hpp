@@ -30,7 +30,7 @@ struct DeviceInfo {
   // How our kernels launch here, which the results depend on: programmatic dependent launch
   // (off below compute capability 9.0 or with TLBENCH_PDL=0; "default": every kernel but the
   // persistent GEMM's long grids, "all" with TLBENCH_PDL=all) and TLBENCH_GEMM_VARIANT.
-  bool pdl = false;
+  // run.json also says `pdl`: whether it is on at all, i.e. pdl_mode is not "off".
   std::string pdl_mode = "off";
   std::string gemm_variant = "auto";
 };
