@@ -536,13 +536,13 @@ std::optional<PendingPoint> begin_point(const MeasureContext& ctx, Group& g, con
   return pp;
 }
 
-void time_stages(const MeasureContext& ctx, Group& g, PendingPoint& pp) {
-  if (!pp.wants_stage_times || !pp.timed) return;
-  PointRow& r = pp.row;
+void time_stages(const MeasureContext& ctx, Group& g, RowAwaitingStages& held) {
+  if (!held.wants_stage_times) return;
+  PointRow& r = held.row;
   // A stage timing that cannot run (the path out of memory, its events graph refused) costs
   // the stage times, not the point.
   try {
-    StackPath cand(*g.data, pp.po, ctx.stream);
+    StackPath cand(*g.data, held.po, ctx.stream);
     record_stage_times(ctx, g, cand, r);
   } catch (const DeviceError& e) {
     if (e.sticky()) throw;

@@ -110,7 +110,7 @@ struct PendingPoint {
   bool timed = false;           // the first block was timed: the row waits for the rest
   bool blocks_stopped = false;  // a later block failed (the row's note says why): no more
   bool replay_stopped = false;  // the candidate could not be replayed (the note says why)
-  bool wants_stage_times = false;  // --stage-times asks for this point's: time_stages, after its blocks
+  bool wants_stage_times = false;  // --stage-times asks for this point's (and it was timed)
   std::vector<PairedMeasurement> blocks, replay_blocks;
   uint64_t peak_used = 0;
   // Whether the point takes another block in a run of `blocks` blocks a point.
@@ -127,10 +127,17 @@ std::optional<PendingPoint> begin_point(const MeasureContext& ctx, Group& g, con
 // The point's next block: the candidate built anew, warmed up, timed. False where the run was
 // interrupted; a failure stops the point's blocks (blocks_stopped, and a note).
 bool time_next_block(const MeasureContext& ctx, Group& g, PendingPoint& pp);
-// --stage-times: the point's stage times and floors into its row, its path built anew, where
-// it asks for them and was timed. Called once the group's blocks are done, so that these extra
-// forwards heat none of them (in a block's window they slowed the auto point's second block).
-void time_stages(const MeasureContext& ctx, Group& g, PendingPoint& pp);
+// A point's row, finished but for its stage times, with what timing them needs: held until
+// every block of its group, the auto point's included, is timed.
+struct RowAwaitingStages {
+  PointRow row;
+  PathOptions po;
+  bool wants_stage_times = false;
+};
+// --stage-times: the stage times and floors into the row, its path built anew, where it asks
+// for them. Run once the group's blocks are done, so that these extra forwards heat none of
+// them (between a point's blocks they slowed the auto point's second block).
+void time_stages(const MeasureContext& ctx, Group& g, RowAwaitingStages& r);
 // The points' block spreads into their group (before finish_point, which reads them).
 void note_block_spreads(Group& g, const std::vector<PendingPoint>& points);
 // The point's row: its blocks pooled, the interval widened by the spread between them.

@@ -69,7 +69,8 @@ class Runner {
     return std::all_of(sched_.points.begin(), sched_.points.end(),
                        [&](const SchedPoint& p) { return done_.contains(p.key); });
   }
-  void measure_in_blocks(Group& g, const MeasureContext& ctx, const std::vector<size_t>& which);
+  std::vector<RowAwaitingStages> measure_in_blocks(Group& g, const MeasureContext& ctx, const std::vector<size_t>& which,
+                                                   const std::vector<PointRow>& known);
   std::string device_fault_message(const DeviceError& e) const;
   void write_row(const PointRow& r);
   void save_run_json(const std::string& state);
@@ -152,22 +153,28 @@ bool Runner::open_device() {
 
 // The points sched_.points[k] for k in `which`, together: each one's first block in turn, then
 // each one's second, and so on, so a point's blocks lie a round of the others apart; then
-// their rows, each widened by the spread the group's blocks showed. (In one block a row goes
-// to disk as soon as its point is measured.) A run interrupted here loses the rows of these
-// points, never a row on disk: --resume measures them again.
-void Runner::measure_in_blocks(Group& g, const MeasureContext& ctx, const std::vector<size_t>& which) {
+// their rows, each widened by the spread the group's blocks showed, handed back to await
+// their stage times. (In one block a row goes to disk, stage times and all, as soon as its
+// point is measured, and nothing is handed back.) An auto point chooses from `known`. A run
+// interrupted here loses the rows of these points, never a row on disk: --resume measures
+// them again.
+std::vector<RowAwaitingStages> Runner::measure_in_blocks(Group& g, const MeasureContext& ctx,
+                                                         const std::vector<size_t>& which,
+                                                         const std::vector<PointRow>& known) {
   const auto blocks = static_cast<size_t>(opt_.blocks);
   std::vector<PendingPoint> pending;
   std::vector<size_t> pending_at;  // each pending point's index in the schedule
   for (size_t k : which) {
     if (interrupt_requested()) throw Interrupted{};
     measuring_ = &sched_.points[k];
-    std::optional<PendingPoint> pp = begin_point(ctx, g, sched_.points[k], rows_);
+    std::optional<PendingPoint> pp = begin_point(ctx, g, sched_.points[k], known);
     if (!pp) throw Interrupted{};
     // In one block a point is done: its row goes to disk before the next point starts.
     if (blocks == 1) {
-      time_stages(ctx, g, *pp);
-      write_row(finish_point(ctx, g, std::move(*pp)));
+      RowAwaitingStages held{{}, pp->po, pp->wants_stage_times};
+      held.row = finish_point(ctx, g, std::move(*pp));
+      time_stages(ctx, g, held);
+      write_row(held.row);
     } else {
       pending.push_back(std::move(*pp));
       pending_at.push_back(k);
@@ -179,20 +186,21 @@ void Runner::measure_in_blocks(Group& g, const MeasureContext& ctx, const std::v
       measuring_ = &sched_.points[pending_at[i]];
       if (interrupt_requested() || !time_next_block(ctx, g, pending[i])) throw Interrupted{};
     }
-  // Stage timing after every block of the points, so that its forwards heat none of them.
-  for (size_t i = 0; i < pending.size(); ++i) {
-    measuring_ = &sched_.points[pending_at[i]];
-    if (interrupt_requested()) throw Interrupted{};
-    time_stages(ctx, g, pending[i]);
-  }
   measuring_ = nullptr;
   note_block_spreads(g, pending);
-  for (PendingPoint& pp : pending) write_row(finish_point(ctx, g, std::move(pp)));
+  std::vector<RowAwaitingStages> held;
+  for (PendingPoint& pp : pending) {
+    RowAwaitingStages h{{}, pp.po, pp.wants_stage_times};
+    h.row = finish_point(ctx, g, std::move(pp));
+    held.push_back(std::move(h));
+  }
+  return held;
 }
 
 // The pending points of one (case, dtype) group, sched_.points[begin, end): its fixed
-// configurations in blocks, their rows written, then its auto point, which chooses from them
-// (its blocks lie only a rebuild of its path apart).
+// configurations in blocks, then its auto point, which chooses from their rows (its blocks lie
+// only a rebuild of its path apart); then the stage times of the rows that want them, after
+// every timed block of the group, and the rows to disk.
 void Runner::measure_group(size_t begin, size_t end) {
   const std::vector<SchedPoint>& pts = sched_.points;
   Group g = make_group(cases_, pts[begin], opt_.seed);
@@ -205,8 +213,18 @@ void Runner::measure_group(size_t begin, size_t end) {
   std::vector<size_t> fixed, automatic;
   for (size_t k = begin; k < end; ++k)
     if (!done_.contains(pts[k].key)) (pts[k].automatic ? automatic : fixed).push_back(k);
-  measure_in_blocks(g, ctx, fixed);
-  for (size_t k : automatic) measure_in_blocks(g, ctx, {k});
+  std::vector<RowAwaitingStages> held = measure_in_blocks(g, ctx, fixed, rows_);
+  if (!automatic.empty()) {
+    std::vector<PointRow> known = rows_;
+    for (const RowAwaitingStages& h : held) known.push_back(h.row);
+    for (size_t k : automatic)
+      for (RowAwaitingStages& h : measure_in_blocks(g, ctx, {k}, known)) held.push_back(std::move(h));
+  }
+  for (RowAwaitingStages& h : held) {
+    if (interrupt_requested()) throw Interrupted{};
+    time_stages(ctx, g, h);
+  }
+  for (const RowAwaitingStages& h : held) write_row(h.row);
   record_group(doc_, g);
   if (interrupt_requested()) throw Interrupted{};
   save_run_json("running");
