@@ -580,11 +580,12 @@ void note_block_spreads(Group& g, const std::vector<PendingPoint>& points) {
   }
 }
 
-PointRow finish_point(const MeasureContext& ctx, const Group& g, PendingPoint&& pp) {
-  PointRow r = std::move(pp.row);
+RowAwaitingStages finish_point(const MeasureContext& ctx, const Group& g, PendingPoint&& pp) {
+  RowAwaitingStages held{std::move(pp.row), pp.po, pp.wants_stage_times};
+  PointRow& r = held.row;
   if (pp.timed && !pp.blocks.empty()) record_timing(ctx, g, pp, r);
   if (pp.ran) r.peak_bytes = static_cast<int64_t>(pp.peak_used > ctx.used_at_start ? pp.peak_used - ctx.used_at_start : 0);
-  return r;
+  return held;
 }
 
 Group make_group(const CaseSet& cases, const SchedPoint& p, uint64_t run_seed) {

@@ -127,6 +127,8 @@ std::optional<PendingPoint> begin_point(const MeasureContext& ctx, Group& g, con
 // The point's next block: the candidate built anew, warmed up, timed. False where the run was
 // interrupted; a failure stops the point's blocks (blocks_stopped, and a note).
 bool time_next_block(const MeasureContext& ctx, Group& g, PendingPoint& pp);
+// The points' block spreads into their group (before finish_point, which reads them).
+void note_block_spreads(Group& g, const std::vector<PendingPoint>& points);
 // A point's row, finished but for its stage times, with what timing them needs: held until
 // every block of its group, the auto point's included, is timed.
 struct RowAwaitingStages {
@@ -134,13 +136,12 @@ struct RowAwaitingStages {
   PathOptions po;
   bool wants_stage_times = false;
 };
+// The point's row, its blocks pooled, the interval widened by the spread between them, with
+// what its stage timing needs.
+RowAwaitingStages finish_point(const MeasureContext& ctx, const Group& g, PendingPoint&& pp);
 // --stage-times: the stage times and floors into the row, its path built anew, where it asks
 // for them. Run once the group's blocks are done, so that these extra forwards heat none of
 // them (between a point's blocks they slowed the auto point's second block).
 void time_stages(const MeasureContext& ctx, Group& g, RowAwaitingStages& r);
-// The points' block spreads into their group (before finish_point, which reads them).
-void note_block_spreads(Group& g, const std::vector<PendingPoint>& points);
-// The point's row: its blocks pooled, the interval widened by the spread between them.
-PointRow finish_point(const MeasureContext& ctx, const Group& g, PendingPoint&& pp);
 
 }  // namespace tlb

@@ -171,8 +171,7 @@ std::vector<RowAwaitingStages> Runner::measure_in_blocks(Group& g, const Measure
     if (!pp) throw Interrupted{};
     // In one block a point is done: its row goes to disk before the next point starts.
     if (blocks == 1) {
-      RowAwaitingStages held{{}, pp->po, pp->wants_stage_times};
-      held.row = finish_point(ctx, g, std::move(*pp));
+      RowAwaitingStages held = finish_point(ctx, g, std::move(*pp));
       time_stages(ctx, g, held);
       write_row(held.row);
     } else {
@@ -189,11 +188,7 @@ std::vector<RowAwaitingStages> Runner::measure_in_blocks(Group& g, const Measure
   measuring_ = nullptr;
   note_block_spreads(g, pending);
   std::vector<RowAwaitingStages> held;
-  for (PendingPoint& pp : pending) {
-    RowAwaitingStages h{{}, pp.po, pp.wants_stage_times};
-    h.row = finish_point(ctx, g, std::move(pp));
-    held.push_back(std::move(h));
-  }
+  for (PendingPoint& pp : pending) held.push_back(finish_point(ctx, g, std::move(pp)));
   return held;
 }
 
