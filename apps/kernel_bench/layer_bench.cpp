@@ -114,10 +114,10 @@ void bench_stages(cudaStream_t st, const StageBench& sb, std::FILE* jsonl, const
       fmt::print("stages case {} {} {}: forward {:.4f} ms | {}\n", spec.id, dtype, config, forward, dispatch);
       for (int s = 0; s < tlb::kNumCostStages; ++s) {
         const auto cs = static_cast<tlb::CostStage>(s);
-        // The stage alone in turns with whole forwards (which also leave it the buffers it
-        // reads): both medians come from the same stretch of time, so the stage's share of
-        // the forward holds whatever clock the card runs at then, as explain's share does.
-        path.run();
+        // The stage alone in turns with whole forwards (the forward's warm-up runs first and
+        // leaves the stage the buffers it reads): both medians come from the same stretch of
+        // time, so the stage's share of the forward holds whatever clock the card runs at
+        // then, as explain's share does.
         const std::vector<double> ms_each =
             median_ms_each({[&](cudaStream_t) { path.run(); }, [&](cudaStream_t) { path.run_stage_alone(cs); }}, st,
                            reps);
