@@ -13,10 +13,9 @@ run a minute apart, and on a card under its power cap the clock moves by 10 % an
 minute, so the verdict compares shares of the forward: explain's events time over explain's
 forward against the kernels alone over the forward the bench timed in turns with them
 (`forward_in_turns_ms`); a stage agrees where its share ratio is within 5 % of 1. Rows
-without that field (files from before it) are compared by absolute time, and say so.
-Stages under 0.05 ms a layer are
-listed but not judged: there a launch from the host, which the kernels-alone run pays and the
-forward does not, is a large part of the time. Explain's other configurations (the reference)
+without that field (files from before it) are compared by absolute time, and say so. Stages
+under 0.05 ms a layer are listed but not judged: there a launch from the host, which the
+kernels-alone run pays and the forward does not, is a large part of the time. Explain's other configurations (the reference)
 are left out.
 
 Exit 0 when every judged stage agrees and at least one was judged; 1 when one does not, when
@@ -41,6 +40,11 @@ def dtype_key(dtype, math):
     return f"fp32-{math}" if dtype == "fp32" else dtype
 
 
+def float_or_none(value):
+    """A JSON number as a float; None where the field is absent or null."""
+    return None if value is None else float(value)
+
+
 def read_stages(path):
     stages = {}
     for n, r in read_objects(path):
@@ -51,8 +55,7 @@ def read_stages(path):
                 raise ValueError(f"{path}:{n}: a stage row without '{key}'")
         try:
             key = (int(r["case_id"]), str(r["dtype"]), str(r["config"]), str(r["stage"]))
-            in_turns = r.get("forward_in_turns_ms")
-            stages[key] = (float(r["ms"]), int(r["layers"]), None if in_turns is None else float(in_turns))
+            stages[key] = (float(r["ms"]), int(r["layers"]), float_or_none(r.get("forward_in_turns_ms")))
         except (TypeError, ValueError) as e:
             raise ValueError(f"{path}:{n}: a stage row with a field of the wrong type ({e})") from e
     return stages
@@ -75,8 +78,7 @@ def read_explain(path):
             # The kernel bench times the auto configuration; not measured: nothing to compare.
             if "error" in c or not str(c["config"]).startswith("auto="):
                 continue
-            forward = c.get("forward_ms")
-            forward = None if forward is None else float(forward)
+            forward = float_or_none(c.get("forward_ms"))
             for s in c["stages"]:
                 lines.append((case_id, dtype, str(c["config"]), str(s["stage"]), float(s["events_ms"]),
                               float(s["marginal_ms"]), forward))

@@ -17,10 +17,11 @@ fp32 runs in two maths: ieee (TF32 off in matmuls and cuDNN) and tf32 (TF32 allo
 fp16 and bf16 run their native math. Off is not quite "no tensor cores": on sm_80 and later the
 memory-efficient SDPA kernel that PyTorch picks for fp32 attention multiplies on tensor cores
 in three TF32 products a product (CUTLASS's OpMultiplyAddFastF32, about fp32's accuracy), with
-or without TF32 allowed; tlbench's ieee attention runs on the FMA pipes. Each mode is warmed up (>= 3 calls and >= 25 ms, the card
->= 1 s before the first), then timed call by call with CUDA events: the median and minimum in
-ms over --reps calls (default: as many as fit in 0.2 s, 5 to 200). Peak memory is
-torch.cuda.max_memory_allocated() over the mode, weights, input and mask included.
+or without TF32 allowed; tlbench's ieee attention runs on the FMA pipes. Each mode is warmed
+up (>= 3 calls and >= 25 ms, the card >= 1 s before the first), then timed call by call with
+CUDA events: the median and minimum in ms over --reps calls (default: as many as fit in 0.2 s,
+5 to 200). Peak memory is torch.cuda.max_memory_allocated() over the mode, weights, input and
+mask included.
 
 Run it on the same GPU right after the sweep (scripts/official-run.sh does): both sides then
 come from one machine and one session. scripts/results_table.py sets the best mode beside
