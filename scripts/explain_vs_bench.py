@@ -83,7 +83,7 @@ def read_explain(path):
                 lines.append((case_id, dtype, str(c["config"]), str(s["stage"]), float(s["events_ms"]),
                               float(s["marginal_ms"]), forward))
     except (KeyError, TypeError, ValueError) as err:
-        raise ValueError(f"{path}: a configuration or stage without a usable {err}") from err
+        raise ValueError(f"{path}: a configuration or stage without a usable field ({err})") from err
     return lines
 
 
