@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <stdexcept>
 
 #include "common/cuda_check.hpp"
 #include "common/rounding.hpp"
+#include "timing/launch_hold.hpp"
 
 namespace tlb::bench {
 
@@ -30,10 +33,13 @@ DeviceBuffer random_buffer(size_t elems, DType dt, float scale, uint64_t seed) {
   return d;
 }
 
-std::vector<double> median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int reps) {
+std::vector<double> median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int reps, HostLaunches launches) {
   for (const Timed& fn : fns)
     for (int i = 0; i < 3; ++i) fn(st);
   TLB_CUDA_CHECK(cudaStreamSynchronize(st));
+  // Synchronised launch checks would wait out every hold: time with the launches there.
+  std::optional<LaunchHold> hold;
+  if (launches == HostLaunches::hidden && !sync_launches()) hold.emplace();
   cudaEvent_t a, b;
   TLB_CUDA_CHECK(cudaEventCreate(&a));
   TLB_CUDA_CHECK(cudaEventCreate(&b));
@@ -41,10 +47,15 @@ std::vector<double> median_ms_each(const std::vector<Timed>& fns, cudaStream_t s
   for (int i = 0; i < reps; ++i) {
     for (size_t j = 0; j < fns.size(); ++j) {
       const size_t f = i % 2 == 0 ? j : fns.size() - 1 - j;
+      if (hold) hold->hold(st);
       TLB_CUDA_CHECK(cudaEventRecord(a, st));
       fns[f](st);
       TLB_CUDA_CHECK(cudaEventRecord(b, st));
+      if (hold) hold->release();
       TLB_CUDA_CHECK(cudaEventSynchronize(b));
+      if (hold && hold->timed_out()) {
+        throw std::runtime_error("median_ms_each: the timed work waited on the host behind its launch hold");
+      }
       float ms = 0;
       TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
       t[f].push_back(ms);

@@ -21,10 +21,17 @@ DeviceBuffer random_buffer(size_t elems, DType dt, float scale, uint64_t seed);
 
 using Timed = std::function<void(cudaStream_t)>;
 
+// What a timing holds besides the GPU's work: the host's launches too (`timed`: the events
+// around a call of the function, as a caller of it sees them), or the GPU's execution of the
+// work alone (`hidden`: it queues behind a LaunchHold and runs back to back, as inside a
+// replayed CUDA graph).
+enum class HostLaunches { timed, hidden };
+
 // Median event-timed milliseconds of each of `fns`, after three warm-up calls of each. The
 // functions take turns, in an order reversed every round (A B, B A, ...), so that clock
 // ramping and the power limit's drift land on all of them alike.
-std::vector<double> median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int reps);
+std::vector<double> median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int reps,
+                                   HostLaunches launches = HostLaunches::timed);
 double median_ms(const Timed& fn, cudaStream_t st, int reps = 20);
 
 // Runs fn back to back for `seconds` of wall time: a card that was idle (or busy with other

@@ -117,10 +117,12 @@ void bench_stages(cudaStream_t st, const StageBench& sb, std::FILE* jsonl, const
         // The stage alone in turns with whole forwards (the forward's warm-up runs first and
         // leaves the stage the buffers it reads): both medians come from the same stretch of
         // time, so the stage's share of the forward holds whatever clock the card runs at
-        // then, as explain's share does.
+        // then, as explain's share does. Both run behind a launch hold: the stage's kernels are
+        // launched one by one, and explain times them inside a forward where the host is ahead
+        // of the GPU (or inside a replayed graph), so the host's launches have no place in it.
         const std::vector<double> ms_each =
             median_ms_each({[&](cudaStream_t) { path.run(); }, [&](cudaStream_t) { path.run_stage_alone(cs); }}, st,
-                           reps);
+                           reps, HostLaunches::hidden);
         const double paired_forward = ms_each[0], ms = ms_each[1];
         fmt::print("      {:<9} {:9.4f} ms ({} layers; forward in turns {:.4f} ms)\n", tlb::to_string(cs), ms,
                    spec.shape.layers, paired_forward);

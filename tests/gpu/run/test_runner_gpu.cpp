@@ -1,13 +1,15 @@
 // The measurement engine on a real device: the accuracy reductions against an fp64 host loop
-// (every dtype, planted NaN/Inf, sizes past the block cap), the CUDA run clock and SM clock
-// probe, and `tlbench run` end to end through the binary: a tiny grid, A/A, a reference too
-// big for the memory budget, SIGINT then --resume, and an injected kernel fault then --resume.
+// (every dtype, planted NaN/Inf, sizes past the block cap), the CUDA run clock, the SM clock
+// probe and the launch hold, and `tlbench run` end to end through the binary: a tiny grid, A/A,
+// a reference too big for the memory budget, SIGINT then --resume, and an injected kernel fault
+// then --resume.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "accuracy.hpp"
@@ -30,6 +33,7 @@
 #include "gpu_test_util.hpp"
 #include "test_support.hpp"
 #include "timing/clock_probe.hpp"
+#include "timing/launch_hold.hpp"
 #include "timing/l2_flush.hpp"
 #include "writers.hpp"
 
@@ -228,6 +232,50 @@ TEST_CASE("CUDA run clock times real work and reads a plausible SM clock", "[gpu
   CHECK(m.pairs >= 20);
   CHECK(m.max_mhz > 100);
   CHECK(tracker.max_mhz >= m.max_mhz);
+  TLB_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("A launch hold keeps the host's time out of events around the work it holds", "[gpu][timer]") {
+  TLB_REQUIRE_GPU();
+  cudaStream_t stream = nullptr;
+  TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    DeviceBuffer buf(size_t{64} << 20);
+    cudaEvent_t a = nullptr, b = nullptr;
+    TLB_CUDA_CHECK(cudaEventCreate(&a));
+    TLB_CUDA_CHECK(cudaEventCreate(&b));
+    // The work is launched 30 ms of host time after the first event, as a slow host would.
+    auto timed_ms = [&](LaunchHold* hold) {
+      if (hold) hold->hold(stream);
+      TLB_CUDA_CHECK(cudaEventRecord(a, stream));
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      TLB_CUDA_CHECK(cudaMemsetAsync(buf.get(), 1, buf.bytes(), stream));
+      TLB_CUDA_CHECK(cudaEventRecord(b, stream));
+      if (hold) hold->release();
+      TLB_CUDA_CHECK(cudaEventSynchronize(b));
+      float ms = 0;
+      TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+      return static_cast<double>(ms);
+    };
+    CHECK(timed_ms(nullptr) > 25.0);  // without a hold the events hold the host's 30 ms
+    LaunchHold hold;
+    for (int i = 0; i < 3; ++i) {
+      const double held = timed_ms(&hold);
+      INFO("held " << held << " ms");
+      CHECK(held < 5.0);
+      CHECK_FALSE(hold.timed_out());
+    }
+    // Never released: the waiting kernel gives up after a second and says so.
+    hold.hold(stream);
+    const auto start = std::chrono::steady_clock::now();
+    TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(hold.timed_out());
+    CHECK(waited_s > 0.5);
+    CHECK(waited_s < 5.0);
+    TLB_CUDA_CHECK(cudaEventDestroy(a));
+    TLB_CUDA_CHECK(cudaEventDestroy(b));
+  }
   TLB_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 

@@ -1,0 +1,60 @@
+// The waiting kernel of LaunchHold: one thread polls a host-mapped flag, sleeping between
+// reads, until the host sets it or a second of %globaltimer has passed.
+#include <atomic>
+
+#include "common/cuda_check.hpp"
+#include "timing/launch_hold.hpp"
+
+namespace tlb {
+
+namespace {
+
+constexpr unsigned long long kHoldTimeoutNs = 1000ull * 1000 * 1000;
+
+__device__ __forceinline__ unsigned long long hold_timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void launch_hold_kernel(volatile int* words) {
+  const unsigned long long start = hold_timer_ns();
+  while (words[0] == 0) {
+    if (hold_timer_ns() - start > kHoldTimeoutNs) {
+      words[1] = 1;
+      return;
+    }
+    __nanosleep(500);
+  }
+}
+
+}  // namespace
+
+LaunchHold::LaunchHold() {
+  void* p = nullptr;
+  TLB_CUDA_CHECK(cudaHostAlloc(&p, 2 * sizeof(int), cudaHostAllocMapped));
+  words_ = static_cast<volatile int*>(p);
+  words_[0] = 1;
+  words_[1] = 0;
+  TLB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words_), p, 0));
+}
+
+LaunchHold::~LaunchHold() { cudaFreeHost(const_cast<int*>(words_)); }
+
+void LaunchHold::hold(cudaStream_t stream) {
+  words_[0] = 0;
+  words_[1] = 0;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  launch_hold_kernel<<<1, 1, 0, stream>>>(device_words_);
+  // The launch error only: a synchronised check (TLBENCH_SYNC_LAUNCHES) would wait out the hold.
+  TLB_CUDA_CHECK(cudaGetLastError());
+}
+
+void LaunchHold::release() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  words_[0] = 1;
+}
+
+bool LaunchHold::timed_out() const { return words_[1] != 0; }
+
+}  // namespace tlb
