@@ -39,9 +39,16 @@ LaunchHold::LaunchHold() {
   TLB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words_), p, 0));
 }
 
-LaunchHold::~LaunchHold() { cudaFreeHost(const_cast<int*>(words_)); }
+// A hold still waiting (its work threw before release()) is let go, and has stopped reading
+// its flag, before the page is freed.
+LaunchHold::~LaunchHold() {
+  release();
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  cudaFreeHost(const_cast<int*>(words_));
+}
 
 void LaunchHold::hold(cudaStream_t stream) {
+  stream_ = stream;
   words_[0] = 0;
   words_[1] = 0;
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -25,6 +25,7 @@ class LaunchHold {
   LaunchHold& operator=(const LaunchHold&) = delete;
 
   // Enqueues the waiting kernel on `stream`; everything enqueued after it waits for release().
+  // The stream must outlive the hold.
   void hold(cudaStream_t stream);
   // Lets the waiting kernel finish.
   void release();
@@ -36,6 +37,7 @@ class LaunchHold {
   // Host-mapped words: [0] the release flag the kernel polls, [1] set by the kernel on timeout.
   volatile int* words_ = nullptr;
   int* device_words_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // the last held stream: the destructor waits for it
 };
 
 }  // namespace tlb
