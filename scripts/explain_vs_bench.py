@@ -14,9 +14,11 @@ minute, so the verdict compares shares of the forward: explain's events time ove
 forward against the kernels alone over the forward the bench timed in turns with them
 (`forward_in_turns_ms`); a stage agrees where its share ratio is within 5 % of 1. Rows
 without that field (files from before it) are compared by absolute time, and say so. Stages
-under 0.05 ms a layer are listed but not judged: there a launch from the host, which the
-kernels-alone run pays and the forward does not, is a large part of the time. Explain's other configurations (the reference)
-are left out.
+under 0.05 ms a layer are listed but not judged: there the events' own cost (1-3 us each,
+taken off explain's times) and each kernel's launch on the GPU (a replayed graph's are
+cheaper than a stream's) are a large part of the time. The kernel bench times the stage
+alone behind a launch hold (`stage_launch_hold`), so the host's launches are in neither
+side. Explain's other configurations (the reference) are left out.
 
 Exit 0 when every judged stage agrees and at least one was judged; 1 when one does not, when
 nothing could be judged, or when an auto configuration of an explain file has no kernel-bench

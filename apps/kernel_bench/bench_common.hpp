@@ -21,17 +21,26 @@ DeviceBuffer random_buffer(size_t elems, DType dt, float scale, uint64_t seed);
 
 using Timed = std::function<void(cudaStream_t)>;
 
-// What a timing holds besides the GPU's work: the host's launches too (`timed`: the events
-// around a call of the function, as a caller of it sees them), or the GPU's execution of the
-// work alone (`hidden`: it queues behind a LaunchHold and runs back to back, as inside a
-// replayed CUDA graph).
-enum class HostLaunches { timed, hidden };
-
 // Median event-timed milliseconds of each of `fns`, after three warm-up calls of each. The
 // functions take turns, in an order reversed every round (A B, B A, ...), so that clock
 // ramping and the power limit's drift land on all of them alike.
-std::vector<double> median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int reps,
-                                   HostLaunches launches = HostLaunches::timed);
+std::vector<double> median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int reps);
+
+// What a function's timing holds besides the GPU's work: the host's launches too (`timed`:
+// the events around a call, as a caller sees it), or the GPU's execution alone (`hidden`: the
+// work queues behind a LaunchHold and runs back to back, as inside a replayed CUDA graph).
+enum class HostLaunches { timed, hidden };
+struct MedianTimes {
+  std::vector<double> ms;
+  // Whether the `hidden` ones were held. Not under synchronised launch checks
+  // (TLBENCH_SYNC_LAUNCHES, debug builds) or launches the driver blocks on (a profiler's
+  // serialised kernels, CUDA_LAUNCH_BLOCKING): there every launch would wait out the hold, so
+  // they are timed with their launches, and a line says so.
+  bool held = false;
+};
+// The same, each function timed as `launches` says (one entry per function).
+MedianTimes median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int reps,
+                           const std::vector<HostLaunches>& launches);
 double median_ms(const Timed& fn, cudaStream_t st, int reps = 20);
 
 // Runs fn back to back for `seconds` of wall time: a card that was idle (or busy with other

@@ -117,13 +117,15 @@ void bench_stages(cudaStream_t st, const StageBench& sb, std::FILE* jsonl, const
         // The stage alone in turns with whole forwards (the forward's warm-up runs first and
         // leaves the stage the buffers it reads): both medians come from the same stretch of
         // time, so the stage's share of the forward holds whatever clock the card runs at
-        // then, as explain's share does. Both run behind a launch hold: the stage's kernels are
-        // launched one by one, and explain times them inside a forward where the host is ahead
-        // of the GPU (or inside a replayed graph), so the host's launches have no place in it.
-        const std::vector<double> ms_each =
+        // then, as explain's share does. The stage runs behind a launch hold: its kernels are
+        // launched one by one, where explain's events see them run inside a forward that keeps
+        // the GPU busy (a replayed graph, or eager launches ahead of the GPU). The forward is
+        // timed as explain times its own, with its launch: it is the denominator of both
+        // shares.
+        const MedianTimes each =
             median_ms_each({[&](cudaStream_t) { path.run(); }, [&](cudaStream_t) { path.run_stage_alone(cs); }}, st,
-                           reps, HostLaunches::hidden);
-        const double paired_forward = ms_each[0], ms = ms_each[1];
+                           reps, {HostLaunches::timed, HostLaunches::hidden});
+        const double paired_forward = each.ms[0], ms = each.ms[1];
         fmt::print("      {:<9} {:9.4f} ms ({} layers; forward in turns {:.4f} ms)\n", tlb::to_string(cs), ms,
                    spec.shape.layers, paired_forward);
         if (!jsonl) continue;
@@ -137,6 +139,7 @@ void bench_stages(cudaStream_t st, const StageBench& sb, std::FILE* jsonl, const
                                     {"layers", spec.shape.layers},
                                     {"forward_ms", forward},
                                     {"forward_in_turns_ms", paired_forward},
+                                    {"stage_launch_hold", each.held},
                                     {"reps", reps},
                                     {"dispatch", dispatch},
                                     {"commit", TLBENCH_GIT_COMMIT},

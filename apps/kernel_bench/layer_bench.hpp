@@ -35,10 +35,13 @@ struct StageBench {
 };
 // Per selected case and dtype: the auto configuration (the built-in dispatch table's, as
 // tlbench explain --configs auto takes it) on the case's data, a forward, then each stage
-// alone (StackPath::run_stage_alone) in turns with whole forwards, the medians of event-timed
-// runs; with `jsonl` one JSON line per stage: `ms` the stage alone, `forward_in_turns_ms`
-// the forward timed in turns with it, `forward_ms` the forward timed before the stages. A
-// case that cannot be built (out of memory) is skipped with why.
+// alone (StackPath::run_stage_alone, behind a launch hold: the GPU's time of its kernels, not
+// the host's launches of them) in turns with whole forwards (timed with their launch, as
+// explain times its forward), the medians of event-timed runs; with `jsonl` one JSON line per
+// stage: `ms` the stage alone, `forward_in_turns_ms` the forward timed in turns with it,
+// `stage_launch_hold` whether the hold applied (not where launches synchronise), `forward_ms`
+// the forward timed before the stages. A case that cannot be built (out of memory) or whose
+// hold timed out is skipped with why.
 void bench_stages(cudaStream_t st, const StageBench& sb, std::FILE* jsonl, const std::string& gpu);
 
 }  // namespace tlb::bench

@@ -1,5 +1,6 @@
 // The waiting kernel of LaunchHold: one thread polls a host-mapped flag, sleeping between
-// reads, until the host sets it or a second of %globaltimer has passed.
+// reads, until the host sets it or a second has passed (by %globaltimer, and by clock64 in
+// case the timer is stuck, as the clock probe guards it too).
 #include <atomic>
 
 #include "common/cuda_check.hpp"
@@ -10,17 +11,19 @@ namespace tlb {
 namespace {
 
 constexpr unsigned long long kHoldTimeoutNs = 1000ull * 1000 * 1000;
+constexpr long long kHoldMaxCycles = 4ll * 1000 * 1000 * 1000;  // 2 s at 2 GHz, 4 s at 1 GHz
 
-__device__ __forceinline__ unsigned long long hold_timer_ns() {
+__device__ __forceinline__ unsigned long long global_timer_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
 
 __global__ void launch_hold_kernel(volatile int* words) {
-  const unsigned long long start = hold_timer_ns();
+  const unsigned long long start = global_timer_ns();
+  const long long start_cycles = clock64();
   while (words[0] == 0) {
-    if (hold_timer_ns() - start > kHoldTimeoutNs) {
+    if (global_timer_ns() - start > kHoldTimeoutNs || clock64() - start_cycles > kHoldMaxCycles) {
       words[1] = 1;
       return;
     }
@@ -36,7 +39,11 @@ LaunchHold::LaunchHold() {
   words_ = static_cast<volatile int*>(p);
   words_[0] = 1;
   words_[1] = 0;
-  TLB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words_), p, 0));
+  const cudaError_t e = cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words_), p, 0);
+  if (e != cudaSuccess) {
+    cudaFreeHost(p);
+    TLB_CUDA_CHECK(e);
+  }
 }
 
 // A hold still waiting (its work threw before release()) is let go, and has stopped reading

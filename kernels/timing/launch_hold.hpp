@@ -25,7 +25,8 @@ class LaunchHold {
   LaunchHold& operator=(const LaunchHold&) = delete;
 
   // Enqueues the waiting kernel on `stream`; everything enqueued after it waits for release().
-  // The stream must outlive the hold.
+  // One hold at a time: the host waits past a released hold (an event after it) before the
+  // next, and the stream outlives the object.
   void hold(cudaStream_t stream);
   // Lets the waiting kernel finish.
   void release();
