@@ -23,9 +23,9 @@
 //   - `stages [FILE] [--cases LIST] [--dtypes LIST] [--fp32-math tf32|ieee]`: per case of
 //     configs/cases.json and dtype, the auto configuration built on the case's data, and each
 //     stage's kernels of every layer launched alone (StackPath::run_stage_alone, behind a
-//     launch hold), in turns with whole forwards: what `tlbench explain --configs auto` sets its stage lines beside
-//     (scripts/explain_vs_bench.py compares their shares of the forward); with FILE one JSON
-//     line per stage.
+//     launch hold), in turns with whole forwards: what `tlbench explain --configs auto` sets
+//     its stage lines beside (scripts/explain_vs_bench.py compares their shares of the
+//     forward); with FILE one JSON line per stage.
 // Medians of event-timed runs after warm-up, on random (never zero) data; each GEMM takes
 // turns with cuBLAS's. This file reads the command line and runs the benchmarks asked for;
 // each family lives in its own file: gemm_bench.* (gemm, small, outproj), attention_bench.*

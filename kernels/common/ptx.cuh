@@ -1,5 +1,6 @@
 // Inline-PTX primitives shared by the tensor-core kernels (GEMM, attention): ldmatrix,
-// mma.sync (fp16/bf16 m16n8k16, tf32 m16n8k8, fp32 accumulate) and cp.async with zero-fill.
+// mma.sync (fp16/bf16 m16n8k16, tf32 m16n8k8, fp32 accumulate) and cp.async with zero-fill;
+// and by every kernel: PDL, flags between CTAs, the global timer.
 // Every operand fragment layout here is the one the PTX ISA documents for that instruction.
 #pragma once
 
@@ -163,6 +164,14 @@ __device__ __forceinline__ int load_flag_acquire_gpu(const int* flag) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
   return v;
+}
+
+// ---- %globaltimer: the GPU's nanosecond clock (its update granularity varies, 32 ns to 1 us
+// across GPUs), for timeouts and clock probes.
+__device__ __forceinline__ unsigned long long global_timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
 }
 
 }  // namespace tlb::ptx

@@ -4,16 +4,11 @@
 #include "timing/clock_probe.hpp"
 
 #include "common/cuda_check.hpp"
+#include "common/ptx.cuh"
 
 namespace tlb {
 
 namespace {
-
-__device__ __forceinline__ unsigned long long global_timer_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 __device__ __forceinline__ unsigned sm_id() {
   unsigned id;
@@ -27,23 +22,23 @@ constexpr long long kMaxSpinCycles = 50ll * 1000 * 1000;
 __global__ void clock_probe_kernel(ClockProbeSample* out, unsigned spin_ns) {
   const long long guard_start = clock64();
   // Wait for a tick edge so the first reading is the start of a timer period.
-  unsigned long long edge = global_timer_ns();
+  unsigned long long edge = ptx::global_timer_ns();
   unsigned long long t0;
   long long c0;
   do {
-    t0 = global_timer_ns();
+    t0 = ptx::global_timer_ns();
     c0 = clock64();
   } while (t0 == edge && c0 - guard_start < kMaxSpinCycles);
   unsigned long long t1 = t0;
   long long c1 = c0;
   while (t1 - t0 < spin_ns && c1 - guard_start < kMaxSpinCycles) {
-    t1 = global_timer_ns();
+    t1 = ptx::global_timer_ns();
     c1 = clock64();
   }
   // And end on an edge too.
   edge = t1;
   do {
-    t1 = global_timer_ns();
+    t1 = ptx::global_timer_ns();
     c1 = clock64();
   } while (t1 == edge && c1 - guard_start < kMaxSpinCycles);
   out->ns = t1 - t0;

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "common/cuda_check.hpp"
+#include "common/ptx.cuh"
 #include "timing/launch_hold.hpp"
 
 namespace tlb {
@@ -13,17 +14,11 @@ namespace {
 constexpr unsigned long long kHoldTimeoutNs = 1000ull * 1000 * 1000;
 constexpr long long kHoldMaxCycles = 4ll * 1000 * 1000 * 1000;  // 2 s at 2 GHz, 4 s at 1 GHz
 
-__device__ __forceinline__ unsigned long long global_timer_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 __global__ void launch_hold_kernel(volatile int* words) {
-  const unsigned long long start = global_timer_ns();
+  const unsigned long long start = ptx::global_timer_ns();
   const long long start_cycles = clock64();
   while (words[0] == 0) {
-    if (global_timer_ns() - start > kHoldTimeoutNs || clock64() - start_cycles > kHoldMaxCycles) {
+    if (ptx::global_timer_ns() - start > kHoldTimeoutNs || clock64() - start_cycles > kHoldMaxCycles) {
       words[1] = 1;
       return;
     }
