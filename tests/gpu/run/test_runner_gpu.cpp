@@ -273,6 +273,15 @@ TEST_CASE("A launch hold keeps the host's time out of events around the work it 
     CHECK(hold.timed_out());
     CHECK(waited_s > 0.5);
     CHECK(waited_s < 5.0);
+    // A hold left waiting (its work threw before release) is let go by its destructor at once,
+    // not after the second the kernel would wait on its own.
+    const auto left_at = std::chrono::steady_clock::now();
+    {
+      LaunchHold left;
+      left.hold(stream);
+    }
+    const double let_go_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - left_at).count();
+    CHECK(let_go_s < 0.5);
     TLB_CUDA_CHECK(cudaEventDestroy(a));
     TLB_CUDA_CHECK(cudaEventDestroy(b));
   }
