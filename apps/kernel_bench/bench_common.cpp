@@ -10,6 +10,7 @@
 
 #include "common/cuda_check.hpp"
 #include "common/rounding.hpp"
+#include "timing/event_timer.hpp"
 #include "timing/launch_hold.hpp"
 
 namespace tlb::bench {
@@ -33,37 +34,6 @@ DeviceBuffer random_buffer(size_t elems, DType dt, float scale, uint64_t seed) {
   return d;
 }
 
-namespace {
-
-// Two timing events, destroyed however the timing ends.
-struct EventPair {
-  cudaEvent_t a = nullptr, b = nullptr;
-  EventPair() {
-    TLB_CUDA_CHECK(cudaEventCreate(&a));
-    TLB_CUDA_CHECK(cudaEventCreate(&b));
-  }
-  ~EventPair() {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-};
-
-// Whether a LaunchHold can hold `st`: not where launch checks synchronise, nor where the driver
-// blocks on each launch (the hold kernel has then run out its second before hold() returns).
-bool hold_works(LaunchHold& hold, cudaStream_t st) {
-  if (sync_launches()) return false;
-  hold.hold(st);
-  const cudaError_t state = cudaStreamQuery(st);
-  hold.release();
-  TLB_CUDA_CHECK(cudaStreamSynchronize(st));
-  if (state != cudaSuccess && state != cudaErrorNotReady) TLB_CUDA_CHECK(state);
-  return state == cudaErrorNotReady && !hold.timed_out();
-}
-
-}  // namespace
-
 MedianTimes median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int reps,
                            const std::vector<HostLaunches>& launches) {
   if (launches.size() != fns.size()) throw std::logic_error("median_ms_each: one HostLaunches per function");
@@ -74,7 +44,7 @@ MedianTimes median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int r
   std::optional<LaunchHold> hold;
   if (std::find(launches.begin(), launches.end(), HostLaunches::hidden) != launches.end()) {
     hold.emplace();
-    out.held = hold_works(*hold, st);
+    out.held = hold->works(st);
     if (!out.held) {
       static bool said = false;
       if (!said) {
@@ -85,28 +55,13 @@ MedianTimes median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int r
       hold.reset();
     }
   }
-  const EventPair events;
-  const cudaEvent_t a = events.a, b = events.b;
+  EventTimer timer(st);
   std::vector<std::vector<double>> t(fns.size());
   for (int i = 0; i < reps; ++i) {
     for (size_t j = 0; j < fns.size(); ++j) {
       const size_t f = i % 2 == 0 ? j : fns.size() - 1 - j;
-      const bool held = hold && launches[f] == HostLaunches::hidden;
-      if (held) hold->hold(st);
-      TLB_CUDA_CHECK(cudaEventRecord(a, st));
-      fns[f](st);
-      TLB_CUDA_CHECK(cudaEventRecord(b, st));
-      if (held) hold->release();
-      TLB_CUDA_CHECK(cudaEventSynchronize(b));
-      if (held && hold->timed_out()) {
-        // Not sticky: the stream ran on once the hold gave up; only this timing is spoilt.
-        throw DeviceError("a timing behind a launch hold waited on the host for its second (more launches "
-                          "than the queue holds, or a synchronising call among them): not measured",
-                          false);
-      }
-      float ms = 0;
-      TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-      t[f].push_back(ms);
+      const auto work = [&] { fns[f](st); };
+      t[f].push_back(hold && launches[f] == HostLaunches::hidden ? timer.ms(work, *hold) : timer.ms(work));
     }
   }
   for (std::vector<double>& v : t) {

@@ -9,6 +9,8 @@
 
 namespace tlb {
 
+class LaunchHold;
+
 class EventTimer {
  public:
   explicit EventTimer(cudaStream_t stream);
@@ -16,6 +18,9 @@ class EventTimer {
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
   double ms(const std::function<void()>& work);
+  // The same with the work queued behind `hold` (launch_hold.hpp): the GPU's time of it, not the
+  // host's launches. Throws a non-sticky DeviceError where the hold gave up waiting for the host.
+  double ms(const std::function<void()>& work, LaunchHold& hold);
 
  private:
   cudaStream_t stream_;

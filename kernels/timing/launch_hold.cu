@@ -66,4 +66,14 @@ void LaunchHold::release() {
 
 bool LaunchHold::timed_out() const { return words_[1] != 0; }
 
+bool LaunchHold::works(cudaStream_t stream) {
+  if (sync_launches()) return false;
+  hold(stream);
+  const cudaError_t state = cudaStreamQuery(stream);
+  release();
+  TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (state != cudaSuccess && state != cudaErrorNotReady) TLB_CUDA_CHECK(state);
+  return state == cudaErrorNotReady && !timed_out();
+}
+
 }  // namespace tlb

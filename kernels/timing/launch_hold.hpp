@@ -7,6 +7,7 @@
 //
 //   hold.hold(stream);  record(a);  work();  record(b);  hold.release();  sync(b);
 //
+// which is EventTimer::ms(work, hold).
 // The waiting kernel gives up after a second (a host that synchronises on the held stream
 // would otherwise wait forever); timed_out() then says the events hold that wait too. With
 // synchronised launch checks (TLBENCH_SYNC_LAUNCHES) every launch behind a hold waits it out:
@@ -33,6 +34,11 @@ class LaunchHold {
   // Whether the last hold's kernel stopped waiting before release() (read once the stream has
   // passed it).
   bool timed_out() const;
+  // Whether a hold can hold `stream` here: not where launch checks synchronise
+  // (TLBENCH_SYNC_LAUNCHES), nor where the driver blocks on each launch (a profiler's
+  // serialised kernels, CUDA_LAUNCH_BLOCKING: the waiting kernel has then run out its second
+  // before hold() returns). Tries one hold, released at once.
+  bool works(cudaStream_t stream);
 
  private:
   // Host-mapped words: [0] the release flag the kernel polls, [1] set by the kernel on timeout.
