@@ -62,6 +62,9 @@ struct ExplainConfig {
   double eager_ms = 0;              // an uncaptured forward without events (run_eager)
   double serial_ms = 0;             // the forward as run, without PDL (run_serial)
   double event_ms = 0;              // one event's own cost (stage_timing.hpp)
+  bool event_probed = false;        // event_ms from the probe: the forward's estimate was noisy
+  double event_forward_ms = 0;      // the forward's estimate and its standard error
+  double event_forward_se_ms = 0;
   double stage_events_total_ms = 0; // the forward with an event before every stage
   double layer_events_total_ms = 0; // and with one before every layer only
   double replayed_ms = 0;           // the plain replay the marginal costs are taken against

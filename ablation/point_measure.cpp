@@ -12,6 +12,7 @@
 #include "config_bits.hpp"
 #include "run_report.hpp"
 #include "stage_timing.hpp"
+#include "timing/event_cost.hpp"
 #include "stack/memory_plan.hpp"
 #include "text.hpp"
 
@@ -374,7 +375,8 @@ void record_stage_times(const MeasureContext& ctx, Group& g, StackPath& cand, Po
   StageEventRuns unused, runs;
   add_stage_event_run(cand, unused);  // a graph configuration's event graphs are captured here, untimed
   for (int i = 0; i < kStageTimeRuns; ++i) add_stage_event_run(cand, runs);
-  const StageTiming timing = stage_timing(runs, static_cast<int>(g.spec.shape.layers));
+  const StageTiming timing = stage_timing(runs, static_cast<int>(g.spec.shape.layers),
+                                         [&] { return probe_event_cost_ms(ctx.stream); });
   r.stage_ms.assign(timing.ms.begin(), timing.ms.end());
   r.stage_floor_ms.clear();
   if (!g.ceilings) {

@@ -1,6 +1,8 @@
 #include "stage_timing.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "stack/layer_stack.hpp"
@@ -21,7 +23,7 @@ void add_stage_event_run(StackPath& path, StageEventRuns& runs) {
   runs.layer_events_total_ms.push_back(path.run_layer_events());
 }
 
-StageTiming stage_timing(const StageEventRuns& runs, int layers) {
+StageTiming stage_timing(const StageEventRuns& runs, int layers, const std::function<double()>& probe) {
   const size_t n = runs.stage_ms.size();
   if (layers < 1 || n == 0 || runs.stage_events_total_ms.size() != n || runs.layer_events_total_ms.size() != n)
     throw std::invalid_argument("stage_timing: one stage-events run, one total of each kind per run, layers >= 1");
@@ -29,7 +31,11 @@ StageTiming stage_timing(const StageEventRuns& runs, int layers) {
   std::vector<double> per_event;
   for (size_t i = 0; i < n; ++i)
     per_event.push_back((runs.stage_events_total_ms[i] - runs.layer_events_total_ms[i]) / (6.0 * layers));
-  t.event_ms = std::max(0.0, stats::median(per_event));
+  t.event_forward_ms = std::max(0.0, stats::median(per_event));
+  t.event_forward_se_ms = n < 3 ? std::numeric_limits<double>::infinity()
+                                : 1.2533 * 1.4826 * stats::mad(per_event) / std::sqrt(static_cast<double>(n));
+  t.event_probed = !(t.event_forward_se_ms < kEventCostPrecisionMs);
+  t.event_ms = t.event_probed ? std::max(0.0, probe()) : t.event_forward_ms;
   t.stage_events_total_ms = stats::median(runs.stage_events_total_ms);
   t.layer_events_total_ms = stats::median(runs.layer_events_total_ms);
   for (int s = 0; s < kNumCostStages; ++s) {

@@ -1,9 +1,11 @@
 // Stage times from events, less the events' own cost (ablation/stage_timing.hpp): the cost is
 // recovered from the two totals, taken off each stage once per layer, and the result adds up
-// to the forward without events only where the model holds.
+// to the forward without events only where the model holds; where the totals are too noisy to
+// give it, the probe does.
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cmath>
 #include <stdexcept>
 
 #include "stage_timing.hpp"
@@ -11,6 +13,12 @@
 using namespace tlb;
 
 namespace {
+
+// The probe of a precise forward: never asked.
+double not_probed() {
+  FAIL("the event probe was asked although the forward's estimate was precise");
+  return 0;
+}
 
 // Runs of a forward whose stages take `work` ms (all layers together) and whose every event
 // costs `event` ms, each run shifted by `drift` ms per stage.
@@ -37,7 +45,7 @@ TEST_CASE("stage timing recovers each event's cost and takes it off each stage o
   for (double w : work) forward += w;
   for (int layers : {1, 2, 4}) {
     INFO(layers << " layers");
-    const StageTiming t = stage_timing(synthetic(work, 0.0025, layers, {0.0, 0.0002, -0.0001}), layers);
+    const StageTiming t = stage_timing(synthetic(work, 0.0025, layers, {0.0, 0.0002, -0.0001}), layers, not_probed);
     CHECK(t.event_ms == Approx(0.0025));
     for (int s = 0; s < kNumCostStages; ++s) {
       CHECK(t.ms[static_cast<size_t>(s)] == Approx(work[static_cast<size_t>(s)]).margin(1e-12));
@@ -52,7 +60,7 @@ TEST_CASE("stage timing recovers each event's cost and takes it off each stage o
 TEST_CASE("stage timing never adds time for events that measured cheaper than nothing", "[stage_timing]") {
   const std::array<double, kNumCostStages> work = {0.1, 0.5, 2.0, 0.2, 0.1, 0.6, 0.6};
   // Noise larger than the events: the stage-events total reads below the layer-events one.
-  const StageTiming t = stage_timing(synthetic(work, -0.001, 1, {0.0, 0.0, 0.0}), 1);
+  const StageTiming t = stage_timing(synthetic(work, -0.001, 1, {0.0, 0.0, 0.0}), 1, not_probed);
   CHECK(t.event_ms == 0.0);
   for (int s = 0; s < kNumCostStages; ++s) CHECK(t.ms[static_cast<size_t>(s)] == t.raw_ms[static_cast<size_t>(s)]);
 }
@@ -67,20 +75,65 @@ TEST_CASE("stage timing takes the event cost run by run, and no stage below zero
   runs.stage_events_total_ms[1] += 0.3;
   runs.layer_events_total_ms[1] += 0.3;
   runs.stage_events_total_ms[2] += 0.5;
-  StageTiming t = stage_timing(runs, 4);
+  StageTiming t = stage_timing(runs, 4, not_probed);
   CHECK(t.event_ms == Approx(0.0025));
   // A stage shorter than its events' cost as estimated reads zero, not less.
   runs = synthetic(work, 0.0025, 4, {0.0, 0.0, 0.0});
   for (auto& st : runs.stage_ms) st[0] = 0.001;  // ln1: 4 events' cost is 0.01 ms
-  t = stage_timing(runs, 4);
+  t = stage_timing(runs, 4, not_probed);
   CHECK(t.ms[0] == 0.0);
   CHECK(t.raw_ms[0] == Approx(0.001));
 }
 
 TEST_CASE("stage timing refuses runs it cannot pair", "[stage_timing]") {
   StageEventRuns runs = synthetic({1, 1, 1, 1, 1, 1, 1}, 0.001, 1, {0.0, 0.0, 0.0});
-  CHECK_THROWS_AS(stage_timing(runs, 0), std::invalid_argument);
+  CHECK_THROWS_AS(stage_timing(runs, 0, not_probed), std::invalid_argument);
   runs.layer_events_total_ms.pop_back();
-  CHECK_THROWS_AS(stage_timing(runs, 1), std::invalid_argument);
-  CHECK_THROWS_AS(stage_timing(StageEventRuns{}, 1), std::invalid_argument);
+  CHECK_THROWS_AS(stage_timing(runs, 1, not_probed), std::invalid_argument);
+  CHECK_THROWS_AS(stage_timing(StageEventRuns{}, 1, not_probed), std::invalid_argument);
+}
+
+TEST_CASE("stage timing takes the probe's event cost where the forward's noise hides it", "[stage_timing]") {
+  // A 40 ms forward of one layer: its 6 extra events (15 us) against totals that move by a
+  // few tenths of a millisecond from run to run, each total on its own.
+  const std::array<double, kNumCostStages> work = {0.15, 1.0, 36.0, 0.3, 0.3, 1.3, 1.2};
+  const double jitter[][2] = {{0.31, -0.12}, {-0.20, 0.25}, {0.05, 0.40}, {0.0, 0.0}, {-0.33, 0.11}, {0.18, -0.07}};
+  StageEventRuns runs;
+  for (const auto& j : jitter) {
+    StageEventRuns one = synthetic(work, 0.0025, 1, {0.0, 0.0, 0.0});
+    runs.stage_ms.push_back(one.stage_ms[0]);
+    runs.stage_events_total_ms.push_back(one.stage_events_total_ms[0] + j[0]);
+    runs.layer_events_total_ms.push_back(one.layer_events_total_ms[0] + j[1]);
+  }
+  int probed = 0;
+  const StageTiming t = stage_timing(runs, 1, [&] {
+    ++probed;
+    return 0.0027;
+  });
+  CHECK(probed == 1);
+  CHECK(t.event_probed);
+  CHECK(t.event_ms == 0.0027);
+  CHECK(t.event_forward_se_ms >= kEventCostPrecisionMs);
+  // The forward's own estimate is off by more than an event costs.
+  CHECK(std::fabs(t.event_forward_ms - 0.0025) > 0.002);
+  for (int s = 0; s < kNumCostStages; ++s)
+    CHECK(t.ms[static_cast<size_t>(s)] == Approx(work[static_cast<size_t>(s)] + 0.0025 - 0.0027));
+  // A probe that measured less than nothing takes nothing off.
+  const StageTiming zero = stage_timing(runs, 1, [] { return -0.001; });
+  CHECK(zero.event_ms == 0.0);
+  for (int s = 0; s < kNumCostStages; ++s) CHECK(zero.ms[static_cast<size_t>(s)] == zero.raw_ms[static_cast<size_t>(s)]);
+}
+
+TEST_CASE("stage timing asks the probe where under three runs leave the spread unknown", "[stage_timing]") {
+  const std::array<double, kNumCostStages> work = {0.004, 0.012, 0.010, 0.006, 0.004, 0.011, 0.013};
+  StageEventRuns runs = synthetic(work, 0.0025, 2, {0.0, 0.0, 0.0});
+  runs.stage_ms.resize(2);
+  runs.stage_events_total_ms.resize(2);
+  runs.layer_events_total_ms.resize(2);
+  const StageTiming t = stage_timing(runs, 2, [] { return 0.002; });
+  CHECK(t.event_probed);
+  CHECK(std::isinf(t.event_forward_se_ms));
+  CHECK(t.event_forward_ms == Approx(0.0025));
+  CHECK(t.event_ms == 0.002);
+  CHECK(t.ms[1] == Approx(0.012 + 2 * 0.0005));
 }

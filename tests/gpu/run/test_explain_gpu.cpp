@@ -89,6 +89,10 @@ TEST_CASE("tlbench explain: stages that add up to the forward, floors, cached ce
     for (const json& c : json::parse(tiny.out)["configs"]) {
       INFO(c.dump());
       const double event = c["event_ms"].get<double>();
+      // 30 short forwards pin an event's cost down: the forward's own estimate is taken.
+      CHECK(c["event_ms_source"].get<std::string>() == "forward");
+      CHECK(c["event_forward_se_ms"].get<double>() < 0.0005);
+      CHECK(event == c["event_forward_ms"].get<double>());
       CHECK(event > 0.0005);  // events do cost: 2-3 us each where measured
       CHECK(event < 0.01);
       CHECK(std::fabs(c["events_sum_ms"].get<double>() / c["serial_ms"].get<double>() - 1) < 0.10);
