@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fast_divisor.hpp"
 #include "common/types.hpp"
 
 namespace tlb {
@@ -40,6 +41,9 @@ struct GemmArgs {
   void* k = nullptr;
   void* v = nullptr;
   int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
+  // Set by the dispatcher for bias_qkv_split before each launch (callers leave them): the
+  // epilogue maps output indices to the split layout by these, not by run-time divisions.
+  FastDivisor split_width, split_head_dim, split_seq;  // heads * head_dim, head_dim, seq
 };
 
 bool gemm_fused_supported(const GemmArgs& a, std::string* why);

@@ -118,12 +118,16 @@ constexpr TileModel kCooperativeModel{256, 128, 8, 1, 2.0};
 // out-projection) both schedules lost 2-7 % to the plain one, short units exposing the
 // previous tile's epilogue, and over the partial wave alone (runs shorter than a tile) they
 // lost everywhere. Those rank just behind the plain schedule: offered, measured, not picked.
+// So do tiles of 16 k-tiles (K = 1024 in 16-bit types), where the epilogue takes about as
+// long as a tile's MMAs and the cut tiles' short units leave it in the open: over two waves
+// stream-K measured 1.7-2.7 % behind the plain schedule at 23.3 waves (case 12's head split,
+// on an H100 and an H200) and level (-1.5 to +1.5 %) at 31.0, where 32 k-tiles and more gain.
 double pingpong_stream_k_time(int64_t M, int64_t N, int64_t K, int elem_bytes, int sms, int waves) {
   const TileModel& t = kPingpongModel;
   const int64_t tiles = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
   const double plain = model_time(t, M, N, sms) * (1.0 + 1e-6 * waves);
-  if (waves != 2 || tiles < 16 * static_cast<int64_t>(sms)) return plain;
   const double k_tiles = static_cast<double>((K * elem_bytes + 127) / 128);
+  if (waves != 2 || tiles < 16 * static_cast<int64_t>(sms) || k_tiles < 32) return plain;
   return std::min(plain, (static_cast<double>(tiles) / sms + 3.0 / k_tiles) * t.bm * t.bn / t.speed);
 }
 
@@ -254,7 +258,13 @@ const Candidate& choose(const std::vector<Candidate>& ranked, VariantPolicy poli
   return ranked.front();
 }
 
-void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
+void launch(const GemmArgs& args, const Candidate& c, cudaStream_t stream) {
+  GemmArgs a = args;
+  if (a.epilogue == GemmEpilogue::bias_qkv_split) {
+    a.split_width = FastDivisor(static_cast<uint32_t>(a.heads * a.head_dim));
+    a.split_head_dim = FastDivisor(static_cast<uint32_t>(a.head_dim));
+    a.split_seq = FastDivisor(static_cast<uint32_t>(a.seq));
+  }
   if (c.kind == Candidate::fma) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
   } else if (c.persistent()) {
