@@ -22,6 +22,15 @@ enum class GemmEpilogue : int {
   bias_qkv_split,     // acc + bias scattered to q, k, v in [batch, heads, seq, head_dim]
 };
 
+// Where the head split puts output element (m, n), worked out once per launch: divisors for
+// the epilogue's index arithmetic (run-time divisions are about twenty instructions each, see
+// fast_divisor.hpp) and the element strides of q, k and v [batch][head][seq][head_dim].
+struct QkvSplitMap {
+  FastDivisor width, head_dim, seq;  // heads * head_dim (one of q, k, v), head_dim, seq
+  int64_t batch_stride = 0;          // heads * seq * head_dim
+  int64_t head_stride = 0;           // seq * head_dim
+};
+
 struct GemmArgs {
   DType dtype = DType::fp16;
   Fp32Math fp32_math = Fp32Math::tf32;
@@ -41,9 +50,8 @@ struct GemmArgs {
   void* k = nullptr;
   void* v = nullptr;
   int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
-  // Set by the dispatcher for bias_qkv_split before each launch (callers leave them): the
-  // epilogue maps output indices to the split layout by these, not by run-time divisions.
-  FastDivisor split_width, split_head_dim, split_seq;  // heads * head_dim, head_dim, seq
+  // Set by the dispatcher for bias_qkv_split before each launch (callers leave it).
+  QkvSplitMap split;
 };
 
 bool gemm_fused_supported(const GemmArgs& a, std::string* why);

@@ -261,9 +261,11 @@ const Candidate& choose(const std::vector<Candidate>& ranked, VariantPolicy poli
 void launch(const GemmArgs& args, const Candidate& c, cudaStream_t stream) {
   GemmArgs a = args;
   if (a.epilogue == GemmEpilogue::bias_qkv_split) {
-    a.split_width = FastDivisor(static_cast<uint32_t>(a.heads * a.head_dim));
-    a.split_head_dim = FastDivisor(static_cast<uint32_t>(a.head_dim));
-    a.split_seq = FastDivisor(static_cast<uint32_t>(a.seq));
+    a.split.width = FastDivisor(static_cast<uint32_t>(a.heads * a.head_dim));
+    a.split.head_dim = FastDivisor(static_cast<uint32_t>(a.head_dim));
+    a.split.seq = FastDivisor(static_cast<uint32_t>(a.seq));
+    a.split.head_stride = a.seq * a.head_dim;
+    a.split.batch_stride = a.heads * a.split.head_stride;
   }
   if (c.kind == Candidate::fma) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);

@@ -85,22 +85,24 @@ __device__ __forceinline__ void apply_epilogue(const GemmArgs& p, float (&acc)[k
 // epilogue_column<T>(p, n) + epilogue_row_offset(p, m). For the plain epilogues that is
 // out[m][n]; for the head split, column n of the packed [q | k | v] product and row
 // m = b * seq + s go to q, k or v [b][head][s][dim]. A 16-byte run (n % 8 == 0) never
-// straddles a head (head_dim % 8 == 0). The divisions are the dispatcher's FastDivisors
-// (gemm_fused_supported keeps M and N under 2^30).
+// straddles a head (head_dim % 8 == 0). The divisions and strides are the dispatcher's
+// QkvSplitMap (gemm_fused_supported keeps M and N under 2^30, so indices fit 32 bits).
 template <typename T>
 __device__ __forceinline__ T* epilogue_column(const GemmArgs& p, int64_t n) {
   if (p.epilogue != GemmEpilogue::bias_qkv_split) return static_cast<T*>(p.out) + n;
+  const QkvSplitMap& map = p.split;
   const auto n32 = static_cast<uint32_t>(n);
-  const uint32_t which = p.split_width.div(n32), within = n32 - which * p.split_width.divisor;
-  const uint32_t head = p.split_head_dim.div(within), dim = within - head * p.split_head_dim.divisor;
+  const uint32_t which = map.width.div(n32), within = n32 - which * map.width.divisor;
+  const uint32_t head = map.head_dim.div(within), dim = within - head * map.head_dim.divisor;
   T* base = static_cast<T*>(which == 0 ? p.q : which == 1 ? p.k : p.v);
-  return base + static_cast<int64_t>(head) * p.seq * p.head_dim + dim;
+  return base + head * map.head_stride + dim;
 }
 __device__ __forceinline__ int64_t epilogue_row_offset(const GemmArgs& p, int64_t m) {
   if (p.epilogue != GemmEpilogue::bias_qkv_split) return m * p.N;
+  const QkvSplitMap& map = p.split;
   const auto m32 = static_cast<uint32_t>(m);
-  const uint32_t b = p.split_seq.div(m32), s = m32 - b * p.split_seq.divisor;
-  return (static_cast<int64_t>(b) * p.heads * p.seq + s) * p.head_dim;
+  const uint32_t b = map.seq.div(m32), s = m32 - b * map.seq.divisor;
+  return b * map.batch_stride + static_cast<int64_t>(s) * map.head_dim.divisor;
 }
 
 // Applies the epilogue to acc[0..kCount) = columns n..n+kCount-1 of row m and stores them,
