@@ -10,7 +10,7 @@
 #       build taking about 50 s on 16 cores)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
-# SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
+# RERUN_SAME_MACHINE (rerun: run it on the baseline's own card too), SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
 # EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
@@ -49,11 +49,13 @@ case_ids() {
   IFS=',' read -ra items <<<"$1"
   for item in "${items[@]}"; do seq "${item%-*}" "${item#*-}"; done
 }
-# `run_field DIR KEY`: a top-level field of DIR/run.json, or `device.name` (empty where absent).
+# `run_field DIR KEY`: a top-level field of DIR/run.json, or `device.FIELD` (name, uuid, ...) of its
+# device (empty where absent).
 run_field() {
   python3 -c 'import json, sys
 d = json.load(open(sys.argv[1] + "/run.json"))
-v = d.get("device", {}).get("name", "") if sys.argv[2] == "device.name" else d.get(sys.argv[2], "")
+f = sys.argv[2]
+v = d.get("device", {}).get(f[len("device."):], "") if f.startswith("device.") else d.get(f, "")
 print(v)' "$1" "$2" 2>/dev/null
 }
 # `clocked NAME CMD...`: runs CMD with the card's SM clock, power and clock-limiting reasons
@@ -227,6 +229,12 @@ for step in "${steps[@]}"; do
         log "$step: resuming $dest ($state)"
         run_args=(run --resume "$dest")
       else
+        # A rerun shows what another machine measures: on the baseline's own card it would show
+        # less than it claims (RERUN_SAME_MACHINE=1 runs it anyway).
+        uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0)
+        if [[ $step == rerun && $(run_field "$root" device.uuid) == "$uuid" && -z ${RERUN_SAME_MACHINE:-} ]]; then
+          log "rerun: $uuid is the card $root was measured on; a rerun needs another machine"; exit 1
+        fi
         log "$step sweep into $dest"
         rm -rf "$dest"
         # Stage times of the reference and auto: the breakdown chart, for a few seconds more.
