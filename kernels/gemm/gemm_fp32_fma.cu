@@ -22,9 +22,20 @@ namespace {
 // against cuBLAS: 0.85-0.86x, as much as tiles kept k-contiguous as in memory (64 registers
 // of operands a step, one CTA per SM). 128 threads of 16x8 outputs, cuBLAS's shape, ran at
 // 0.68-0.79x: two warps per scheduler left it waiting on the copies and on instruction fetch.
-template <int BM_, int BN_, int TM_, int TN_, int kMinBlocks_>
+//
+// kPairedW: W's tile holds each pair of output columns swapped (column 2c + 1 first), and the
+// operands are unswapped as they are read. An SM sub-partition reads registers from two banks
+// (by the register's parity, as public microbenchmarks of Ampere's register file read it); an
+// FFMA whose two operands not covered by the reuse cache (here w and the accumulator: a is
+// reused across a row) sit in one bank would wait for the second read, which would be the
+// dispatch stalls ncu shows here (0.61 per issue, cuBLAS's SGEMM next to none). The 16-byte loads put w[4g + c] in a register of parity c, and ptxas keeps most
+// accumulators of column 4g + c at parity c too (the 16-byte stores at the end pull them
+// there): 76 % of the main loop's FFMAs pair equal parities. Swapped, w[4g + c] lands at parity
+// 1 - c: 47 % (SASS of ptxas 13.0). Offered beside the plain tile until a GPU has timed both.
+template <int BM_, int BN_, int TM_, int TN_, int kMinBlocks_, bool kPairedW_ = false>
 struct FmaConfig {
   static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, kMinBlocks = kMinBlocks_;
+  static constexpr bool kPairedW = kPairedW_;
   static constexpr int BK = 32;
   static constexpr int kStages = 3;
   static constexpr int kThreads = 256;
@@ -42,15 +53,15 @@ struct FmaConfig {
 // 4 rows x 8 k (four 32-byte sectors) per copy. Copy (r, g) of a thread is row
 // 32 r + warp * 4 + lane / 8 at k = 8 g + lane % 8. Rows past the tensor read its last row
 // instead: they only reach outputs that are never stored. The k groups of a last tile that
-// lie past K are zero-filled.
-template <int kRows, int kKGroups, int kPitch>
+// lie past K are zero-filled. kSwapPairs stores row r at r ^ 1 (FmaConfig::kPairedW).
+template <int kRows, int kKGroups, int kPitch, bool kSwapPairs = false>
 struct TileCopy {
   const float* src[kRows];  // row r's element at k = lane % 8 of the next tile
   uint32_t dst;             // this thread's offset in bytes in a stage's tile
 
   __device__ TileCopy(const float* base, int64_t row0, int64_t rows, int64_t K, int tid) {
     const int lane = tid % 32, row = (tid / 32) * 4 + lane / 8;
-    dst = static_cast<uint32_t>(4 * ((lane % 8) * kPitch + row));
+    dst = static_cast<uint32_t>(4 * ((lane % 8) * kPitch + (kSwapPairs ? row ^ 1 : row)));
 #pragma unroll
     for (int r = 0; r < kRows; ++r) src[r] = base + min(row0 + row + 32 * r, rows - 1) * K + lane % 8;
   }
@@ -93,7 +104,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_fp32_fma_kern
   const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
   TileCopy<C::BM / 32, C::BK / 8, C::kPitchA> copy_a(A, m0, p.M, K, tid);
-  TileCopy<C::BN / 32, C::BK / 8, C::kPitchW> copy_w(W, n0, p.N, K, tid);
+  TileCopy<C::BN / 32, C::BK / 8, C::kPitchW, C::kPairedW> copy_w(W, n0, p.N, K, tid);
   const int k_tiles = static_cast<int>((K + C::BK - 1) / C::BK);
   // The copies of tile `kt` (none past the last: its stage's group is left empty).
   auto load_tile = [&](int kt) {
@@ -137,9 +148,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) gemm_fp32_fma_kern
         *reinterpret_cast<float4*>(&a[4 * g]) =
             *reinterpret_cast<const float4*>(As + k * C::kPitchA + g * C::kGroupStride);
 #pragma unroll
-      for (int g = 0; g < C::kGroupsN; ++g)
-        *reinterpret_cast<float4*>(&w[4 * g]) =
-            *reinterpret_cast<const float4*>(Ws + k * C::kPitchW + g * C::kGroupStride);
+      for (int g = 0; g < C::kGroupsN; ++g) {
+        const float4 f = *reinterpret_cast<const float4*>(Ws + k * C::kPitchW + g * C::kGroupStride);
+        w[4 * g] = C::kPairedW ? f.y : f.x;
+        w[4 * g + 1] = C::kPairedW ? f.x : f.y;
+        w[4 * g + 2] = C::kPairedW ? f.w : f.z;
+        w[4 * g + 3] = C::kPairedW ? f.z : f.w;
+      }
       // k ascending per output, as a plain loop over K would add them.
 #pragma unroll
       for (int i = 0; i < C::TM; ++i)
@@ -175,7 +190,11 @@ void launch_config(const GemmArgs& a, cudaStream_t stream) {
 }  // namespace
 
 std::string fma_tile_name(FmaTile t) {
-  return t == FmaTile::m128n128 ? "fma_128x128x32_fp32" : "fma_64x64x32_fp32";
+  switch (t) {
+    case FmaTile::m128n128: return "fma_128x128x32_fp32";
+    case FmaTile::m128n128_paired: return "fma_128x128x32_paired_fp32";
+    default: return "fma_64x64x32_fp32";
+  }
 }
 
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream) {
@@ -184,6 +203,8 @@ void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream) {
   // KiB, three per SM.
   if (t == FmaTile::m128n128) {
     launch_config<FmaConfig<128, 128, 8, 8, 2>>(a, stream);
+  } else if (t == FmaTile::m128n128_paired) {
+    launch_config<FmaConfig<128, 128, 8, 8, 2, true>>(a, stream);
   } else {
     launch_config<FmaConfig<64, 64, 4, 4, 3>>(a, stream);
   }

@@ -36,9 +36,11 @@ void launch_gemm_mma(const GemmArgs& a, MmaTile t, cudaStream_t stream);
 // they are stubs (the build did not target sm_80 or later).
 int mma_image_ptx_version();
 
-// fp32 `ieee`: plain FMA, no tensor cores.
-enum class FmaTile : int { m128n128 = 0, m64n64 };
-constexpr int kNumFmaTiles = 2;
+// fp32 `ieee`: plain FMA, no tensor cores. m128n128_paired is m128n128 with W's columns
+// swapped in pairs in shared memory (gemm_fp32_fma.cu says why), offered beside it and ranked
+// behind it until measured.
+enum class FmaTile : int { m128n128 = 0, m64n64, m128n128_paired };
+constexpr int kNumFmaTiles = 3;
 std::string fma_tile_name(FmaTile t);
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream);
 
