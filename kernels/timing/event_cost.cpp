@@ -31,20 +31,29 @@ class ProbeChain {
       cudaGetLastError();
       throw;
     }
-    TLB_CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
-    TLB_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
-    TLB_CUDA_CHECK(cudaGraphUpload(exec_, stream));
+    try {
+      TLB_CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
+      TLB_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+      TLB_CUDA_CHECK(cudaGraphUpload(exec_, stream));
+    } catch (...) {
+      release();  // no destructor runs for a constructor that throws
+      throw;
+    }
   }
-  ~ProbeChain() {
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-    if (graph_ != nullptr) cudaGraphDestroy(graph_);
-  }
+  ~ProbeChain() { release(); }
   ProbeChain(const ProbeChain&) = delete;
   ProbeChain& operator=(const ProbeChain&) = delete;
 
   void launch(cudaStream_t stream) const { TLB_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
 
  private:
+  void release() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+    exec_ = nullptr;
+    graph_ = nullptr;
+  }
+
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
 };
