@@ -231,7 +231,7 @@ void print_explanation(const Explanation& e, std::FILE* out) {
         c.event_probed
             ? fmt::format("measured apart from the forward: its own estimate, {:.2f} +- {:.2f} us from that forward "
                           "with an event before every stage, median {:.4f} ms, against one before every layer, "
-                          "{:.4f} ms, is inside its noise",
+                          "{:.4f} ms, is too uncertain (a standard error of 0.5 us or more)",
                           1e3 * c.event_forward_ms, 1e3 * c.event_forward_se_ms, c.stage_events_total_ms,
                           c.layer_events_total_ms)
             : fmt::format("from that forward with an event before every stage, median {:.4f} ms, against one "

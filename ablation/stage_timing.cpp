@@ -34,8 +34,13 @@ StageTiming stage_timing(const StageEventRuns& runs, int layers, const std::func
   t.event_forward_ms = std::max(0.0, stats::median(per_event));
   t.event_forward_se_ms = n < 3 ? std::numeric_limits<double>::infinity()
                                 : 1.2533 * 1.4826 * stats::mad(per_event) / std::sqrt(static_cast<double>(n));
-  t.event_probed = !(t.event_forward_se_ms < kEventCostPrecisionMs);
-  t.event_ms = t.event_probed ? std::max(0.0, probe()) : t.event_forward_ms;
+  t.event_ms = t.event_forward_ms;
+  if (!(t.event_forward_se_ms < kEventCostPrecisionMs)) {
+    // A probe that measured nothing (NaN, inf) leaves the forward's estimate, and says so.
+    const double probed = probe();
+    t.event_probed = std::isfinite(probed);
+    if (t.event_probed) t.event_ms = std::max(0.0, probed);
+  }
   t.stage_events_total_ms = stats::median(runs.stage_events_total_ms);
   t.layer_events_total_ms = stats::median(runs.layer_events_total_ms);
   for (int s = 0; s < kNumCostStages; ++s) {

@@ -36,6 +36,7 @@ struct StageTiming {
   double event_forward_ms = 0;     // the forward's estimate of it (median over the runs, >= 0)
   double event_forward_se_ms = 0;  // that median's standard error (infinite under 3 runs)
   bool event_probed = false;       // event_ms is the probe's: the forward's was not precise
+                                   // (and the probe gave a finite time)
   double stage_events_total_ms = 0;             // medians of the two totals
   double layer_events_total_ms = 0;
   double sum_ms() const;                        // of ms

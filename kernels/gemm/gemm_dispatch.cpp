@@ -262,15 +262,7 @@ const Candidate& choose(const std::vector<Candidate>& ranked, VariantPolicy poli
   return ranked.front();
 }
 
-void launch(const GemmArgs& args, const Candidate& c, cudaStream_t stream) {
-  GemmArgs a = args;
-  if (a.epilogue == GemmEpilogue::bias_qkv_split) {
-    a.split.width = FastDivisor(static_cast<uint32_t>(a.heads * a.head_dim));
-    a.split.head_dim = FastDivisor(static_cast<uint32_t>(a.head_dim));
-    a.split.seq = FastDivisor(static_cast<uint32_t>(a.seq));
-    a.split.head_stride = a.seq * a.head_dim;
-    a.split.batch_stride = a.heads * a.split.head_stride;
-  }
+void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
   if (c.kind == Candidate::fma) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
   } else if (c.persistent()) {
@@ -445,6 +437,17 @@ void gemm_fused_variant(const GemmArgs& a, const std::string& variant, cudaStrea
     if (c.name == variant) return launch(a, c, stream);
   }
   throw std::invalid_argument("gemm_fused: variant '" + variant + "' cannot run this GEMM");
+}
+
+GemmArgs gemm_detail::with_split_map(const GemmArgs& a) {
+  GemmArgs out = a;
+  if (a.epilogue != GemmEpilogue::bias_qkv_split) return out;
+  out.split.width = FastDivisor(static_cast<uint32_t>(a.heads * a.head_dim));
+  out.split.head_dim = FastDivisor(static_cast<uint32_t>(a.head_dim));
+  out.split.seq = FastDivisor(static_cast<uint32_t>(a.seq));
+  out.split.head_stride = a.seq * a.head_dim;
+  out.split.batch_stride = a.heads * out.split.head_stride;
+  return out;
 }
 
 std::string gemm_fused(const GemmArgs& a, cudaStream_t stream) {

@@ -86,7 +86,7 @@ __device__ __forceinline__ void apply_epilogue(const GemmArgs& p, float (&acc)[k
 // out[m][n]; for the head split, column n of the packed [q | k | v] product and row
 // m = b * seq + s go to q, k or v [b][head][s][dim]. A 16-byte run (n % 8 == 0) never
 // straddles a head (head_dim % 8 == 0). The divisions and strides are the dispatcher's
-// QkvSplitMap (gemm_fused_supported keeps M and N under 2^30, so indices fit 32 bits).
+// QkvSplitMap (gemm_fused_supported keeps M and N at most 2^30, so indices fit 31 bits).
 template <typename T>
 __device__ __forceinline__ T* epilogue_column(const GemmArgs& p, int64_t n) {
   if (p.epilogue != GemmEpilogue::bias_qkv_split) return static_cast<T*>(p.out) + n;

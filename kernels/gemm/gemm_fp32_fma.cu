@@ -28,10 +28,11 @@ namespace {
 // (by the register's parity, as public microbenchmarks of Ampere's register file read it); an
 // FFMA whose two operands not covered by the reuse cache (here w and the accumulator: a is
 // reused across a row) sit in one bank would wait for the second read, which would be the
-// dispatch stalls ncu shows here (0.61 per issue, cuBLAS's SGEMM next to none). The 16-byte loads put w[4g + c] in a register of parity c, and ptxas keeps most
-// accumulators of column 4g + c at parity c too (the 16-byte stores at the end pull them
-// there): 76 % of the main loop's FFMAs pair equal parities. Swapped, w[4g + c] lands at parity
-// 1 - c: 47 % (SASS of ptxas 13.0). Offered beside the plain tile until a GPU has timed both.
+// dispatch stalls ncu shows here (0.61 per issue, cuBLAS's SGEMM next to none). The 16-byte
+// loads put w[4g + c] in a register of parity c, and ptxas keeps most accumulators of column
+// 4g + c at parity c too (the 16-byte stores at the end pull them there): 76 % of the main
+// loop's FFMAs pair equal parities. Swapped, w[4g + c] lands at parity 1 - c: 47 % (SASS of
+// ptxas 13.0). Offered beside the plain tile until a GPU has timed both.
 template <int BM_, int BN_, int TM_, int TN_, int kMinBlocks_, bool kPairedW_ = false>
 struct FmaConfig {
   static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, kMinBlocks = kMinBlocks_;
@@ -197,7 +198,8 @@ std::string fma_tile_name(FmaTile t) {
   }
 }
 
-void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream) {
+void launch_gemm_fp32_fma(const GemmArgs& args, FmaTile t, cudaStream_t stream) {
+  const GemmArgs a = with_split_map(args);
   // 128x128 (8x8 per thread): the throughput tile, 99 KiB of ring, two CTAs per SM in 128
   // registers. 64x64 (4x4): small GEMMs that would leave most SMs idle with 128x128 tiles, 51
   // KiB, three per SM.

@@ -36,6 +36,11 @@ void launch_gemm_mma(const GemmArgs& a, MmaTile t, cudaStream_t stream);
 // they are stubs (the build did not target sm_80 or later).
 int mma_image_ptx_version();
 
+// `a` with its head split's map (GemmArgs::split) worked out, for bias_qkv_split (`a` as it
+// is otherwise). Every launcher below runs its kernel on this, so that a launch that skips the
+// dispatcher cannot leave the map at its defaults (which would send every element to v[0..7]).
+GemmArgs with_split_map(const GemmArgs& a);
+
 // fp32 `ieee`: plain FMA, no tensor cores. m128n128_paired is m128n128 with W's columns
 // swapped in pairs in shared memory (gemm_fp32_fma.cu says why), offered beside it and ranked
 // behind it until measured.

@@ -301,7 +301,8 @@ std::string mma_tile_name(MmaTile t, DType d) {
   });
 }
 
-void launch_gemm_mma(const GemmArgs& a, MmaTile tile, cudaStream_t stream) {
+void launch_gemm_mma(const GemmArgs& args, MmaTile tile, cudaStream_t stream) {
+  const GemmArgs a = with_split_map(args);
   dispatch_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     with_tile_config<T>(tile, [&](auto c) { launch_config<decltype(c)>(a, stream); });

@@ -593,8 +593,9 @@ bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int
   return tiles > ctas && tiles % ctas != 0;
 }
 
-void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int max_ctas, int stream_k_waves,
+void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int max_ctas, int stream_k_waves,
                                  cudaStream_t stream) {
+  const GemmArgs a = with_split_map(args);
   dispatch_config(a.dtype, s, [&](auto c) {
     using C = decltype(c);
     auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_persistent_sm90_kernel<C, decltype(op)::value>; });

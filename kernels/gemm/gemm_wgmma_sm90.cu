@@ -505,7 +505,8 @@ int wgmma_max_active_clusters(WgmmaTile tile, DType d, int split) {
   return n;
 }
 
-void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile tile, int split, cudaStream_t stream) {
+void launch_gemm_wgmma_sm90(const GemmArgs& args, WgmmaTile tile, int split, cudaStream_t stream) {
+  const GemmArgs a = with_split_map(args);
   const WgmmaTileShape shape = wgmma_tile_shape(tile);
   if (split < 1 || split > kMaxWgmmaSplit || (split > 1 && shape.bm != 64) || shape.bm % split != 0) {
     throw std::invalid_argument("wgmma GEMM: split " + std::to_string(split) + " is not available for the " +

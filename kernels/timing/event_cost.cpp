@@ -37,6 +37,7 @@ class ProbeChain {
       TLB_CUDA_CHECK(cudaGraphUpload(exec_, stream));
     } catch (...) {
       release();  // no destructor runs for a constructor that throws
+      cudaGetLastError();  // a failed instantiate or upload leaves no error for a later check
       throw;
     }
   }

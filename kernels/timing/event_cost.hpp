@@ -6,7 +6,10 @@
 // microseconds, is inside the forward's own run-to-run noise. This probe measures it where
 // nothing else moves: a CUDA graph of kEventProbeKernels one-warp kernels with an event node
 // after each, replayed in turns with the same chain without them, both behind a launch hold
-// (launch_hold.hpp) where one works; the median of the pairs' differences, per event.
+// (launch_hold.hpp) where one works; the median of the pairs' differences, per event. It is
+// an event node's cost in a replayed graph; an eager forward's events are stream records,
+// taken to cost the same (the probe is asked for long forwards, where a microsecond either
+// way is far below the stages' own noise).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "stage_timing.hpp"
@@ -136,4 +137,46 @@ TEST_CASE("stage timing asks the probe where under three runs leave the spread u
   CHECK(t.event_forward_ms == Approx(0.0025));
   CHECK(t.event_ms == 0.002);
   CHECK(t.ms[1] == Approx(0.012 + 2 * 0.0005));
+}
+
+TEST_CASE("stage timing's standard error is the median's, from the runs' MAD, and decides at 0.5 us",
+          "[stage_timing]") {
+  // Five runs of one layer whose per-event estimates are 2.5 us + d for d in `offsets` (ms):
+  // MAD = |offsets| median, standard error 1.2533 x 1.4826 x MAD / sqrt(5).
+  const std::array<double, kNumCostStages> work = {0.1, 0.5, 2.0, 0.2, 0.1, 0.6, 0.6};
+  auto runs_with = [&](double spread) {
+    StageEventRuns runs;
+    for (double d : {-2 * spread, -spread, 0.0, spread, 2 * spread}) {
+      StageEventRuns one = synthetic(work, 0.0025, 1, {0.0, 0.0, 0.0});
+      runs.stage_ms.push_back(one.stage_ms[0]);
+      runs.stage_events_total_ms.push_back(one.stage_events_total_ms[0] + 6 * d);
+      runs.layer_events_total_ms.push_back(one.layer_events_total_ms[0]);
+    }
+    return runs;
+  };
+  const double factor = 1.2533 * 1.4826 / std::sqrt(5.0);  // MAD of the five offsets is `spread`
+  // Just under the threshold: the forward's estimate; just over: the probe's.
+  const double under = 0.95 * kEventCostPrecisionMs / factor, over = 1.05 * kEventCostPrecisionMs / factor;
+  const StageTiming precise = stage_timing(runs_with(under), 1, not_probed);
+  CHECK(precise.event_forward_se_ms == Approx(factor * under));
+  CHECK_FALSE(precise.event_probed);
+  CHECK(precise.event_ms == Approx(0.0025));
+  const StageTiming noisy = stage_timing(runs_with(over), 1, [] { return 0.003; });
+  CHECK(noisy.event_forward_se_ms == Approx(factor * over));
+  CHECK(noisy.event_probed);
+  CHECK(noisy.event_ms == 0.003);
+}
+
+TEST_CASE("stage timing keeps the forward's estimate where the probe measured nothing", "[stage_timing]") {
+  const std::array<double, kNumCostStages> work = {0.004, 0.012, 0.010, 0.006, 0.004, 0.011, 0.013};
+  StageEventRuns runs = synthetic(work, 0.0025, 2, {0.0, 0.0, 0.0});
+  runs.stage_ms.resize(2);
+  runs.stage_events_total_ms.resize(2);
+  runs.layer_events_total_ms.resize(2);
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
+    const StageTiming t = stage_timing(runs, 2, [bad] { return bad; });
+    CHECK_FALSE(t.event_probed);
+    CHECK(t.event_ms == Approx(0.0025));
+    CHECK(t.ms[1] == Approx(0.012));
+  }
 }

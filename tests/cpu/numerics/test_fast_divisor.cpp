@@ -1,5 +1,5 @@
 // FastDivisor (common/fast_divisor.hpp), the GEMM epilogue's division by a launch-fixed divisor,
-// against `/` and `%` over the whole range it promises (n and d under 2^31): every small
+// against `/` over the whole range it promises (n and d under 2^31): every small
 // divisor, powers of two and their neighbours, divisors near 2^31, and for each the numerators
 // at and around its multiples and the ends of the range.
 #include <catch2/catch.hpp>
