@@ -76,7 +76,7 @@ ExplainConfig explain_config(const CaseData& data, const CaseSpec& spec, DType d
     add_stage_event_run(path, events);
   }
   const StageTiming timing =
-      stage_timing(events, static_cast<int>(spec.shape.layers), [&] { return probe_event_cost_ms(stream); });
+      stage_timing(events, static_cast<int>(spec.shape.layers), [&] { return probe_event_costs_ms(stream); });
   r.event_ms = timing.event_ms;
   r.event_probed = timing.event_probed;
   r.event_forward_ms = timing.event_forward_ms;

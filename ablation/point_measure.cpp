@@ -376,7 +376,7 @@ void record_stage_times(const MeasureContext& ctx, Group& g, StackPath& cand, Po
   add_stage_event_run(cand, unused);  // a graph configuration's event graphs are captured here, untimed
   for (int i = 0; i < kStageTimeRuns; ++i) add_stage_event_run(cand, runs);
   const StageTiming timing = stage_timing(runs, static_cast<int>(g.spec.shape.layers),
-                                         [&] { return probe_event_cost_ms(ctx.stream); });
+                                         [&] { return probe_event_costs_ms(ctx.stream); });
   r.stage_ms.assign(timing.ms.begin(), timing.ms.end());
   r.stage_floor_ms.clear();
   if (!g.ceilings) {

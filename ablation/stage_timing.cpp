@@ -23,7 +23,8 @@ void add_stage_event_run(StackPath& path, StageEventRuns& runs) {
   runs.layer_events_total_ms.push_back(path.run_layer_events());
 }
 
-StageTiming stage_timing(const StageEventRuns& runs, int layers, const std::function<double()>& probe) {
+StageTiming stage_timing(const StageEventRuns& runs, int layers,
+                         const std::function<std::vector<double>()>& probe) {
   const size_t n = runs.stage_ms.size();
   if (layers < 1 || n == 0 || runs.stage_events_total_ms.size() != n || runs.layer_events_total_ms.size() != n)
     throw std::invalid_argument("stage_timing: one stage-events run, one total of each kind per run, layers >= 1");
@@ -37,7 +38,8 @@ StageTiming stage_timing(const StageEventRuns& runs, int layers, const std::func
   t.event_ms = t.event_forward_ms;
   if (!(t.event_forward_se_ms < kEventCostPrecisionMs)) {
     // A probe that measured nothing (NaN, inf) leaves the forward's estimate, and says so.
-    const double probed = probe();
+    const std::vector<double> readings = probe();
+    const double probed = stats::median(readings);  // NaN where it read nothing
     t.event_probed = std::isfinite(probed);
     if (t.event_probed) t.event_ms = std::max(0.0, probed);
   }

@@ -53,7 +53,9 @@ inline constexpr double kEventCostPrecisionMs = 0.0005;
 // the median over runs of (stage-events total - layer-events total) / (6 * layers): 7 stage
 // intervals a layer against 1. Its standard error, 1.2533 x 1.4826 x MAD / sqrt(runs) (a
 // median's, from the runs' robust spread), decides: under kEventCostPrecisionMs it is the
-// event's cost, else `probe` (timing/event_cost.hpp, called only then) gives it.
-StageTiming stage_timing(const StageEventRuns& runs, int layers, const std::function<double()>& probe);
+// event's cost, else the median of `probe`'s readings (timing/event_cost.hpp, called only
+// then) gives it.
+StageTiming stage_timing(const StageEventRuns& runs, int layers,
+                         const std::function<std::vector<double>()>& probe);
 
 }  // namespace tlb

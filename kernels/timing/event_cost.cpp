@@ -61,7 +61,7 @@ class ProbeChain {
 
 }  // namespace
 
-double probe_event_cost_ms(cudaStream_t stream, int pairs) {
+std::vector<double> probe_event_costs_ms(cudaStream_t stream, int pairs) {
   std::vector<cudaEvent_t> events;
   struct Events {
     std::vector<cudaEvent_t>& v;
@@ -91,8 +91,7 @@ double probe_event_cost_ms(cudaStream_t stream, int pairs) {
     const double a = time(with), b = time(without);
     per_event.push_back((a - b) / kEventProbeKernels);
   }
-  std::nth_element(per_event.begin(), per_event.begin() + per_event.size() / 2, per_event.end());
-  return std::max(0.0, per_event[per_event.size() / 2]);
+  return per_event;
 }
 
 }  // namespace tlb

@@ -6,7 +6,8 @@
 // microseconds, is inside the forward's own run-to-run noise. This probe measures it where
 // nothing else moves: a CUDA graph of kEventProbeKernels one-warp kernels with an event node
 // after each, replayed in turns with the same chain without them, both behind a launch hold
-// (launch_hold.hpp) where one works; the median of the pairs' differences, per event. It is
+// (launch_hold.hpp) where one works; each pair's difference, per event (the caller takes the
+// median: ablation/stage_timing.hpp). It is
 // an event node's cost in a replayed graph; an eager forward's events are stream records,
 // taken to cost the same (the probe is asked for long forwards, where a microsecond either
 // way is far below the stages' own noise).
@@ -14,12 +15,15 @@
 
 #include <cuda_runtime.h>
 
+#include <vector>
+
 namespace tlb {
 
 inline constexpr int kEventProbeKernels = 64;
 
-// One event's cost in ms (never below zero), from `pairs` timings of each chain. Synchronises.
-double probe_event_cost_ms(cudaStream_t stream, int pairs = 15);
+// One event's cost in ms as each of `pairs` (at least one) timings of the two chains in turns
+// read it (noise may put one below zero). Synchronises.
+std::vector<double> probe_event_costs_ms(cudaStream_t stream, int pairs = 15);
 
 namespace detail {
 // A kernel that does nothing (one warp), the chain's link.
