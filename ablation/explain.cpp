@@ -227,16 +227,14 @@ void print_explanation(const Explanation& e, std::FILE* out) {
     const double events_forward = c.events_sum_ms() + c.pdl_overlap_ms();
     fmt::print(out, "  {:<12} {:>10} {:>10} {:>10.4f} {:>11.4f} {:>6} {:>11.4f} {:>6}\n", "forward", "", "", floor_sum,
                events_forward, frac(floor_sum, events_forward), c.forward_ms, frac(floor_sum, c.forward_ms));
+    const std::string totals = fmt::format(
+        "that forward with an event before every stage, median {:.4f} ms, against one before every layer, {:.4f} ms",
+        c.stage_events_total_ms, c.layer_events_total_ms);
     const std::string event_source =
-        c.event_probed
-            ? fmt::format("measured apart from the forward: its own estimate, {:.2f} +- {:.2f} us from that forward "
-                          "with an event before every stage, median {:.4f} ms, against one before every layer, "
-                          "{:.4f} ms, is too uncertain (a standard error of 0.5 us or more)",
-                          1e3 * c.event_forward_ms, 1e3 * c.event_forward_se_ms, c.stage_events_total_ms,
-                          c.layer_events_total_ms)
-            : fmt::format("from that forward with an event before every stage, median {:.4f} ms, against one "
-                          "before every layer, {:.4f} ms, run by run",
-                          c.stage_events_total_ms, c.layer_events_total_ms);
+        c.event_probed ? fmt::format("measured apart from the forward: its own estimate, {:.2f} +- {:.2f} us from {}, "
+                                     "is too uncertain (a standard error of 0.5 us or more)",
+                                     1e3 * c.event_forward_ms, 1e3 * c.event_forward_se_ms, totals)
+                       : fmt::format("from {}, run by run", totals);
     fmt::print(out,
                "  events: the stages of {} forward without PDL, less {:.2f} us per event ({}), add up to {:.4f} "
                "ms ({:+.1f} % of its {:.4f} ms without events); PDL overlap is the forward as run less that one; "

@@ -10,6 +10,7 @@
 
 #include "common/cuda_check.hpp"
 #include "common/rounding.hpp"
+#include "common/stream_graph.hpp"
 #include "timing/event_timer.hpp"
 #include "timing/launch_hold.hpp"
 
@@ -86,15 +87,10 @@ void warm_up(const Timed& fn, cudaStream_t st, double seconds) {
 }
 
 double graph_us_per_call(const Timed& fn, cudaStream_t st, int calls) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  TLB_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) fn(st);
-  TLB_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-  TLB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  const double ms = median_ms([&](cudaStream_t s) { TLB_CUDA_CHECK(cudaGraphLaunch(exec, s)); }, st, 30);
-  TLB_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  TLB_CUDA_CHECK(cudaGraphDestroy(graph));
+  const StreamGraph graph(st, [&] {
+    for (int i = 0; i < calls; ++i) fn(st);
+  });
+  const double ms = median_ms([&](cudaStream_t s) { graph.launch(s); }, st, 30);
   return 1000.0 * ms / calls;
 }
 
