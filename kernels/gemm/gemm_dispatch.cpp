@@ -134,7 +134,6 @@ double pingpong_stream_k_time(int64_t M, int64_t N, int64_t K, int elem_bytes, i
 TileModel fma_model(FmaTile t) {
   switch (t) {
     case FmaTile::m128n128: return TileModel{128, 128, 8, 2, 1.0};
-    case FmaTile::m128n128_paired: return TileModel{128, 128, 8, 2, 0.999};  // not measured yet: behind
     default: return TileModel{64, 64, 8, 3, 0.6};
   }
 }

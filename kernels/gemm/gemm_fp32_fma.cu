@@ -27,12 +27,14 @@ namespace {
 // operands are unswapped as they are read. An SM sub-partition reads registers from two banks
 // (by the register's parity, as public microbenchmarks of Ampere's register file read it); an
 // FFMA whose two operands not covered by the reuse cache (here w and the accumulator: a is
-// reused across a row) sit in one bank would wait for the second read, which would be the
-// dispatch stalls ncu shows here (0.61 per issue, cuBLAS's SGEMM next to none). The 16-byte
-// loads put w[4g + c] in a register of parity c, and ptxas keeps most accumulators of column
-// 4g + c at parity c too (the 16-byte stores at the end pull them there): 76 % of the main
-// loop's FFMAs pair equal parities. Swapped, w[4g + c] lands at parity 1 - c: 47 % (SASS of
-// ptxas 13.0). Offered beside the plain tile until a GPU has timed both.
+// reused across a row) sit in one bank waits for the second read: the dispatch stalls ncu
+// showed here (0.61 per issue, cuBLAS's SGEMM next to none). The 16-byte loads put w[4g + c]
+// in a register of parity c, and ptxas keeps most accumulators of column 4g + c at parity c
+// too (the 16-byte stores at the end pull them there), so in the 8x8 tile 63 % of the main
+// loop's FFMAs read both from one bank; swapped, w[4g + c] lands at parity 1 - c: 31 % (SASS
+// of ptxas 13.0). Measured on an H100: 43.2 -> 44.5 TFLOP/s on case 10's up projection, +3 %
+// on all four IEEE rows of the GEMM table. The 4x4 tile reads one bank in 5 % of its FFMAs
+// as it is and keeps the plain layout.
 template <int BM_, int BN_, int TM_, int TN_, int kMinBlocks_, bool kPairedW_ = false>
 struct FmaConfig {
   static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, kMinBlocks = kMinBlocks_;
@@ -193,19 +195,16 @@ void launch_config(const GemmArgs& a, cudaStream_t stream) {
 std::string fma_tile_name(FmaTile t) {
   switch (t) {
     case FmaTile::m128n128: return "fma_128x128x32_fp32";
-    case FmaTile::m128n128_paired: return "fma_128x128x32_paired_fp32";
     default: return "fma_64x64x32_fp32";
   }
 }
 
 void launch_gemm_fp32_fma(const GemmArgs& args, FmaTile t, cudaStream_t stream) {
   const GemmArgs a = with_split_map(args);
-  // 128x128 (8x8 per thread): the throughput tile, 99 KiB of ring, two CTAs per SM in 128
-  // registers. 64x64 (4x4): small GEMMs that would leave most SMs idle with 128x128 tiles, 51
+  // 128x128 (8x8 per thread, W's columns paired): the throughput tile, 99 KiB of ring, two
+  // CTAs per SM in 128 registers. 64x64 (4x4): small GEMMs that would leave most SMs idle with 128x128 tiles, 51
   // KiB, three per SM.
   if (t == FmaTile::m128n128) {
-    launch_config<FmaConfig<128, 128, 8, 8, 2>>(a, stream);
-  } else if (t == FmaTile::m128n128_paired) {
     launch_config<FmaConfig<128, 128, 8, 8, 2, true>>(a, stream);
   } else {
     launch_config<FmaConfig<64, 64, 4, 4, 3>>(a, stream);
