@@ -80,7 +80,7 @@ inline constexpr double kHostBoundRatio = 1.05;
 // Assumptions of the time estimate (a model, not a measurement; printed with the estimate).
 struct TimeModel {
   double fused_tflops[kNumDTypes] = {400.0, 400.0, 150.0};      // fp32: tf32 tensor cores
-  double fused_fp32_ieee_tflops = 40.0;                         // fp32 with --fp32-math ieee
+  double fused_fp32_ieee_tflops = 40.0;  // fp32 with --fp32-math ieee: cuBLAS's SGEMM + epilogue pass
   // Our fused attention (the H200's official sweep: case 14's 20.5 TFLOP causal forward in 45
   // ms in fp16 and bf16, 215 ms in fp32 on TF32 mma.sync; fp32 IEEE 38 TFLOP/s at head_dim 128).
   double fused_attention_tflops[kNumDTypes] = {450.0, 450.0, 95.0};

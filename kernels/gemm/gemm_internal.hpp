@@ -41,11 +41,14 @@ int mma_image_ptx_version();
 // dispatcher cannot leave the map at its defaults (which would send every element to v[0..7]).
 GemmArgs with_split_map(const GemmArgs& a);
 
-// fp32 `ieee`: plain FMA, no tensor cores. m128n128_paired is m128n128 with W's columns
-// swapped in pairs in shared memory (gemm_fp32_fma.cu says why), offered beside it and ranked
-// behind it until measured.
-enum class FmaTile : int { m128n128 = 0, m64n64, m128n128_paired };
-constexpr int kNumFmaTiles = 3;
+// The epilogue of `a` (its split map worked out) over the fp32 product [M, N] at `product`
+// (row stride N; a.out itself for fp32 without head split), as a kernel of its own.
+void launch_epilogue_pass(const GemmArgs& a, const float* product, cudaStream_t stream);
+
+// fp32 `ieee`: plain FMA, no tensor cores (the layer stack runs such GEMMs on cuBLAS instead:
+// gemm_cublas.hpp).
+enum class FmaTile : int { m128n128 = 0, m64n64 };
+constexpr int kNumFmaTiles = 2;
 std::string fma_tile_name(FmaTile t);
 void launch_gemm_fp32_fma(const GemmArgs& a, FmaTile t, cudaStream_t stream);
 

@@ -27,6 +27,7 @@
 #include "common/rng.hpp"
 #include "common/rounding.hpp"
 #include "gemm/gemm.hpp"
+#include "gemm/gemm_cublas.hpp"
 #include "layernorm/add_layernorm.hpp"
 #include "reference/attention_dense.hpp"
 #include "reference/attention_streamed.hpp"
@@ -333,6 +334,10 @@ struct StackPath::Impl {
   void linear(const void* a, int64_t lda, const void* w, int64_t n, int64_t kdim, void* c,
               int64_t ldc, std::optional<reference::GemmPrecision> p = std::nullopt);
   void keep(int64_t l, const void* y);
+  // A technique's GEMM: our fused kernel, or cuBLAS's product and the epilogue as a pass of
+  // its own where that is the faster (gemm_prefers_cublas), the head split's product through
+  // gemm_f32. Returns the variant that ran.
+  std::string technique_gemm(const GemmArgs& a);
 };
 
 StackPath::Impl::Impl(const CaseData& d, const PathOptions& o, cudaStream_t st)
@@ -549,6 +554,13 @@ void StackPath::Impl::linear_f32(const void* a, int64_t lda, const void* w, int6
   TLB_LAUNCH_CHECK(stream);
 }
 
+std::string StackPath::Impl::technique_gemm(const GemmArgs& a) {
+  if (!gemm_prefers_cublas(a, nullptr)) return gemm_fused(a, stream);
+  const bool split = a.epilogue == GemmEpilogue::bias_qkv_split;
+  if (split && gemm_f32_cols < a.N) throw std::logic_error("layer stack: no fp32 buffer was planned for cuBLAS's QKV product");
+  return gemm_cublas_epilogue(blas.h, a, split ? gemm_f32 : nullptr, stream);
+}
+
 void StackPath::Impl::keep(int64_t l, const void* y) {
   if (layer_outputs == nullptr) return;
   TLB_CUDA_CHECK(cudaMemcpyAsync(layer_outputs + static_cast<uint64_t>(l) * act_bytes(), y,
@@ -584,7 +596,7 @@ void StackPath::Impl::forward() {
     // ---- q, k, v in [batch, heads, seq, head_dim]
     stage(CostStage::qkv, [&] {
       if (st[Stage::qkv]) {
-        record(Stage::qkv, gemm_fused(qkv_gemm_args(s, dt, opt.fp32_math, normed, w.w_qkv, w.b_qkv, q, k, v), stream));
+        record(Stage::qkv, technique_gemm(qkv_gemm_args(s, dt, opt.fp32_math, normed, w.w_qkv, w.b_qkv, q, k, v)));
         TLB_LAUNCH_CHECK(stream);
       } else {
         // Three GEMMs over the q, k and v row blocks of Wqkv into the packed fp32 [T, 3d] buffer.
@@ -675,11 +687,11 @@ void StackPath::Impl::forward() {
     // ---- FFN: y = h1 + W2 · act(W1 · normed + b1) + b2
     if (st[Stage::ffn]) {
       stage(CostStage::ffn_up, [&] {
-        record(Stage::ffn, gemm_fused(ffn_up_args(s, dt, opt.fp32_math, normed, w.w_ff1, w.b_ff1, hidden), stream));
+        record(Stage::ffn, technique_gemm(ffn_up_args(s, dt, opt.fp32_math, normed, w.w_ff1, w.b_ff1, hidden)));
         TLB_LAUNCH_CHECK(stream);
       });
       stage(CostStage::ffn_down, [&] {
-        record(Stage::ffn, gemm_fused(ffn_down_args(s, dt, opt.fp32_math, hidden, w.w_ff2, w.b_ff2, h1, y), stream));
+        record(Stage::ffn, technique_gemm(ffn_down_args(s, dt, opt.fp32_math, hidden, w.w_ff2, w.b_ff2, h1, y)));
         TLB_LAUNCH_CHECK(stream);
         keep(l, y);
       });

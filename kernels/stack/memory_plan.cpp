@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attention/attention.hpp"
+#include "gemm/gemm_cublas.hpp"
 #include "stack/stage_args.hpp"
 
 namespace tlb {
@@ -104,13 +105,19 @@ std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
   const StageSwitch eff =
       golden ? StageSwitch{} : effective_stages(s, dtype, stages, nullptr, fp32_math);
   const bool out_proj_ours = !golden && out_projection_fused(s, dtype, eff, fp32_math);
-  bool any_reference_attn = false, any_flash_attn = false, any_reference_qkv = false;
+  bool any_reference_attn = false, any_flash_attn = false, any_f32_qkv = false;
   bool any_f32_out_proj = false, any_reference_ffn = false;
+  // A fused QKV on cuBLAS (gemm_prefers_cublas) keeps its product in fp32 before the split.
+  const bool qkv_on_cublas =
+      eff[Stage::qkv] &&
+      gemm_prefers_cublas(qkv_gemm_args(s, dtype, fp32_math, probe(1), probe(2), probe(3), probe(4), probe(5),
+                                        probe(6)),
+                          nullptr);
   for (bool fl : fused) {
     const bool flash = fl && eff[Stage::attn];
     any_flash_attn |= flash;
     any_reference_attn |= !flash;
-    any_reference_qkv |= !(fl && eff[Stage::qkv]);
+    any_f32_qkv |= !(fl && eff[Stage::qkv]) || qkv_on_cublas;
     // cuBLAS's out-projection feeding the reference bias kernel keeps its product in fp32.
     any_f32_out_proj |= !(fl && eff[Stage::norm]) && !(fl && out_proj_ours);
     any_reference_ffn |= !(fl && eff[Stage::ffn]);
@@ -129,9 +136,10 @@ std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
       {"ffn_hidden", T * f * e},
   };
   // The reference's cuBLAS products in fp32, before its bias kernels round them once: the
-  // packed q/k/v [T, 3d], the FFN up [T, d_ff], the out- and down-projections [T, d].
+  // packed q/k/v [T, 3d] (also a fused QKV's on cuBLAS), the FFN up [T, d_ff], the out- and
+  // down-projections [T, d].
   uint64_t gemm_cols = 0;
-  if (any_reference_qkv) gemm_cols = std::max(gemm_cols, 3 * d);
+  if (any_f32_qkv) gemm_cols = std::max(gemm_cols, 3 * d);
   if (any_reference_ffn) gemm_cols = std::max(gemm_cols, f);
   if (any_f32_out_proj || any_reference_ffn) gemm_cols = std::max(gemm_cols, d);
   if (gemm_cols > 0) b.push_back({"gemm_f32", T * gemm_cols * sizeof(float)});

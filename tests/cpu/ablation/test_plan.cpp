@@ -11,6 +11,7 @@
 #include "grid.hpp"
 #include "plan_report.hpp"
 #include "attention/attention.hpp"
+#include "gemm/gemm_cublas.hpp"
 #include "stack/memory_plan.hpp"
 
 using tlb::DType;
@@ -380,6 +381,38 @@ TEST_CASE("the out-projection joins attn on small products only and then needs n
   CHECK(staging(tiny, no_norm) == 0);
   CHECK(staging(bert, no_norm) == static_cast<uint64_t>(bert.tokens() * bert.d_model) * sizeof(float));
   CHECK(staging(tiny, attn_only) == static_cast<uint64_t>(tiny.tokens() * tiny.d_ff) * sizeof(float));
+}
+
+TEST_CASE("fp32 ieee runs the techniques' GEMMs on cuBLAS and plans the QKV product's fp32 buffer", "[plan]") {
+  tlb::GemmArgs a;
+  a.dtype = DType::fp32;
+  a.fp32_math = tlb::Fp32Math::ieee;
+  std::string why;
+  CHECK(tlb::gemm_prefers_cublas(a, &why));
+  CHECK(why.find("cuBLAS's SGEMM") != std::string::npos);
+  a.fp32_math = tlb::Fp32Math::tf32;
+  CHECK_FALSE(tlb::gemm_prefers_cublas(a, nullptr));
+  for (DType d : {DType::fp16, DType::bf16}) {
+    a.dtype = d;
+    a.fp32_math = tlb::Fp32Math::ieee;  // ignored outside fp32
+    CHECK_FALSE(tlb::gemm_prefers_cublas(a, nullptr));
+  }
+
+  // Every stage fused: in TF32 no fp32 staging at all; in IEEE the head split's product
+  // [tokens, 3 d] in fp32 (the FFN's products go straight to their fp32 outputs).
+  const tlb::LayerShape& s = official(3).shape;
+  StageSwitch all;
+  for (bool& b : all.on) b = true;
+  auto staging = [&](tlb::Fp32Math math, const StageSwitch& st) -> uint64_t {
+    for (const tlb::BufferSpec& b : tlb::workspace_layout(s, DType::fp32, st, "", false, false, math))
+      if (b.name == "gemm_f32") return b.bytes;
+    return 0;
+  };
+  CHECK(staging(tlb::Fp32Math::tf32, all) == 0);
+  CHECK(staging(tlb::Fp32Math::ieee, all) == static_cast<uint64_t>(s.tokens() * 3 * s.d_model) * sizeof(float));
+  StageSwitch no_qkv = all;
+  no_qkv[Stage::qkv] = false;  // the reference's QKV: the same buffer, as before
+  CHECK(staging(tlb::Fp32Math::ieee, no_qkv) == staging(tlb::Fp32Math::tf32, no_qkv));
 }
 
 TEST_CASE("plan names, per case and dtype, every technique whose kernels cannot run the shape, and why",

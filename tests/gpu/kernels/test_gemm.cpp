@@ -20,8 +20,10 @@
 #include "common/rng.hpp"
 #include "common/rounding.hpp"
 #include "gemm/gemm.hpp"
+#include "gemm/gemm_cublas.hpp"
 #include "gemm/gemm_internal.hpp"
 #include "gpu_test_util.hpp"
+#include "reference/linear_cublas.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -148,9 +150,25 @@ GemmArgs gemm_args(const Mode& mode, const Shape& s, const Problem& p, GemmEpilo
   return a;
 }
 
+// Each output against its reference: every element written (poisoned outputs), none past
+// the end (guards), within the mode's tolerance.
+void check_outputs(const Mode& mode, const std::vector<GuardedOutput*>& outputs,
+                   const std::vector<std::vector<double>>& refs) {
+  for (size_t oi = 0; oi < outputs.size(); ++oi) {
+    INFO("output " << oi);
+    bool guards_intact = false;
+    const std::vector<float> got = outputs[oi]->read(&guards_intact);
+    const tlb::test::ErrorStats e = tlb::test::compare_finite(got, refs[oi]);
+    const int64_t nans = e.nan + e.inf;  // NaN or Inf: never written, or computed wrong
+    CHECK(guards_intact);
+    CHECK(nans == 0);
+    CHECK(e.rel_l2 <= mode.tolerance);
+  }
+}
+
 // Runs every variant that can run `a`, then the dispatcher's own choice, each on freshly
-// poisoned outputs, and checks each against the reference. `outputs` and `refs` pair up
-// (one [M, N] output, or q/k/v for the head split).
+// poisoned outputs, then cuBLAS's product with the epilogue pass, and checks each against
+// the reference. `outputs` and `refs` pair up (one [M, N] output, or q/k/v for the head split).
 void check_every_variant(const Mode& mode, GemmArgs a, std::vector<GuardedOutput*> outputs,
                          const std::vector<std::vector<double>>& refs) {
   const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
@@ -169,17 +187,27 @@ void check_every_variant(const Mode& mode, GemmArgs a, std::vector<GuardedOutput
     TLB_CUDA_CHECK(cudaDeviceSynchronize());
     INFO(mode.name << " M=" << a.M << " N=" << a.N << " K=" << a.K << " variant " << ran
                    << (dispatcher ? " (dispatcher)" : ""));
-    for (size_t oi = 0; oi < outputs.size(); ++oi) {
-      INFO("output " << oi);
-      bool guards_intact = false;
-      const std::vector<float> got = outputs[oi]->read(&guards_intact);
-      const tlb::test::ErrorStats e = tlb::test::compare_finite(got, refs[oi]);
-      const int64_t nans = e.nan + e.inf;  // NaN or Inf: never written, or computed wrong
-      CHECK(guards_intact);
-      CHECK(nans == 0);
-      CHECK(e.rel_l2 <= mode.tolerance);
-    }
+    check_outputs(mode, outputs, refs);
   }
+  // cuBLAS's product and the epilogue pass (what fp32 `ieee` GEMMs run in the layer stack),
+  // through a product buffer of its own and, where the output can hold it, in place.
+  const tlb::reference::BlasHandle blas;
+  const bool in_place_possible = a.dtype == DType::fp32 && a.epilogue != GemmEpilogue::bias_qkv_split;
+  for (const bool in_place : {false, true}) {
+    if (in_place && !in_place_possible) continue;
+    for (GuardedOutput* o : outputs) o->poison();
+    DeviceBuffer product;
+    if (!in_place) {
+      product = DeviceBuffer(static_cast<size_t>(a.M * a.N) * sizeof(float));
+      TLB_CUDA_CHECK(cudaMemset(product.get(), 0xff, product.bytes()));  // NaN where the GEMM leaves it
+    }
+    const std::string ran = tlb::gemm_cublas_epilogue(blas.h, a, static_cast<float*>(product.get()), nullptr);
+    TLB_CUDA_CHECK(cudaDeviceSynchronize());
+    INFO(mode.name << " M=" << a.M << " N=" << a.N << " K=" << a.K << " " << ran << (in_place ? " in place" : ""));
+    CHECK(ran == "cublas+epilogue_pass");
+    check_outputs(mode, outputs, refs);
+  }
+  if (!in_place_possible) CHECK_THROWS_AS(tlb::gemm_cublas_epilogue(blas.h, a, nullptr, nullptr), std::invalid_argument);
 }
 
 void check_epilogue(GemmEpilogue epi, tlb::Activation act, const std::vector<Shape>& shapes, uint64_t salt) {

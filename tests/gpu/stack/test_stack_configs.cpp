@@ -134,6 +134,24 @@ TEST_CASE("the attention's cuBLAS out-projection runs in the fused path's fp32 m
     }
 }
 
+// fp32 in IEEE math runs the techniques' GEMMs as cuBLAS's product and the epilogue pass
+// (gemm_prefers_cublas), the head split's product through the planned fp32 buffer, eager and
+// captured, fused and reference layers mixed; the dispatch names it.
+TEST_CASE("fp32 ieee techniques' GEMMs run on cuBLAS with the epilogue pass", "[gpu][stack][configs]") {
+  TLB_REQUIRE_GPU();
+  const CaseSpec c = small_case(410, 2, 37, 192, 3, 320, 2, MaskKind::padding, Activation::gelu, {37, 9});
+  check_configs_against_oracle(c, {{"10000", "", Fp32Math::ieee}, {"00100", "", Fp32Math::ieee},
+                                   {"10110", "EF", Fp32Math::ieee}, {"10111", "FE", Fp32Math::ieee},
+                                   {"11111", "", Fp32Math::ieee}});
+  TestStream stream;
+  CaseData data(c, DType::fp32, DType::fp32, stream.get());
+  const PathResult r = run_path(data, options_from_bits("10100", "", Fp32Math::ieee), stream.get());
+  for (const StageDispatch& sd : r.dispatch) {
+    INFO(to_string(sd.stage) << ": " << sd.variant);
+    if (sd.stage == Stage::qkv || sd.stage == Stage::ffn) CHECK(sd.variant == "cublas+epilogue_pass");
+  }
+}
+
 TEST_CASE("mixed E/F policies match the oracle", "[gpu][stack][configs]") {
   TLB_REQUIRE_GPU();
   const CaseSpec c = small_case(403, 2, 24, 128, 2, 256, 2, MaskKind::none, Activation::relu);

@@ -1,0 +1,28 @@
+// A technique's GEMM on cuBLAS: cuBLAS's product in fp32, then the fused epilogue (bias,
+// activation, residual or head split) as a pass of its own over it. That is what fp32 GEMMs
+// in `ieee` math run: our plain-FMA kernel (gemm_fp32_fma.cu) measured 0.85-0.87x of cuBLAS's
+// SGEMM on every layer GEMM of the official cases, on an H200 and an H100, while the pass adds
+// one read and one write of the output (about 1-3 % of those GEMMs' time).
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <string>
+
+#include "gemm/gemm.hpp"
+
+namespace tlb {
+
+// Whether `a` runs faster as cuBLAS's product and the epilogue pass than on gemm_fused: fp32
+// in `ieee` math. `why` (where not null) gets the reason when it does.
+bool gemm_prefers_cublas(const GemmArgs& a, std::string* why);
+
+// Runs `a` as cuBLAS's product (on `h`, which must be bound to `stream`; fp32 `ieee` in plain
+// fp32, TF32 where a.fp32_math says so) into `product`, then the epilogue pass into a's
+// outputs. `product` is fp32 [M, N], aliasing none of a's operands; it may be null for fp32
+// without head split, where the product goes to a.out and the pass works in place. Throws
+// std::invalid_argument where gemm_fused_supported is false or the product has nowhere to go.
+// Returns the variant's name ("cublas+epilogue_pass").
+std::string gemm_cublas_epilogue(cublasHandle_t h, const GemmArgs& a, float* product, cudaStream_t stream);
+
+}  // namespace tlb
