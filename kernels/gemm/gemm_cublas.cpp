@@ -1,5 +1,6 @@
 #include "gemm/gemm_cublas.hpp"
 
+#include <cstdint>
 #include <stdexcept>
 
 #include "common/cuda_check.hpp"
@@ -19,10 +20,14 @@ std::string gemm_cublas_epilogue(cublasHandle_t h, const GemmArgs& a, float* pro
   if (!gemm_fused_supported(a, &why)) throw std::invalid_argument("gemm_cublas_epilogue: " + why);
   const bool in_place = product == nullptr;
   if (in_place && (a.dtype != DType::fp32 || a.epilogue == GemmEpilogue::bias_qkv_split))
-    throw std::invalid_argument("gemm_cublas_epilogue: only an fp32 output without head split can hold the product");
+    throw std::invalid_argument(
+        "gemm_cublas_epilogue: only an fp32 output without head split can hold the product");
+  if (reinterpret_cast<uintptr_t>(product) % 16 != 0)
+    throw std::invalid_argument("gemm_cublas_epilogue: the product buffer must be 16-byte aligned");
   cudaStream_t bound = nullptr;
   TLB_CUBLAS_CHECK(cublasGetStream(h, &bound));
-  if (bound != stream) throw std::invalid_argument("gemm_cublas_epilogue: the cuBLAS handle is bound to another stream");
+  if (bound != stream)
+    throw std::invalid_argument("gemm_cublas_epilogue: the cuBLAS handle is bound to another stream");
   float* c = in_place ? static_cast<float*>(a.out) : product;
   const reference::GemmPrecision p = a.dtype == DType::fp32 && a.fp32_math == Fp32Math::tf32
                                          ? reference::GemmPrecision::tf32

@@ -1,8 +1,11 @@
 // A technique's GEMM on cuBLAS: cuBLAS's product in fp32, then the fused epilogue (bias,
-// activation, residual or head split) as a pass of its own over it. That is what fp32 GEMMs
-// in `ieee` math run: our plain-FMA kernel (gemm_fp32_fma.cu) measured 0.85-0.87x of cuBLAS's
-// SGEMM on every layer GEMM of the official cases, on an H200 and an H100, while the pass adds
-// one read and one write of the output (about 1-3 % of those GEMMs' time).
+// activation, residual or head split) as a pass of its own over it (two kernels, hence the
+// name "cublas+epilogue_pass"). That is what the `qkv` and `ffn` GEMMs run in fp32 `ieee`
+// math: our plain-FMA kernel (gemm_fp32_fma.cu) measured 0.84-0.86x of cuBLAS's SGEMM on the
+// GEMM table's layer GEMMs on an H200, 0.87-0.88x on an H100 once its tile paired W's
+// columns, while the pass adds one read and one write of the output (1-3 % of those GEMMs'
+// time). The attention's out-projection keeps its own rule (memory_plan.hpp: ours on the
+// smallest products, where it joins the attention's chain of launches; cuBLAS elsewhere).
 #pragma once
 
 #include <cublas_v2.h>
@@ -19,9 +22,11 @@ bool gemm_prefers_cublas(const GemmArgs& a, std::string* why);
 
 // Runs `a` as cuBLAS's product (on `h`, which must be bound to `stream`; fp32 `ieee` in plain
 // fp32, TF32 where a.fp32_math says so) into `product`, then the epilogue pass into a's
-// outputs. `product` is fp32 [M, N], aliasing none of a's operands; it may be null for fp32
-// without head split, where the product goes to a.out and the pass works in place. Throws
-// std::invalid_argument where gemm_fused_supported is false or the product has nowhere to go.
+// outputs. `product` is fp32 [M, N], 16-byte aligned, aliasing none of a's operands; it may be
+// null for fp32 without head split, where the product goes to a.out and the pass works in
+// place. Throws std::invalid_argument where gemm_fused_supported is false, the product has
+// nowhere to go or is misaligned, or h is bound to another stream (compared as handles: the
+// legacy default stream and nullptr count as different).
 // Returns the variant's name ("cublas+epilogue_pass").
 std::string gemm_cublas_epilogue(cublasHandle_t h, const GemmArgs& a, float* product, cudaStream_t stream);
 

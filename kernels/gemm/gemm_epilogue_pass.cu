@@ -14,7 +14,12 @@
 namespace tlb::gemm_detail {
 namespace {
 
+// Eight warps a block: a row's runs (N / 4 for fp32, N / 8 for 16-bit) fill at least one
+// block for N >= 1024 in fp32, and a block's loads are 4-8 KiB in flight.
 constexpr int kPassThreads = 256;
+// Blocks along a row (x, far under the 2^31 - 1 limit; past it the threads stride) and rows
+// (y, at most the 65535 a grid's y allows; the blocks stride over the rest).
+constexpr int64_t kMaxBlocksX = int64_t{1} << 16, kMaxBlocksY = 65535;
 
 // Each thread takes 16-byte output runs of one row at a time: the run's fp32 product (row
 // stride N) through the epilogue into the output. The product may be the output itself (fp32
@@ -38,8 +43,8 @@ __global__ void __launch_bounds__(kPassThreads) epilogue_pass_kernel(const GemmA
 template <typename T>
 void launch_pass(const GemmArgs& a, const float* product, cudaStream_t stream) {
   const int64_t runs = a.N / Pack16<T>::kCount;
-  const auto x = static_cast<unsigned>(std::min<int64_t>((runs + kPassThreads - 1) / kPassThreads, 1 << 16));
-  const auto y = static_cast<unsigned>(std::min<int64_t>(a.M, 65535));
+  const auto x = static_cast<unsigned>(std::min<int64_t>((runs + kPassThreads - 1) / kPassThreads, kMaxBlocksX));
+  const auto y = static_cast<unsigned>(std::min<int64_t>(a.M, kMaxBlocksY));
   launch_kernel(epilogue_pass_kernel<T>, dim3(x, y), dim3(kPassThreads), 0, stream, 1, a, product);
   TLB_LAUNCH_CHECK(stream);
 }

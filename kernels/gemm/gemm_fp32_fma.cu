@@ -30,11 +30,13 @@ namespace {
 // reused across a row) sit in one bank waits for the second read: the dispatch stalls ncu
 // showed here (0.61 per issue, cuBLAS's SGEMM next to none). The 16-byte loads put w[4g + c]
 // in a register of parity c, and ptxas keeps most accumulators of column 4g + c at parity c
-// too (the 16-byte stores at the end pull them there), so in the 8x8 tile 63 % of the main
-// loop's FFMAs read both from one bank; swapped, w[4g + c] lands at parity 1 - c: 31 % (SASS
-// of ptxas 13.0). Measured on an H100: 43.2 -> 44.5 TFLOP/s on case 10's up projection, +3 %
-// on all four IEEE rows of the GEMM table. The 4x4 tile reads one bank in 5 % of its FFMAs
-// as it is and keeps the plain layout.
+// too (the 16-byte stores at the end pull them there). Counted over every FFMA of the kernel
+// (SASS of ptxas 13.0), those whose source registers without a reuse flag all share one
+// parity: 63 % in the plain 8x8 tile, 31 % with W's columns swapped, where w[4g + c] lands at
+// parity 1 - c (the first FFMA of each row, whose a is read fresh too, has three operands in
+// two banks whatever the layout). Measured on an H100: 43.2 -> 44.5 TFLOP/s on case 10's up
+// projection, +3.0-3.7 % on all four IEEE rows of the GEMM table. The 4x4 tile counts 5 % as
+// it is and keeps the plain layout.
 template <int BM_, int BN_, int TM_, int TN_, int kMinBlocks_, bool kPairedW_ = false>
 struct FmaConfig {
   static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, kMinBlocks = kMinBlocks_;
@@ -202,8 +204,8 @@ std::string fma_tile_name(FmaTile t) {
 void launch_gemm_fp32_fma(const GemmArgs& args, FmaTile t, cudaStream_t stream) {
   const GemmArgs a = with_split_map(args);
   // 128x128 (8x8 per thread, W's columns paired): the throughput tile, 99 KiB of ring, two
-  // CTAs per SM in 128 registers. 64x64 (4x4): small GEMMs that would leave most SMs idle with 128x128 tiles, 51
-  // KiB, three per SM.
+  // CTAs per SM in 128 registers. 64x64 (4x4): small GEMMs that would leave most SMs idle
+  // with 128x128 tiles, 51 KiB, three per SM.
   if (t == FmaTile::m128n128) {
     launch_config<FmaConfig<128, 128, 8, 8, 2, true>>(a, stream);
   } else {

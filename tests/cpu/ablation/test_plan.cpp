@@ -11,7 +11,6 @@
 #include "grid.hpp"
 #include "plan_report.hpp"
 #include "attention/attention.hpp"
-#include "gemm/gemm_cublas.hpp"
 #include "stack/memory_plan.hpp"
 
 using tlb::DType;
@@ -81,6 +80,22 @@ TEST_CASE("assess_point's peak is point_peak_bytes, and a layer trace adds the c
       CHECK(t.peak_bytes >= v.peak_bytes + outputs);
       CHECK(t.peak_bytes < v.peak_bytes + outputs + tlb::kBufferAlign);
     }
+  }
+  // fp32 in IEEE math: the QKV technique's product in fp32 [tokens, 3 d] is the difference
+  // (with attn and norm on, nothing else stages a product in fp32 on case 3).
+  {
+    const tlb::CaseSpec& c = official(3);
+    const StageSwitch four_on = techniques.stages(0b11110u);
+    tlb::PathMemoryOptions ieee_opt;
+    ieee_opt.fp32_math = tlb::Fp32Math::ieee;
+    const tlb::PointViability v = tlb::assess_point(c, DType::fp32, four_on, 80 * kGiB, ieee_opt);
+    const uint64_t ieee_peak =
+        tlb::point_peak_bytes(c.shape, DType::fp32, StageSwitch{}, four_on, c.policy, tlb::Fp32Math::ieee);
+    CHECK(v.peak_bytes == ieee_peak);
+    const uint64_t qkv_product = static_cast<uint64_t>(c.shape.tokens() * 3 * c.shape.d_model) * sizeof(float);
+    const uint64_t tf32_peak = tlb::point_peak_bytes(c.shape, DType::fp32, StageSwitch{}, four_on, c.policy);
+    CHECK(ieee_peak >= tf32_peak + qkv_product);
+    CHECK(ieee_peak < tf32_peak + qkv_product + tlb::kBufferAlign);
   }
   // The plan carries the options into its per-point decisions.
   tlb::PathMemoryOptions ieee;
@@ -383,21 +398,7 @@ TEST_CASE("the out-projection joins attn on small products only and then needs n
   CHECK(staging(tiny, attn_only) == static_cast<uint64_t>(tiny.tokens() * tiny.d_ff) * sizeof(float));
 }
 
-TEST_CASE("fp32 ieee runs the techniques' GEMMs on cuBLAS and plans the QKV product's fp32 buffer", "[plan]") {
-  tlb::GemmArgs a;
-  a.dtype = DType::fp32;
-  a.fp32_math = tlb::Fp32Math::ieee;
-  std::string why;
-  CHECK(tlb::gemm_prefers_cublas(a, &why));
-  CHECK(why.find("cuBLAS's SGEMM") != std::string::npos);
-  a.fp32_math = tlb::Fp32Math::tf32;
-  CHECK_FALSE(tlb::gemm_prefers_cublas(a, nullptr));
-  for (DType d : {DType::fp16, DType::bf16}) {
-    a.dtype = d;
-    a.fp32_math = tlb::Fp32Math::ieee;  // ignored outside fp32
-    CHECK_FALSE(tlb::gemm_prefers_cublas(a, nullptr));
-  }
-
+TEST_CASE("fp32 ieee plans the QKV technique's cuBLAS product an fp32 buffer", "[plan]") {
   // Every stage fused: in TF32 no fp32 staging at all; in IEEE the head split's product
   // [tokens, 3 d] in fp32 (the FFN's products go straight to their fp32 outputs).
   const tlb::LayerShape& s = official(3).shape;

@@ -190,7 +190,9 @@ void check_every_variant(const Mode& mode, GemmArgs a, std::vector<GuardedOutput
     check_outputs(mode, outputs, refs);
   }
   // cuBLAS's product and the epilogue pass (what fp32 `ieee` GEMMs run in the layer stack),
-  // through a product buffer of its own and, where the output can hold it, in place.
+  // through a product buffer of its own (poisoned: a run the pass skips stays NaN in the
+  // output) and, where the output can hold it, in place (the aliasing; there cuBLAS's product
+  // overwrites the poison, and a skipped run only shows as its missing epilogue).
   const tlb::reference::BlasHandle blas;
   const bool in_place_possible = a.dtype == DType::fp32 && a.epilogue != GemmEpilogue::bias_qkv_split;
   for (const bool in_place : {false, true}) {
@@ -282,6 +284,22 @@ TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]",
       INFO("batch " << sp.batch << " seq " << sp.seq << " heads " << sp.heads << " head_dim " << sp.head_dim);
       check_every_variant(mode, a, {&q, &k, &v}, refs);
     }
+  }
+}
+
+// More rows than a grid's y dimension holds (65535): the epilogue pass's blocks stride over
+// the rest, with the bias and the residual, in fp32 (in place too) and 16-bit.
+TEST_CASE("gemm epilogue pass covers more rows than one grid", "[gpu][kernels][gemm]") {
+  TLB_REQUIRE_GPU();
+  const Shape s{65600, 8, 8};
+  for (const Mode& mode : kModes) {
+    if (mode.dtype == DType::fp32 && mode.math == tlb::Fp32Math::tf32) continue;
+    const Problem p = make_problem(mode, s, true, 12);
+    const std::vector<double> ref = reference(p, s, GemmEpilogue::bias_residual, tlb::Activation::gelu);
+    GuardedOutput out(static_cast<size_t>(s.M * s.N), mode.dtype);
+    GemmArgs a = gemm_args(mode, s, p, GemmEpilogue::bias_residual, tlb::Activation::gelu);
+    a.out = out.ptr();
+    check_every_variant(mode, a, {&out}, {ref});
   }
 }
 
@@ -480,6 +498,22 @@ TEST_CASE("gemm small-grid model picks the variants measured fastest on an H200"
 }
 
 // Shape checks come before any device query, so these run without a GPU.
+TEST_CASE("fp32 ieee GEMMs prefer cuBLAS with the epilogue pass; no other dtype or math does", "[kernels][gemm]") {
+  GemmArgs a;
+  a.dtype = DType::fp32;
+  a.fp32_math = tlb::Fp32Math::ieee;
+  std::string why;
+  CHECK(tlb::gemm_prefers_cublas(a, &why));
+  CHECK(why.find("cuBLAS's SGEMM") != std::string::npos);
+  a.fp32_math = tlb::Fp32Math::tf32;
+  CHECK_FALSE(tlb::gemm_prefers_cublas(a, nullptr));
+  for (DType d : {DType::fp16, DType::bf16}) {
+    a.dtype = d;
+    a.fp32_math = tlb::Fp32Math::ieee;  // ignored outside fp32
+    CHECK_FALSE(tlb::gemm_prefers_cublas(a, nullptr));
+  }
+}
+
 TEST_CASE("gemm_fused_supported rejects unsupported shapes with a reason", "[kernels][gemm]") {
   alignas(16) static uint8_t fake[64];  // never dereferenced: only shapes are judged here
   GemmArgs a;
