@@ -498,7 +498,7 @@ TEST_CASE("gemm small-grid model picks the variants measured fastest on an H200"
 }
 
 // Shape checks come before any device query, so these run without a GPU.
-TEST_CASE("fp32 ieee GEMMs prefer cuBLAS with the epilogue pass; no other dtype or math does", "[kernels][gemm]") {
+TEST_CASE("fp32 ieee GEMMs prefer cuBLAS with the epilogue pass, and no other dtype or math does", "[kernels][gemm]") {
   GemmArgs a;
   a.dtype = DType::fp32;
   a.fp32_math = tlb::Fp32Math::ieee;
