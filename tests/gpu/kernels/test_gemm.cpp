@@ -209,7 +209,8 @@ void check_every_variant(const Mode& mode, GemmArgs a, std::vector<GuardedOutput
     CHECK(ran == "cublas+epilogue_pass");
     check_outputs(mode, outputs, refs);
   }
-  if (!in_place_possible) CHECK_THROWS_AS(tlb::gemm_cublas_epilogue(blas.h, a, nullptr, nullptr), std::invalid_argument);
+  if (!in_place_possible)
+    CHECK_THROWS_AS(tlb::gemm_cublas_epilogue(blas.h, a, nullptr, nullptr), std::invalid_argument);
 }
 
 void check_epilogue(GemmEpilogue epi, tlb::Activation act, const std::vector<Shape>& shapes, uint64_t salt) {
