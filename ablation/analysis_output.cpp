@@ -252,13 +252,16 @@ std::string stage_breakdown_csv(const DTypeAnalysis& g) {
     const std::string config = p.config == "auto" && !p.auto_choice.empty() ? "auto=" + p.auto_choice : p.config;
     body += fmt::format("{},{},{},{},{}", b.case_id, csv_cell(b.case_name), role, csv_cell(config), num(p.cand_ms));
     double stages = 0, floors = 0;
+    // Appended piece by piece: `"," + string` here is GCC 12's false -Wrestrict alarm.
     for (double v : p.stage_ms) {
-      body += "," + num(v, 6);
+      body += ',';
+      body += num(v, 6);
       stages += v;
     }
     for (int s = 0; s < kNumCostStages; ++s) {
       const bool has = p.stage_floor_ms.size() == static_cast<size_t>(kNumCostStages);
-      body += "," + (has ? num(p.stage_floor_ms[static_cast<size_t>(s)], 6) : std::string());
+      body += ',';
+      if (has) body += num(p.stage_floor_ms[static_cast<size_t>(s)], 6);
       if (has) floors += p.stage_floor_ms[static_cast<size_t>(s)];
     }
     body += fmt::format(",{},{},events without PDL less their cost\n", num(stages, 6), num(floors, 6));

@@ -78,7 +78,7 @@ TEST_CASE("timer warms the candidate up, then times in one unbroken ABBA order",
   CHECK(m.warmup_runs >= 25);
   const size_t warm = 1 + m.warmup_runs;
   REQUIRE(order.size() > warm);
-  CHECK(order.substr(0, warm) == "R" + std::string(m.warmup_runs, 'C'));
+  CHECK(order.substr(0, warm) == std::string(1, 'R').append(m.warmup_runs, 'C'));
   const std::string timed = order.substr(warm);
   REQUIRE(timed.size() % 2 == 0);
   for (size_t k = 0; k < timed.size() / 2; ++k) {
