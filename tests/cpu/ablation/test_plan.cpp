@@ -432,7 +432,8 @@ TEST_CASE("plan names, per case and dtype, every technique whose kernels cannot 
   auto stages_of = [&](int c, int d) {
     std::string out;
     for (const tlb::StageFallback& f : plan.cases[static_cast<size_t>(c)].dtypes[static_cast<size_t>(d)].fallbacks) {
-      out += (out.empty() ? "" : ",") + std::string(tlb::to_string(f.stage));
+      if (!out.empty()) out += ',';
+      out += tlb::to_string(f.stage);
       CHECK_FALSE(f.why.empty());
     }
     return out;

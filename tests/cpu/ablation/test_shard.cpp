@@ -159,7 +159,10 @@ TEST_CASE("random plans' shards are disjoint, cover their groups and are balance
   for (int k = 0; k < 24; ++k) {
     std::string cases;
     for (const CaseSpec& c : official_cases().cases)
-      if (rng() % 3 != 0) cases += (cases.empty() ? "" : ",") + std::to_string(c.id);
+      if (rng() % 3 != 0) {
+        if (!cases.empty()) cases += ',';
+        cases += std::to_string(c.id);
+      }
     if (cases.empty()) cases = "1";
     const std::string configs = patterns[rng() % patterns.size()];
     const std::string dt = dtypes[rng() % dtypes.size()];
