@@ -213,17 +213,19 @@ void check_every_variant(const Mode& mode, GemmArgs a, std::vector<GuardedOutput
     CHECK_THROWS_AS(tlb::gemm_cublas_epilogue(blas.h, a, nullptr, nullptr), std::invalid_argument);
 }
 
+// One [M, N] output of one epilogue on fresh inputs: every variant, then cuBLAS with the pass.
+void check_one(const Mode& mode, const Shape& s, GemmEpilogue epi, tlb::Activation act, uint64_t salt) {
+  const Problem p = make_problem(mode, s, epi == GemmEpilogue::bias_residual, salt);
+  const std::vector<double> ref = reference(p, s, epi, act);
+  GuardedOutput out(static_cast<size_t>(s.M * s.N), mode.dtype);
+  GemmArgs a = gemm_args(mode, s, p, epi, act);
+  a.out = out.ptr();
+  check_every_variant(mode, a, {&out}, {ref});
+}
+
 void check_epilogue(GemmEpilogue epi, tlb::Activation act, const std::vector<Shape>& shapes, uint64_t salt) {
-  for (const Mode& mode : kModes) {
-    for (const Shape& s : shapes) {
-      const Problem p = make_problem(mode, s, epi == GemmEpilogue::bias_residual, salt);
-      const std::vector<double> ref = reference(p, s, epi, act);
-      GuardedOutput out(static_cast<size_t>(s.M * s.N), mode.dtype);
-      GemmArgs a = gemm_args(mode, s, p, epi, act);
-      a.out = out.ptr();
-      check_every_variant(mode, a, {&out}, {ref});
-    }
-  }
+  for (const Mode& mode : kModes)
+    for (const Shape& s : shapes) check_one(mode, s, epi, act, salt);
 }
 
 }  // namespace
@@ -292,15 +294,9 @@ TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]",
 // the rest, with the bias and the residual, in fp32 (in place too) and 16-bit.
 TEST_CASE("gemm epilogue pass covers more rows than one grid", "[gpu][kernels][gemm]") {
   TLB_REQUIRE_GPU();
-  const Shape s{65600, 8, 8};
   for (const Mode& mode : kModes) {
     if (mode.dtype == DType::fp32 && mode.math == tlb::Fp32Math::tf32) continue;
-    const Problem p = make_problem(mode, s, true, 12);
-    const std::vector<double> ref = reference(p, s, GemmEpilogue::bias_residual, tlb::Activation::gelu);
-    GuardedOutput out(static_cast<size_t>(s.M * s.N), mode.dtype);
-    GemmArgs a = gemm_args(mode, s, p, GemmEpilogue::bias_residual, tlb::Activation::gelu);
-    a.out = out.ptr();
-    check_every_variant(mode, a, {&out}, {ref});
+    check_one(mode, {65600, 8, 8}, GemmEpilogue::bias_residual, tlb::Activation::gelu, 12);
   }
 }
 
