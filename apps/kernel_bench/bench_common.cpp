@@ -62,7 +62,7 @@ MedianTimes median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int r
     for (size_t j = 0; j < fns.size(); ++j) {
       const size_t f = i % 2 == 0 ? j : fns.size() - 1 - j;
       const auto work = [&] { fns[f](st); };
-      t[f].push_back(hold && launches[f] == HostLaunches::hidden ? timer.ms(work, *hold) : timer.ms(work));
+      t[f].push_back(timer.ms(work, hold && launches[f] == HostLaunches::hidden ? &*hold : nullptr));
     }
   }
   for (std::vector<double>& v : t) {

@@ -37,11 +37,8 @@ std::vector<double> probe_event_costs_ms(cudaStream_t stream, int pairs) {
   LaunchHold hold;
   // Behind a hold the first kernel does not wait for the graph's launch to reach the GPU;
   // where none works (synchronised launch checks) that wait is in both timings alike.
-  const bool held = hold.works(stream);
-  auto time = [&](const StreamGraph& graph) {
-    const auto work = [&] { graph.launch(stream); };
-    return held ? timer.ms(work, hold) : timer.ms(work);
-  };
+  LaunchHold* behind = hold.works(stream) ? &hold : nullptr;
+  auto time = [&](const StreamGraph& graph) { return timer.ms([&] { graph.launch(stream); }, behind); };
   time(with);  // first replays: the graphs' own first-launch costs stay out
   time(without);
   std::vector<double> per_event;

@@ -15,24 +15,14 @@ EventTimer::~EventTimer() {
   cudaEventDestroy(stop_);
 }
 
-double EventTimer::ms(const std::function<void()>& work) {
+double EventTimer::ms(const std::function<void()>& work, LaunchHold* hold) {
+  if (hold) hold->hold(stream_);
   TLB_CUDA_CHECK(cudaEventRecord(start_, stream_));
   work();
   TLB_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+  if (hold) hold->release();
   TLB_CUDA_CHECK(cudaEventSynchronize(stop_));
-  float t = 0;
-  TLB_CUDA_CHECK(cudaEventElapsedTime(&t, start_, stop_));
-  return t;
-}
-
-double EventTimer::ms(const std::function<void()>& work, LaunchHold& hold) {
-  hold.hold(stream_);
-  TLB_CUDA_CHECK(cudaEventRecord(start_, stream_));
-  work();
-  TLB_CUDA_CHECK(cudaEventRecord(stop_, stream_));
-  hold.release();
-  TLB_CUDA_CHECK(cudaEventSynchronize(stop_));
-  if (hold.timed_out()) {
+  if (hold && hold->timed_out()) {
     // Not sticky: the stream ran on once the hold gave up; only this timing is spoilt.
     throw DeviceError("a timing behind a launch hold waited on the host for its second (more launches "
                       "than the queue holds, or a synchronising call among them): not measured",

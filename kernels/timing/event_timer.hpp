@@ -17,10 +17,10 @@ class EventTimer {
   ~EventTimer();
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
-  double ms(const std::function<void()>& work);
-  // The same with the work queued behind `hold` (launch_hold.hpp): the GPU's time of it, not the
-  // host's launches. Throws a non-sticky DeviceError where the hold gave up waiting for the host.
-  double ms(const std::function<void()>& work, LaunchHold& hold);
+  // The work's time on the stream; where `hold` is given, with the work queued behind it
+  // (launch_hold.hpp): the GPU's time of it, not the host's launches. Throws a non-sticky
+  // DeviceError where the hold gave up waiting for the host.
+  double ms(const std::function<void()>& work, LaunchHold* hold = nullptr);
 
  private:
   cudaStream_t stream_;

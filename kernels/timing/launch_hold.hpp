@@ -7,7 +7,7 @@
 //
 //   hold.hold(stream);  record(a);  work();  record(b);  hold.release();  sync(b);
 //
-// which is EventTimer::ms(work, hold).
+// which is EventTimer::ms(work, &hold).
 // The waiting kernel gives up after a second (a host that synchronises on the held stream
 // would otherwise wait forever); timed_out() then says the events hold that wait too. With
 // synchronised launch checks (TLBENCH_SYNC_LAUNCHES) every launch behind a hold waits it out:
