@@ -48,13 +48,6 @@ struct GemmBench {
     if (tlb::gemm_prefers_cublas(args, nullptr) && epi == tlb::GemmEpilogue::bias_qkv_split)
       product = DeviceBuffer(static_cast<size_t>(m * n) * sizeof(float));
   }
-  // What tlbench runs for this GEMM: our fused kernel (the dispatcher's pick), or cuBLAS's
-  // product and the epilogue pass where the dispatcher prefers those. Returns the variant.
-  std::string ours(cublasHandle_t h, cudaStream_t s) const {
-    if (tlb::gemm_prefers_cublas(args, nullptr))
-      return tlb::gemm_cublas_epilogue(h, args, static_cast<float*>(product.get()), s);
-    return tlb::gemm_fused(args, s);
-  }
   // fp32 in the math our kernel runs: TF32 tensor cores, or plain fp32 (cuBLAS's SGEMM path,
   // as PyTorch runs it with TF32 off).
   void cublas(cublasHandle_t h) const {
@@ -172,7 +165,9 @@ void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx,
     if (big_grid_variant) others.push_back(v);
   }
   std::vector<Timed> fns = {[&](cudaStream_t) { b.cublas(h); },
-                            [&](cudaStream_t s) { pick = b.ours(h, s); }};
+                            [&](cudaStream_t s) {
+                              pick = tlb::gemm_technique(h, b.args, static_cast<float*>(b.product.get()), s);
+                            }};
   for (const std::string& v : others) fns.push_back([&, v](cudaStream_t s) { tlb::gemm_fused_variant(b.args, v, s); });
   const std::vector<double> ms = median_ms_each(fns, st, 40);
   const auto tflops = [&](double t) { return flops / t / 1e9; };

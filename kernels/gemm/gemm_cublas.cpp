@@ -37,4 +37,8 @@ std::string gemm_cublas_epilogue(cublasHandle_t h, const GemmArgs& a, float* pro
   return "cublas+epilogue_pass";
 }
 
+std::string gemm_technique(cublasHandle_t h, const GemmArgs& a, float* product, cudaStream_t stream) {
+  return gemm_prefers_cublas(a, nullptr) ? gemm_cublas_epilogue(h, a, product, stream) : gemm_fused(a, stream);
+}
+
 }  // namespace tlb

@@ -30,4 +30,9 @@ bool gemm_prefers_cublas(const GemmArgs& a, std::string* why);
 // Returns the variant's name ("cublas+epilogue_pass").
 std::string gemm_cublas_epilogue(cublasHandle_t h, const GemmArgs& a, float* product, cudaStream_t stream);
 
+// A technique's GEMM as the layer stack runs it (and the GEMM table times it): cuBLAS's
+// product and the pass where gemm_prefers_cublas (with `product` as gemm_cublas_epilogue
+// takes it), else gemm_fused on `stream`. Returns the variant that ran.
+std::string gemm_technique(cublasHandle_t h, const GemmArgs& a, float* product, cudaStream_t stream);
+
 }  // namespace tlb
