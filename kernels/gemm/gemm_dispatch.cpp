@@ -132,10 +132,7 @@ double pingpong_stream_k_time(int64_t M, int64_t N, int64_t K, int elem_bytes, i
 }
 
 TileModel fma_model(FmaTile t) {
-  switch (t) {
-    case FmaTile::m128n128: return TileModel{128, 128, 8, 2, 1.0};
-    default: return TileModel{64, 64, 8, 3, 0.6};
-  }
+  return t == FmaTile::m128n128 ? TileModel{128, 128, 8, 2, 1.0} : TileModel{64, 64, 8, 3, 0.6};
 }
 
 // The variants in the order the dispatcher would rank them for this shape.
