@@ -9,12 +9,16 @@ export PATH="/usr/local/cuda/bin:$PATH"
 cmake --preset release
 cmake --build --preset release
 ctest --preset release
-# The committed official results must pass the committed thresholds (no GPU needed), and a
-# second sweep of the same commit on another machine, where one is committed, must pass them
-# against the first as its baseline: what a CI pipeline gating on tlbench relies on.
-./build/release/tlbench gate --results results/h200 --thresholds configs/gates.json
-if [[ -d results/h200-rerun ]]; then
-  ./build/release/tlbench gate --results results/h200-rerun --thresholds configs/gates.json --baseline results/h200
-else
-  echo "test.sh: no results/h200-rerun committed: the rerun gate against results/h200 is not run"
-fi
+# The committed official results of each card must pass the committed thresholds (no GPU
+# needed), and a second sweep of the same commit on another machine of that card, where one is
+# committed, must pass them against the first as its baseline: what a CI pipeline gating on
+# tlbench relies on.
+for card in h200 h100; do
+  [[ -f results/$card/run.json ]] || continue
+  ./build/release/tlbench gate --results "results/$card" --thresholds configs/gates.json
+  if [[ -d results/$card-rerun ]]; then
+    ./build/release/tlbench gate --results "results/$card-rerun" --thresholds configs/gates.json --baseline "results/$card"
+  else
+    echo "test.sh: no results/$card-rerun committed: the rerun gate against results/$card is not run"
+  fi
+done
