@@ -11,7 +11,7 @@
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # RERUN_SAME_MACHINE (rerun: run it on the baseline's own card too), SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
-# EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PROFILE_ARGS,
+# EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PEER_NEEDS, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
 # side-by-side kernel records, for results/h200/kernels.jsonl) also come back on their own.
@@ -251,10 +251,17 @@ for step in "${steps[@]}"; do
         log "$dest is $state: carry $step.tar.gz's folder back into the tree and call the step again"
       elif [[ -n $peer_math ]]; then
         left=$(( ${OFFICIAL_BUDGET:-560} - $(date +%s) + t0 ))
-        log "PyTorch peer, fp32 in $peer_math ($left s left)"
         peer_dtypes=(); [[ $step == ieee ]] && peer_dtypes=(--dtypes fp32)
-        run_peer "$dest" "$left" "${peer_dtypes[@]}" --math "$peer_math"
-        echo "peer rc=$? (where it ran out of time: the peer step, PEER_DIR=$dest)" | tee -a "$OUT/summary.txt"
+        # Every PyTorch mode settles for 2 s: about 420 s for the official dtypes, 150 for IEEE.
+        needs=${PEER_NEEDS:-$([[ $step == ieee ]] && echo 150 || echo 420)}
+        if ((left < needs)); then
+          log "PyTorch peer needs about $needs s, $left left: call \`build peer\` next on this machine" \
+            "with PEER_DIR=$dest PEER_ARGS='${peer_dtypes[*]} --math $peer_math'"
+        else
+          log "PyTorch peer, fp32 in $peer_math ($left s left)"
+          run_peer "$dest" "$left" "${peer_dtypes[@]}" --math "$peer_math"
+          echo "peer rc=$? (where it ran out of time: the peer step, PEER_DIR=$dest)" | tee -a "$OUT/summary.txt"
+        fi
         [[ $step == official ]] && $BIN gate --results "$dest" --thresholds configs/gates.json 2>&1 | tail -3 \
           | tee -a "$OUT/summary.txt"
       else

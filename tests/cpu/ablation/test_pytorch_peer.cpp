@@ -110,6 +110,9 @@ TEST_CASE("pytorch_peer.py: a bad cases file, option or output target is one lin
       {ok + to_out + " --math fast", "--math: unknown value 'fast'"},
       {ok + to_out + " --reps 0", "--reps 0: must be at least 1"},
       {ok + to_out + " --reps many", "--reps"},
+      {ok + to_out + " --settle-s -1", "--settle-s -1.0: must be between 0 and 60 seconds"},
+      {ok + to_out + " --settle-s nan", "--settle-s nan: must be between 0 and 60 seconds"},
+      {ok + to_out + " --settle-s slow", "--settle-s"},
       {ok + to_out + " --device tpu", "--device tpu"},
       {ok, "--out"},
       {ok + " --out " + shell_quote(scratch.path("missing")), "missing: does not exist"},
@@ -163,7 +166,7 @@ TEST_CASE("pytorch_peer.py: a CPU run writes a row per case, dtype, math and mod
   // GELU, which it refuses too.
   const tlb::test::CommandResult r = tlb::test::run_command(
       "python3 " + shell_quote(kScript) + " " + shell_quote(kTinyCases) + " --out " + shell_quote(out.string()) +
-          " --cases 1,3-5 --dtypes bf16,fp32 --device cpu --reps 3",
+          " --cases 1,3-5 --dtypes bf16,fp32 --device cpu --reps 3 --settle-s 0.05",
       scratch.dir);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
@@ -192,6 +195,8 @@ TEST_CASE("pytorch_peer.py: a CPU run writes a row per case, dtype, math and mod
     CHECK(eager["reps"] == 3);
     CHECK(eager["median_ms"].get<double>() > 0);
     CHECK(eager["min_ms"].get<double>() <= eager["median_ms"].get<double>());
+    CHECK(eager["settled"] == true);  // the group's first mode has no settled time to lose to
+    CHECK(eager["warm_s"].get<double>() >= 0.05);
     CHECK(rows[g + " graph"]["status"] == "not_applicable");  // CUDA Graphs need CUDA
     const bool refused = g[0] == '4' || g[0] == '5';
     CHECK(rows[g + " fastpath"]["status"] == (refused ? "not_applicable" : "ok"));
