@@ -3,7 +3,8 @@
 // accuracy line whose counts are those of points.jsonl; without a peer_pytorch.jsonl there, one
 // line says so and the table has no PyTorch column. Over the small fixture with its peer file:
 // PyTorch's best ok mode in the sweep's fp32 math beside auto, with the ratio, and the versions
-// above the table; a broken peer file is one line and exit 2. Skipped (exit 77) without python3.
+// above the table (and a note where its rows were timed in bursts, before --settle-s); a broken
+// peer file is one line and exit 2. Skipped (exit 77) without python3.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -217,6 +218,27 @@ TEST_CASE("results_table.py: PyTorch's best mode in the sweep's math beside auto
     ++rows;
   }
   CHECK(rows == 8);
+
+  // The fixture's peer rows predate --settle-s (no "settled" field): the table says PyTorch
+  // was timed in bursts. Rows that say how they were timed get no such note.
+  CHECK_THAT(r.out, Catch::Contains("Note: PyTorch was timed in bursts"));
+  std::string settled_text;
+  {
+    std::istringstream rows_in(peer_text);
+    for (std::string line; std::getline(rows_in, line);) {
+      nlohmann::json row = nlohmann::json::parse(line);
+      if (row["status"] == "ok") row["settled"] = true;
+      settled_text += row.dump() + "\n";
+    }
+  }
+  std::ofstream(results / "peer_pytorch.jsonl") << settled_text;
+  const tlb::test::CommandResult settled = tlb::test::run_command(
+      "python3 " + tlb::test::shell_quote((src / "scripts" / "results_table.py").string()) + " " +
+          tlb::test::shell_quote(results.string()),
+      scratch.dir);
+  INFO(settled.out << settled.err);
+  REQUIRE(settled.exit_code == 0);
+  CHECK_THAT(settled.out, !Catch::Contains("timed in bursts"));
 }
 
 TEST_CASE("results_table.py: a peer file that is not JSON lines, or not a file, is one line and exit 2", "[scripts]") {
