@@ -51,6 +51,7 @@ PeerRow parse_row(const json& o, const std::string& where) {
       throw ConfigError(where + ": an ok row needs a positive \"median_ms\"");
     r.median_ms = ms->get<double>();
   }
+  if (const auto s = o.find("settled"); s != o.end() && s->is_boolean()) r.settled = s->get<bool>();
   r.torch = opt_string(o, "torch");
   r.cudnn = opt_string(o, "cudnn");
   r.gpu = opt_string(o, "gpu");
@@ -66,6 +67,15 @@ int dtype_rank(const std::string& d) { return d == "fp16" ? 0 : d == "bf16" ? 1 
 std::string ms_cell(const std::optional<double>& v) { return v ? fmt::format("{:.6g}", *v) : std::string(); }
 
 }  // namespace
+
+bool PeerFile::timed_in_bursts() const {
+  bool any_ok = false;
+  for (const PeerRow& r : rows) {
+    if (r.settled) return false;
+    any_ok = any_ok || r.status == "ok";
+  }
+  return any_ok;
+}
 
 std::string PeerFile::versions() const {
   std::vector<std::string> seen;
@@ -145,7 +155,8 @@ std::string comparison_csv(const std::vector<Comparison>& rows) {
 
 std::string comparison_json(const std::vector<Comparison>& rows, const PeerFile& f) {
   auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
-  json doc = {{"file", f.path}, {"versions", f.versions()}, {"rows", json::array()}};
+  json doc = {{"file", f.path}, {"versions", f.versions()}, {"timed_in_bursts", f.timed_in_bursts()},
+              {"rows", json::array()}};
   for (const Comparison& c : rows)
     doc["rows"].push_back({{"case_id", c.case_id}, {"case_name", c.case_name}, {"dtype", c.dtype}, {"math", c.math},
                            {"auto_choice", c.auto_choice}, {"auto_ms", opt(c.auto_ms)},
@@ -158,6 +169,10 @@ std::string comparison_json(const std::vector<Comparison>& rows, const PeerFile&
 void print_comparison(const std::vector<Comparison>& rows, const PeerFile& f, std::FILE* out) {
   fmt::print(out, "\nauto against PyTorch's fastest mode ({}: {}); auto / PyTorch, below 1 auto is faster\n",
              f.path, f.versions());
+  if (f.timed_in_bursts())
+    fmt::print(out, "  note: PyTorch was timed in bursts (each mode after 25 ms of warm-up, by a pytorch_peer.py "
+                    "older than --settle-s), at a higher clock than the sweep's points hold under the card's power "
+                    "cap: the ratios favour PyTorch on the long forwards\n");
   std::map<std::pair<int, std::string>, std::vector<const Comparison*>> groups;
   for (const Comparison& c : rows) groups[{dtype_rank(c.dtype) * 2 + (c.math == "ieee"), c.dtype + " " + c.math}].push_back(&c);
   for (const auto& [key, g] : groups) {

@@ -21,6 +21,7 @@ struct PeerRow {
   std::string case_name;                  // as the peer file says ("" when it does not)
   std::string dtype, math, mode, status;  // math: "native" for fp16/bf16, "tf32" | "ieee" for fp32
   std::optional<double> median_ms;        // ok rows
+  std::optional<bool> settled;            // how the mode was timed; none from a script before --settle-s
   std::string torch, cudnn, gpu;
   int line = 0;  // in the peer file
 };
@@ -30,6 +31,9 @@ struct PeerFile {
   std::vector<PeerRow> rows;
   // "torch 2.11.0+cu130, cuDNN 91900, on NVIDIA H200" for each distinct environment, "; "-joined.
   std::string versions() const;
+  // True when the file has ok rows and none says whether it was settled: it was written before
+  // the peer settled each mode, so PyTorch ran in bursts at a clock above the sweep's.
+  bool timed_in_bursts() const;
 };
 
 // DIR/peer_pytorch.jsonl, or nullopt when the folder has none. ConfigError with one line
@@ -60,11 +64,11 @@ std::string comparison_csv(const std::vector<Comparison>& c);
 
 // The same as JSON, for `tlbench report --json`: {"file", "versions", "rows": [{case_id,
 // case_name, dtype, math, auto_choice, auto_ms, pytorch_mode, pytorch_ms, pytorch_oom,
-// auto_over_pytorch}]}, null for what is not known.
+// auto_over_pytorch}], "timed_in_bursts"}, null for what is not known.
 std::string comparison_json(const std::vector<Comparison>& c, const PeerFile& f);
 
 // Per dtype and math: the geometric mean of auto / PyTorch, the worst case, and the cases where
-// PyTorch is faster.
+// PyTorch is faster; a note first where the file was timed in bursts.
 void print_comparison(const std::vector<Comparison>& c, const PeerFile& f, std::FILE* out);
 
 }  // namespace tlb::peer

@@ -139,6 +139,20 @@ TEST_CASE("PyTorch's fastest mode of the same case, dtype and math beside each a
   CHECK(text.find("fp32 ieee      geomean 0.900 over 1 cases, worst 0.900 (case 1), PyTorch faster on none") !=
         std::string::npos);
   CHECK(text.find("bf16 native    no case with both times; 1 without a time on one side") != std::string::npos);
+
+  // The fixture's rows say nothing of settling: a file from before --settle-s, noted as such.
+  CHECK(file->timed_in_bursts());
+  CHECK(text.find("note: PyTorch was timed in bursts") != std::string::npos);
+  CHECK(nlohmann::json::parse(tlb::peer::comparison_json(c, *file))["timed_in_bursts"] == true);
+  const tlb::test::Scratch settled_dir("tlbench-peer-compare", "settled");
+  settled_dir.write(tlb::peer::kPeerFile,
+                    R"({"case_id": 1, "case_name": "case1", "dtype": "fp16", "math": "native", "mode": "graph", )"
+                    R"("status": "ok", "median_ms": 0.08, "settled": true})"
+                    "\n");
+  const auto settled = tlb::peer::read_peer_file(settled_dir.dir.string());
+  REQUIRE(settled);
+  CHECK(settled->rows.at(0).settled == true);
+  CHECK_FALSE(settled->timed_in_bursts());
 }
 
 TEST_CASE("a folder without a peer file has none, and a broken one is one line naming file and line", "[analysis][peer]") {
