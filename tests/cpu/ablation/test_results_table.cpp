@@ -44,6 +44,13 @@ std::vector<std::string> cells_of(const std::string& row) {
   return cells;
 }
 
+// scripts/results_table.py run on the results folder `results`, from `cwd`.
+tlb::test::CommandResult run_table(const fs::path& results, const fs::path& cwd) {
+  const fs::path script = fs::path(TLBENCH_SOURCE_DIR) / "scripts" / "results_table.py";
+  return tlb::test::run_command(
+      "python3 " + tlb::test::shell_quote(script.string()) + " " + tlb::test::shell_quote(results.string()), cwd);
+}
+
 }  // namespace
 
 TEST_CASE("results_table.py: a row per case and dtype of the official results, auto's accuracy in each",
@@ -56,10 +63,7 @@ TEST_CASE("results_table.py: a row per case and dtype of the official results, a
   const fs::path official = src / "results" / "h200";
   REQUIRE(fs::is_regular_file(official / "points.jsonl"));
   const tlb::test::Scratch scratch("tlbench-results-table", "official");
-  const tlb::test::CommandResult r = tlb::test::run_command(
-      "python3 " + tlb::test::shell_quote((src / "scripts" / "results_table.py").string()) + " " +
-          tlb::test::shell_quote(official.string()),
-      scratch.dir);
+  const tlb::test::CommandResult r = run_table(official, scratch.dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
 
@@ -157,7 +161,6 @@ TEST_CASE("results_table.py: PyTorch's best mode in the sweep's math beside auto
     tlb::test::skip_test(Catch::getResultCapture().getCurrentTestName().c_str(), "python3",
                          "no python3 on the PATH");
   }
-  const fs::path src(TLBENCH_SOURCE_DIR);
   const tlb::test::Scratch scratch("tlbench-results-table", "peer");
   const fs::path results = scratch.dir / "results";
   copy_fixture_with_auto_rows(results);
@@ -186,10 +189,7 @@ TEST_CASE("results_table.py: PyTorch's best mode in the sweep's math beside auto
   }
   REQUIRE(best.size() == 8);
 
-  const tlb::test::CommandResult r = tlb::test::run_command(
-      "python3 " + tlb::test::shell_quote((src / "scripts" / "results_table.py").string()) + " " +
-          tlb::test::shell_quote(results.string()),
-      scratch.dir);
+  const tlb::test::CommandResult r = run_table(results, scratch.dir);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("torch 2.11.0+cu130, cuDNN 91900, on NVIDIA H200") &&
@@ -232,10 +232,7 @@ TEST_CASE("results_table.py: PyTorch's best mode in the sweep's math beside auto
     }
   }
   std::ofstream(results / "peer_pytorch.jsonl") << settled_text;
-  const tlb::test::CommandResult settled = tlb::test::run_command(
-      "python3 " + tlb::test::shell_quote((src / "scripts" / "results_table.py").string()) + " " +
-          tlb::test::shell_quote(results.string()),
-      scratch.dir);
+  const tlb::test::CommandResult settled = run_table(results, scratch.dir);
   INFO(settled.out << settled.err);
   REQUIRE(settled.exit_code == 0);
   CHECK_THAT(settled.out, !Catch::Contains("timed in bursts"));
@@ -246,9 +243,7 @@ TEST_CASE("results_table.py: a peer file that is not JSON lines, or not a file, 
     tlb::test::skip_test(Catch::getResultCapture().getCurrentTestName().c_str(), "python3",
                          "no python3 on the PATH");
   }
-  const fs::path src(TLBENCH_SOURCE_DIR);
   const tlb::test::Scratch scratch("tlbench-results-table", "bad-peer");
-  const std::string script = tlb::test::shell_quote((src / "scripts" / "results_table.py").string());
   struct Case {
     std::string name, text, names;
   };
@@ -266,8 +261,7 @@ TEST_CASE("results_table.py: a peer file that is not JSON lines, or not a file, 
     const fs::path results = scratch.dir / c.name;
     copy_fixture_with_auto_rows(results);
     std::ofstream(results / "peer_pytorch.jsonl") << c.text;
-    const tlb::test::CommandResult r =
-        tlb::test::run_command("python3 " + script + " " + tlb::test::shell_quote(results.string()), scratch.dir);
+    const tlb::test::CommandResult r = run_table(results, scratch.dir);
     INFO(c.name << " -> " << r.err);
     CHECK(r.exit_code == 2);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
@@ -277,8 +271,7 @@ TEST_CASE("results_table.py: a peer file that is not JSON lines, or not a file, 
   copy_fixture_with_auto_rows(results);
   fs::remove(results / "peer_pytorch.jsonl");
   fs::create_directories(results / "peer_pytorch.jsonl");
-  const tlb::test::CommandResult r =
-      tlb::test::run_command("python3 " + script + " " + tlb::test::shell_quote(results.string()), scratch.dir);
+  const tlb::test::CommandResult r = run_table(results, scratch.dir);
   INFO(r.err);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("peer_pytorch.jsonl: not a regular file"));
