@@ -24,9 +24,10 @@ under its power cap, as tlbench's points are in a sweep that keeps the card busy
 case 10 timed right after 25 ms ran 11-12 % faster than after 2 s, at about 1970 MHz against
 1400-1650). A mode whose warm-up calls already take more than 1.1x the best settled time of
 its group cannot be the best and is timed unsettled (its row says `"settled": false`), unless
-its timed calls then come within that: it is settled and timed again. It is timed call by call with CUDA events: the median and minimum in ms over --reps calls
-(default: as many as fit in 0.2 s, 5 to 200). Peak memory is
-torch.cuda.max_memory_allocated() over the mode, weights, input and mask included.
+its timed calls then come within that: it is settled and timed again. Each mode is timed call
+by call with CUDA events: the median and minimum in ms over --reps calls (default: as many as
+fit in 0.2 s, 5 to 200). Peak memory is torch.cuda.max_memory_allocated() over the mode,
+weights, input and mask included.
 
 Run it on the same GPU right after the sweep (scripts/official-run.sh does): both sides then
 come from one machine and one session. scripts/results_table.py sets the best mode beside
