@@ -51,7 +51,10 @@ PeerRow parse_row(const json& o, const std::string& where) {
       throw ConfigError(where + ": an ok row needs a positive \"median_ms\"");
     r.median_ms = ms->get<double>();
   }
-  if (const auto s = o.find("settled"); s != o.end() && s->is_boolean()) r.settled = s->get<bool>();
+  if (const auto s = o.find("settled"); s != o.end()) {
+    if (!s->is_boolean()) throw ConfigError(where + ": \"settled\" must be true or false");
+    r.settled = s->get<bool>();
+  }
   r.torch = opt_string(o, "torch");
   r.cudnn = opt_string(o, "cudnn");
   r.gpu = opt_string(o, "gpu");
@@ -71,7 +74,7 @@ std::string ms_cell(const std::optional<double>& v) { return v ? fmt::format("{:
 bool PeerFile::timed_in_bursts() const {
   bool any_ok = false;
   for (const PeerRow& r : rows) {
-    if (r.settled) return false;
+    if (r.settled.has_value()) return false;
     any_ok = any_ok || r.status == "ok";
   }
   return any_ok;

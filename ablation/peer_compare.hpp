@@ -38,8 +38,8 @@ struct PeerFile {
 
 // DIR/peer_pytorch.jsonl, or nullopt when the folder has none. ConfigError with one line
 // "<file>[:<line>]: <problem>" when it is not a regular file, a line is not JSON, a required
-// field (case_id, dtype, math, mode, status) is missing or of the wrong type, or an ok row has
-// no positive median_ms.
+// field (case_id, dtype, math, mode, status) is missing or of the wrong type, an ok row has
+// no positive median_ms, or "settled" is there and not a boolean.
 std::optional<PeerFile> read_peer_file(const std::string& results_dir);
 
 // One (case, dtype, math) that has an auto row.

@@ -4,10 +4,12 @@
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
 #   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer pdl
 #   scripts/gpu-check.sh build official     (stops resumable at SWEEP_TIMEOUT: carry results/<card> (h200, h100)
-#       back and call `build official` again to finish it and time PyTorch; then, on another
-#       machine, `build rerun` the same way; `build ieee` for FP32 in IEEE math beside PyTorch's.
-#       Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=440 OFFICIAL_BUDGET=520, the
-#       build taking about 50 s on 16 cores)
+#       back and call `build official` again to finish it; PyTorch runs after a complete sweep
+#       where the call has PEER_NEEDS seconds left (about 420: its modes settle 2 s each), else
+#       `peer` with PEER_DIR=results/<card> PEER_ARGS=--math\ tf32 as the next call, on the same
+#       machine; then, on another machine, `build rerun` the same way; `build ieee` for FP32 in
+#       IEEE math beside PyTorch's. Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=440
+#       OFFICIAL_BUDGET=520, the build taking about 50 s on 16 cores)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # RERUN_SAME_MACHINE (rerun: run it on the baseline's own card too), SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
@@ -255,8 +257,8 @@ for step in "${steps[@]}"; do
         # Every PyTorch mode settles for 2 s: about 420 s for the official dtypes, 150 for IEEE.
         needs=${PEER_NEEDS:-$([[ $step == ieee ]] && echo 150 || echo 420)}
         if ((left < needs)); then
-          log "PyTorch peer needs about $needs s, $left left: call \`build peer\` next on this machine" \
-            "with PEER_DIR=$dest PEER_ARGS='${peer_dtypes[*]} --math $peer_math'"
+          log "PyTorch peer needs about $needs s, $left left: call \`peer\` next on this machine" \
+            "with PEER_DIR=$dest PEER_ARGS='${peer_dtypes[*]}${peer_dtypes[*]:+ }--math $peer_math'"
         else
           log "PyTorch peer, fp32 in $peer_math ($left s left)"
           run_peer "$dest" "$left" "${peer_dtypes[@]}" --math "$peer_math"

@@ -21,9 +21,9 @@ or without TF32 allowed; tlbench's ieee attention runs on the FMA pipes. Each mo
 up (>= 3 calls and >= 25 ms, the card >= 1 s before the first), then settled: its calls run on
 for --settle-s seconds in all (default 2), so that it is timed at the clock the card holds
 under its power cap, as tlbench's points are in a sweep that keeps the card busy (on an H100,
-case 10 timed right after 25 ms ran 11-12 % faster than after 2 s, at about 1970 MHz against
-1400-1650). A mode whose warm-up calls already take more than 1.1x the best settled time of
-its group cannot be the best and is timed unsettled (its row says `"settled": false`), unless
+case 10 took 11-12 % longer settled 2 s than timed right after 25 ms of warm-up: 1365-1620 MHz
+against about 1965). A mode whose warm-up calls already take more than 1.1x the best settled
+time of its group is unlikely to be the best and is timed unsettled (its row says `"settled": false`), unless
 its timed calls then come within that: it is settled and timed again. Each mode is timed call
 by call with CUDA events: the median and minimum in ms over --reps calls (default: as many as
 fit in 0.2 s, 5 to 200). Peak memory is torch.cuda.max_memory_allocated() over the mode,
@@ -348,8 +348,11 @@ class Peer:
 
         run_until(WARM_MIN_S if self.warmed_card else FIRST_WARM_S)
         self.warmed_card = True
+        def reps_for(per_call_s):
+            return self.args.reps or max(MIN_REPS, min(MAX_REPS, math.ceil(BUDGET_S / max(per_call_s, 1e-6))))
+
         per_call_s = (time.perf_counter() - start) / n
-        reps = self.args.reps or max(MIN_REPS, min(MAX_REPS, math.ceil(BUDGET_S / max(per_call_s, 1e-6))))
+        reps = reps_for(per_call_s)
 
         def loses(ms):
             return best_settled_ms is not None and ms > SETTLE_SKIP * best_settled_ms
@@ -364,6 +367,7 @@ class Peer:
             settled = True
             run_until(self.args.settle_s)
             warm_s = time.perf_counter() - start
+            reps = reps_for(statistics.median(times) / 1e3)
             times = [self.time_one(fn) for _ in range(reps)]
         peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None
         return {"median_ms": round(statistics.median(times), 4), "min_ms": round(min(times), 4), "reps": reps,
@@ -483,7 +487,7 @@ class Peer:
                                  "compile_s": round(time.perf_counter() - t0, 1)}
                     timing = self.measure(fn, best_settled_ms)
                     if timing["settled"]:
-                        best_settled_ms = min(best_settled_ms or math.inf, timing["median_ms"])
+                        best_settled_ms = timing["median_ms"] if best_settled_ms is None else min(best_settled_ms, timing["median_ms"])
                     row(mode, "ok", **timing, **extra)
                 except torch.cuda.OutOfMemoryError as e:
                     row(mode, "oom", reason=oom_reason(e))

@@ -147,7 +147,7 @@ def main(argv):
             print(f"Note: the sweep ran on {sweep_gpu}, PyTorch on {', '.join(sorted(map(str, peer_gpus)))}: "
                   "the ratios compare different machines.")
         ok_rows = [r for g in peer.values() for r in g if r.get("status") == "ok"]
-        if ok_rows and not any("settled" in r for r in ok_rows):
+        if ok_rows and not any(isinstance(r.get("settled"), bool) for r in ok_rows):
             print("Note: PyTorch was timed in bursts (each mode after 25 ms of warm-up, by a "
                   "pytorch_peer.py older than --settle-s), at a higher clock than the sweep's points "
                   "hold under the card's power cap: the ratios favour PyTorch on the long forwards.")

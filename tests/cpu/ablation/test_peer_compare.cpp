@@ -170,6 +170,12 @@ TEST_CASE("a folder without a peer file has none, and a broken one is one line n
       {json{{"case_id", 1}, {"dtype", "fp16"}, {"math", "native"}, {"mode", 3}, {"status", "ok"}}.dump() + "\n",
        "peer_pytorch.jsonl:1: \"mode\" missing or not a string"},
       {"[1, 2]\n", "peer_pytorch.jsonl:1: expected a JSON object"},
+      {[] {
+         json r = peer_row(1, "fp16", "native", "eager", "ok", 0.2);
+         r["settled"] = "yes";
+         return r.dump() + "\n";
+       }(),
+       "peer_pytorch.jsonl:1: \"settled\" must be true or false"},
   };
   for (const Case& c : cases) {
     INFO(c.text);

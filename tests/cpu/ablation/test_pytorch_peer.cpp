@@ -210,3 +210,53 @@ TEST_CASE("pytorch_peer.py: a CPU run writes a row per case, dtype, math and mod
   CHECK(summaries == static_cast<int>(groups.size()));
   for (const auto& e : fs::directory_iterator(out)) CHECK(e.path().filename() == "peer_pytorch.jsonl");
 }
+
+TEST_CASE("pytorch_peer.py: a mode settles unless its warm-up already loses to the group's best, and after all where "
+          "its timed calls do not",
+          "[scripts]") {
+  require_python("python3");
+  const tlb::test::Scratch scratch("tlbench-pytorch-peer", "settle");
+  // Peer.measure over fake modes (sleeps) and a host clock: no PyTorch needed. settle_s 0.5.
+  const fs::path probe = scratch.path("settle.py");
+  std::ofstream(probe) << "import json, sys, time, types\n"
+                          "sys.path.insert(0, sys.argv[1])\n"
+                          "import pytorch_peer as pp\n"
+                          "p = object.__new__(pp.Peer)\n"
+                          "p.torch, p.cuda, p.warmed_card = None, False, True\n"
+                          "p.args = types.SimpleNamespace(settle_s=0.5, reps=None)\n"
+                          "p.sync = lambda: None\n"
+                          "def time_one(fn):\n"
+                          "    t = time.perf_counter(); fn(); return (time.perf_counter() - t) * 1e3\n"
+                          "p.time_one = time_one\n"
+                          "def mode(first_s, rest_s):\n"
+                          "    calls = [0]\n"
+                          "    def fn():\n"
+                          "        calls[0] += 1\n"
+                          "        time.sleep(first_s if calls[0] == 1 else rest_s)\n"
+                          "    return fn\n"
+                          "print(json.dumps({\n"
+                          "    'first': p.measure(mode(0.002, 0.002)),\n"
+                          "    'loser': p.measure(mode(0.02, 0.02), best_settled_ms=2.0),\n"
+                          "    'slow_first': p.measure(mode(0.2, 0.002), best_settled_ms=2.5),\n"
+                          "}))\n";
+  const tlb::test::CommandResult r =
+      tlb::test::run_command("env -u PYTHONPATH python3 -S " + shell_quote(probe.string()) + " " +
+                                 shell_quote((kSource / "scripts").string()),
+                             scratch.dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  // The group's first mode has nothing to lose to: settled for the whole 0.5 s.
+  CHECK(out["first"]["settled"] == true);
+  CHECK(out["first"]["warm_s"].get<double>() >= 0.5);
+  // Ten times the best settled time in its warm-up and in its timed calls: not settled.
+  CHECK(out["loser"]["settled"] == false);
+  CHECK(out["loser"]["warm_s"].get<double>() < 0.5);
+  CHECK(out["loser"]["median_ms"].get<double>() >= 20);
+  // A slow first call made its warm-up look like a loser; its timed calls are within 1.1x of the
+  // best: settled after all and timed again, as many calls as 0.2 s of its own time holds.
+  CHECK(out["slow_first"]["settled"] == true);
+  CHECK(out["slow_first"]["warm_s"].get<double>() >= 0.5);
+  CHECK(out["slow_first"]["median_ms"].get<double>() < 2.75);
+  CHECK(out["slow_first"]["reps"].get<int>() > 20);
+}
