@@ -254,7 +254,8 @@ for step in "${steps[@]}"; do
       elif [[ -n $peer_math ]]; then
         left=$(( ${OFFICIAL_BUDGET:-560} - $(date +%s) + t0 ))
         peer_dtypes=(); [[ $step == ieee ]] && peer_dtypes=(--dtypes fp32)
-        # Every PyTorch mode settles for 2 s: about 420 s for the official dtypes, 150 for IEEE.
+        # PyTorch's modes settle 2 s each unless they already lose: about 420 s for the official
+        # dtypes, 150 for IEEE (estimates from the modes' counts, not yet timed on a GPU).
         needs=${PEER_NEEDS:-$([[ $step == ieee ]] && echo 150 || echo 420)}
         if ((left < needs)); then
           log "PyTorch peer needs about $needs s, $left left: call \`peer\` next on this machine" \

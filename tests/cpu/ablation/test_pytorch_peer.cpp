@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -195,8 +196,14 @@ TEST_CASE("pytorch_peer.py: a CPU run writes a row per case, dtype, math and mod
     CHECK(eager["reps"] == 3);
     CHECK(eager["median_ms"].get<double>() > 0);
     CHECK(eager["min_ms"].get<double>() <= eager["median_ms"].get<double>());
-    CHECK(eager["settled"] == true);  // the group's first mode has no settled time to lose to
-    CHECK(eager["warm_s"].get<double>() >= 0.05);
+    // The group's first mode measured has no settled time to lose to: every group has one.
+    CHECK(eager["settled"].is_boolean());
+    const bool one_settled =
+        std::any_of(rows.begin(), rows.end(), [&](const std::pair<const std::string, nlohmann::json>& kv) {
+          return kv.first.rfind(g + " ", 0) == 0 && kv.second.value("settled", false) &&
+                 kv.second.value("warm_s", 0.0) >= 0.05;
+        });
+    CHECK(one_settled);
     CHECK(rows[g + " graph"]["status"] == "not_applicable");  // CUDA Graphs need CUDA
     const bool refused = g[0] == '4' || g[0] == '5';
     CHECK(rows[g + " fastpath"]["status"] == (refused ? "not_applicable" : "ok"));
