@@ -45,7 +45,7 @@ struct GemmBench {
       args.v = static_cast<char*>(C.get()) + 2 * third;
       args.batch = 1; args.seq = m; args.heads = heads; args.head_dim = n / 3 / heads;
     }
-    if (tlb::gemm_prefers_cublas(args, nullptr) && epi == tlb::GemmEpilogue::bias_qkv_split)
+    if (tlb::gemm_technique_needs_product(args))
       product = DeviceBuffer(static_cast<size_t>(m * n) * sizeof(float));
   }
   // fp32 in the math our kernel runs: TF32 tensor cores, or plain fp32 (cuBLAS's SGEMM path,

@@ -15,11 +15,19 @@ bool gemm_prefers_cublas(const GemmArgs& a, std::string* why) {
   return true;
 }
 
+bool gemm_product_fits_output(const GemmArgs& a) {
+  return a.dtype == DType::fp32 && a.epilogue != GemmEpilogue::bias_qkv_split;
+}
+
+bool gemm_technique_needs_product(const GemmArgs& a) {
+  return gemm_prefers_cublas(a, nullptr) && !gemm_product_fits_output(a);
+}
+
 std::string gemm_cublas_epilogue(cublasHandle_t h, const GemmArgs& a, float* product, cudaStream_t stream) {
   std::string why;
   if (!gemm_fused_supported(a, &why)) throw std::invalid_argument("gemm_cublas_epilogue: " + why);
   const bool in_place = product == nullptr;
-  if (in_place && (a.dtype != DType::fp32 || a.epilogue == GemmEpilogue::bias_qkv_split))
+  if (in_place && !gemm_product_fits_output(a))
     throw std::invalid_argument(
         "gemm_cublas_epilogue: only an fp32 output without head split can hold the product");
   if (reinterpret_cast<uintptr_t>(product) % 16 != 0)

@@ -555,10 +555,10 @@ void StackPath::Impl::linear_f32(const void* a, int64_t lda, const void* w, int6
 }
 
 std::string StackPath::Impl::technique_gemm(const GemmArgs& a) {
-  const bool split = a.epilogue == GemmEpilogue::bias_qkv_split;
-  if (split && gemm_prefers_cublas(a, nullptr) && gemm_f32_cols < a.N)
+  const bool needs_product = gemm_technique_needs_product(a);
+  if (needs_product && gemm_f32_cols < a.N)
     throw std::logic_error("layer stack: no fp32 buffer was planned for cuBLAS's QKV product");
-  return gemm_technique(blas.h, a, split ? gemm_f32 : nullptr, stream);
+  return gemm_technique(blas.h, a, needs_product ? gemm_f32 : nullptr, stream);
 }
 
 void StackPath::Impl::keep(int64_t l, const void* y) {

@@ -107,17 +107,15 @@ std::vector<BufferSpec> workspace_layout(const LayerShape& s, DType dtype,
   const bool out_proj_ours = !golden && out_projection_fused(s, dtype, eff, fp32_math);
   bool any_reference_attn = false, any_flash_attn = false, any_f32_qkv = false;
   bool any_f32_out_proj = false, any_reference_ffn = false;
-  // A fused QKV on cuBLAS (gemm_prefers_cublas) keeps its product in fp32 before the split.
-  const bool qkv_on_cublas =
-      eff[Stage::qkv] &&
-      gemm_prefers_cublas(qkv_gemm_args(s, dtype, fp32_math, probe(1), probe(2), probe(3), probe(4), probe(5),
-                                        probe(6)),
-                          nullptr);
+  // A fused QKV on cuBLAS keeps its product in fp32 before the split.
+  const bool qkv_product =
+      eff[Stage::qkv] && gemm_technique_needs_product(qkv_gemm_args(s, dtype, fp32_math, probe(1), probe(2),
+                                                                    probe(3), probe(4), probe(5), probe(6)));
   for (bool fl : fused) {
     const bool flash = fl && eff[Stage::attn];
     any_flash_attn |= flash;
     any_reference_attn |= !flash;
-    any_f32_qkv |= !(fl && eff[Stage::qkv]) || qkv_on_cublas;
+    any_f32_qkv |= !(fl && eff[Stage::qkv]) || qkv_product;
     // cuBLAS's out-projection feeding the reference bias kernel keeps its product in fp32.
     any_f32_out_proj |= !(fl && eff[Stage::norm]) && !(fl && out_proj_ours);
     any_reference_ffn |= !(fl && eff[Stage::ffn]);
