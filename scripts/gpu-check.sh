@@ -5,7 +5,7 @@
 #   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer pdl
 #   scripts/gpu-check.sh build official     (stops resumable at SWEEP_TIMEOUT: carry results/<card> (h200, h100)
 #       back and call `build official` again to finish it; PyTorch runs after a complete sweep
-#       where the call has PEER_NEEDS seconds left (about 420: its modes settle 2 s each), else
+#       where the call has PEER_NEEDS seconds left (about 330: its modes settle 2 s each), else
 #       `peer` with PEER_DIR=results/<card> PEER_ARGS=--math\ tf32 as the next call, on the same
 #       machine; then, on another machine, `build rerun` the same way; `build ieee` for FP32 in
 #       IEEE math beside PyTorch's. Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=440
@@ -254,9 +254,9 @@ for step in "${steps[@]}"; do
       elif [[ -n $peer_math ]]; then
         left=$(( ${OFFICIAL_BUDGET:-560} - $(date +%s) + t0 ))
         peer_dtypes=(); [[ $step == ieee ]] && peer_dtypes=(--dtypes fp32)
-        # PyTorch's modes settle 2 s each unless they already lose: about 420 s for the official
-        # dtypes, 150 for IEEE (estimates from the modes' counts, not yet timed on a GPU).
-        needs=${PEER_NEEDS:-$([[ $step == ieee ]] && echo 150 || echo 420)}
+        # PyTorch's modes settle 2 s each unless they already lose: 284 s for the official
+        # dtypes and 120 s for IEEE on an H100 (cb037d4), asked for with a margin.
+        needs=${PEER_NEEDS:-$([[ $step == ieee ]] && echo 150 || echo 330)}
         if ((left < needs)); then
           log "PyTorch peer needs about $needs s, $left left: call \`peer\` next on this machine" \
             "with PEER_DIR=$dest PEER_ARGS='${peer_dtypes[*]}${peer_dtypes[*]:+ }--math $peer_math'"
