@@ -98,6 +98,9 @@ void bench_attention_table(cudaStream_t st, std::FILE* jsonl) {
       {DType::fp16, 1, 16, 8192, 32, MaskKind::none},   {DType::fp16, 1, 16, 8192, 80, MaskKind::none},
       {DType::fp16, 1, 16, 8192, 96, MaskKind::none},   {DType::fp16, 1, 16, 8192, 192, MaskKind::none},
       {DType::fp16, 1, 16, 8192, 256, MaskKind::none},
+      // Short sequences whose tiles run past seq (cases 4, 5, 7): 64, 257 and 1500 rows and keys.
+      {DType::fp16, 64, 16, 64, 64, MaskKind::none},    {DType::fp16, 32, 16, 257, 64, MaskKind::none},
+      {DType::bf16, 32, 16, 257, 64, MaskKind::none},   {DType::fp16, 4, 20, 1500, 64, MaskKind::none},
       {DType::fp32, 1, 8, 16384, 128, MaskKind::none, kIeee},  {DType::fp32, 1, 16, 8192, 128, MaskKind::causal, kIeee},
       {DType::fp32, 1, 16, 16384, 64, MaskKind::causal, kIeee}, {DType::fp32, 4, 20, 1500, 64, MaskKind::none, kIeee},
       {DType::fp32, 32, 16, 257, 64, MaskKind::none, kIeee},

@@ -6,7 +6,8 @@
 //     record each; with --match only the GEMMs whose "label dtype" (as printed, e.g. "case12
 //     up bias+gelu fp16") contains TEXT, so that a profiler sees just those;
 //   - `attn [FILE]`: fused attention alone on the speed table's shapes (long sequences at
-//     head_dim 64 and 128, both masks; one shape per further head_dim) in TFLOP/s, and with
+//     head_dim 64 and 128, both masks; one shape per further head_dim; the short sequences of
+//     cases 4, 5 and 7, whose tiles run past seq) in TFLOP/s, and with
 //     FILE one JSON line per shape for scripts/attention_peer.py;
 //   - fused add+LayerNorm on case 13's rows vs the measured device copy bandwidth, for both
 //     inverse-square-root variants;
