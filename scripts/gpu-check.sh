@@ -11,7 +11,7 @@
 #       IEEE math beside PyTorch's. Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=440
 #       OFFICIAL_BUDGET=520, the build taking about 50 s on 16 cores)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
-# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
+# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # RERUN_SAME_MACHINE (rerun: run it on the baseline's own card too), SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
 # EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PEER_NEEDS, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
@@ -181,6 +181,13 @@ for step in "${steps[@]}"; do
       grep -E "\] attn" "$OUT/attnbench-clocks.log" | tee -a "$OUT/summary.txt"
       python3 scripts/attention_peer.py "$OUT/attn-ours.jsonl" "$OUT/kernels.jsonl" --append \
         --rerun $BUILD/tlbench_kernel_bench 2>&1 | tee -a "$OUT/summary.txt"
+      # ATTN_AB=SPEC: the table once more with the dispatcher overridden (e.g. longtile), ours
+      # alone, for an A/B of two variants in one call (attn-ab.jsonl, not a kernels.jsonl record).
+      if [[ -n ${ATTN_AB:-} ]]; then
+        log "attention speed table again under TLBENCH_ATTN_VARIANT=$ATTN_AB (ours only)"
+        TLBENCH_ATTN_VARIANT=$ATTN_AB timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench attn \
+          "$OUT/attn-ab.jsonl" 2>&1 | grep -E "^attn" | tee -a "$OUT/summary.txt"
+      fi
       ;;
     aa)
       log "A/A run of the official set"
