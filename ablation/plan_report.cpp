@@ -132,14 +132,8 @@ PointViability assess_point(const CaseSpec& c, DType dtype, const StageSwitch& c
   PointViability v;
   v.budget_bytes = budget_bytes;
   v.baseline = choose_baseline(c, dtype, budget_bytes, opt);
-  // point_peak_bytes' sum, with the run options that change the workspaces.
-  v.peak_bytes =
-      aligned_total_bytes(data_layout(c.shape, dtype)) +
-      aligned_total_bytes(workspace_layout(c.shape, dtype, v.baseline.stages, "", false, false,
-                                           opt.fp32_math)) +
-      aligned_total_bytes(workspace_layout(c.shape, dtype, candidate, memory_policy(c.policy),
-                                           false, opt.keep_layer_outputs, opt.fp32_math)) +
-      2 * kCublasWorkspaceBytes;
+  v.peak_bytes = point_peak_bytes(c.shape, dtype, v.baseline.stages, candidate, memory_policy(c.policy),
+                                  opt.fp32_math, opt.keep_layer_outputs);
   v.viable = v.peak_bytes <= budget_bytes;
   if (!v.viable) {
     v.reason = fmt::format("needs {} (data, {} baseline and candidate workspaces, cuBLAS) > budget {}",

@@ -353,6 +353,7 @@ class Peer:
 
         run_until(WARM_MIN_S if self.warmed_card else FIRST_WARM_S)
         self.warmed_card = True
+
         def reps_for(per_call_s):
             return self.args.reps or max(MIN_REPS, min(MAX_REPS, math.ceil(BUDGET_S / max(per_call_s, 1e-6))))
 

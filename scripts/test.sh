@@ -10,8 +10,8 @@ cmake --preset release
 cmake --build --preset release
 ctest --preset release
 # The committed official results of each card must pass the committed thresholds (no GPU
-# needed), and a second sweep of the same commit on another machine of that card, where one is
-# committed, must pass them against the first as its baseline: what a CI pipeline gating on
+# needed), and a second sweep on another machine of that card (of the same kernels), where one
+# is committed, must pass them against the first as its baseline: what a CI pipeline gating on
 # tlbench relies on.
 gated=0
 for card in h200 h100; do

@@ -31,15 +31,17 @@ bool gemm_technique_needs_product(const GemmArgs& a);
 // Runs `a` as cuBLAS's product (on `h`, which must be bound to `stream`; fp32 `ieee` in plain
 // fp32, TF32 where a.fp32_math says so) into `product`, then the epilogue pass into a's
 // outputs. `product` is fp32 [M, N], 16-byte aligned, aliasing none of a's operands; it may be
-// null where gemm_product_fits_output, the product then going to a.out. Throws std::invalid_argument where gemm_fused_supported is false, the product has
-// nowhere to go or is misaligned, or h is bound to another stream (compared as handles: the
+// null where gemm_product_fits_output, the product then going to a.out. Throws
+// std::invalid_argument where gemm_fused_supported is false, the product has nowhere to go or
+// is misaligned, or h is bound to another stream (compared as handles: the
 // legacy default stream and nullptr count as different).
 // Returns the variant's name ("cublas+epilogue_pass").
 std::string gemm_cublas_epilogue(cublasHandle_t h, const GemmArgs& a, float* product, cudaStream_t stream);
 
 // A technique's GEMM as the layer stack runs it (and the GEMM table times it): cuBLAS's
 // product and the pass where gemm_prefers_cublas (`product` a buffer where
-// gemm_technique_needs_product, else null or ignored), else gemm_fused on `stream`. Returns the variant that ran.
+// gemm_technique_needs_product, else null or ignored), else gemm_fused on `stream`. Returns
+// the variant that ran.
 std::string gemm_technique(cublasHandle_t h, const GemmArgs& a, float* product, cudaStream_t stream);
 
 }  // namespace tlb

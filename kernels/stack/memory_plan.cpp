@@ -182,10 +182,11 @@ CaseMemory case_memory(const LayerShape& s, DType dtype) {
 }
 
 uint64_t point_peak_bytes(const LayerShape& s, DType dtype, const StageSwitch& baseline,
-                          const StageSwitch& candidate, const std::string& policy, Fp32Math fp32_math) {
+                          const StageSwitch& candidate, const std::string& policy, Fp32Math fp32_math,
+                          bool keep_layer_outputs) {
   return aligned_total_bytes(data_layout(s, dtype)) +
          aligned_total_bytes(workspace_layout(s, dtype, baseline, "", false, false, fp32_math)) +
-         aligned_total_bytes(workspace_layout(s, dtype, candidate, policy, false, false, fp32_math)) +
+         aligned_total_bytes(workspace_layout(s, dtype, candidate, policy, false, keep_layer_outputs, fp32_math)) +
          2 * kCublasWorkspaceBytes;
 }
 

@@ -78,10 +78,11 @@ CaseMemory case_memory(const LayerShape& s, DType dtype);
 
 // Peak device bytes of one measured point: the data, the baseline's workspace and the
 // candidate's, both alive for the paired (ABBA) timing, plus fixed costs; fp32 in
-// `fp32_math` (in `ieee` the QKV technique's product takes an fp32 buffer of its own).
+// `fp32_math` (in `ieee` the QKV technique's product takes an fp32 buffer of its own), the
+// candidate keeping every layer's output where `keep_layer_outputs` (a layer trace).
 uint64_t point_peak_bytes(const LayerShape& s, DType dtype, const StageSwitch& baseline,
                           const StageSwitch& candidate, const std::string& policy,
-                          Fp32Math fp32_math = Fp32Math::tf32);
+                          Fp32Math fp32_math = Fp32Math::tf32, bool keep_layer_outputs = false);
 
 // FLOPs of one forward of the whole stack (GEMMs and attention's two products; a causal mask
 // counts half the square, the products it leaves, as the attention benchmarks count them).
