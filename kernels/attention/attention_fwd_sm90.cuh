@@ -157,6 +157,17 @@ __device__ void produce(const Smem<S>& sm, const CUtensorMap* tmap_q, const CUte
 
 // ---- Consumer: 64 query rows, the whole key range of the block.
 
+// The scheduler: warpgroup wg issues its GEMMs after warpgroup wg-1 issued its own (barrier
+// 1 + wg counts 128 waiting and 128 arriving threads).
+template <class S>
+__device__ __forceinline__ void scheduler_wait(int wg) {
+  if constexpr (S::kPingpong) ptx::named_barrier_sync(1 + wg, 256);
+}
+template <class S>
+__device__ __forceinline__ void scheduler_pass(int wg) {
+  if constexpr (S::kPingpong) ptx::named_barrier_arrive(1 + (wg + 1) % S::kConsumers, 256);
+}
+
 template <typename T, class S>
 __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork<T>& w, int wg, Ring& ring) {
   constexpr int kNT = S::kBlockN / 8, kDN = S::kWidth / 8;
@@ -211,14 +222,6 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
     auto release = [&](uint32_t empty) {
       if (tid == 0) ptx::mbarrier_arrive(empty);
     };
-    // The scheduler: warpgroup wg issues its GEMMs after warpgroup wg-1 issued its own
-    // (barrier 1 + wg counts 128 waiting and 128 arriving threads).
-    auto scheduler_wait = [&] {
-      if constexpr (S::kPingpong) ptx::named_barrier_sync(1 + wg, 256);
-    };
-    auto scheduler_pass = [&] {
-      if constexpr (S::kPingpong) ptx::named_barrier_arrive(1 + (wg + 1) % S::kConsumers, 256);
-    };
 
     ptx::mbarrier_wait(sm.q_full(), static_cast<uint32_t>(ring.q_round) & 1u);
     ptx::mbarrier_wait(sm.k_full(stage(0)), phase(0));
@@ -233,12 +236,12 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
 
     for (int j = 1; j < w.n_tiles; ++j) {
       ptx::mbarrier_wait(sm.k_full(stage(j)), phase(j));
-      scheduler_wait();
+      scheduler_wait<S>(wg);
       ptx::wgmma_fence();
       issue_scores(j);
       ptx::mbarrier_wait(sm.v_full(stage(j - 1)), phase(j - 1));
       issue_pv(j - 1);
-      scheduler_pass();
+      scheduler_pass<S>(wg);
       ptx::wgmma_wait_group<1>();  // the scores; P V may still run
       fence_operands(s_flat);
       release(sm.k_empty(stage(j)));
@@ -262,6 +265,39 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
     ++ring.q_round;
   }
   store_rows<T, S::kWidth, true>(p, w.c, w.split, row0, o, m, l, lane);
+}
+
+// A consumer whose 64 query rows all lie past seq (in the last query tile of a sequence that
+// ends early in it, e.g. rows 320..383 of a 257-row head in tiles of 192): no MMA, no
+// softmax, nothing to store; only consume()'s waits, releases and scheduler turns, in their
+// order, since the ring's barriers count every warpgroup. The others' MMAs then have the
+// tensor cores to themselves. A path of its own: a branch around the MMAs inside consume()
+// makes ptxas serialise its wgmma pipeline.
+template <typename T, class S>
+__device__ void stand_by(const Smem<S>& sm, const BlockWork<T>& w, int wg, Ring& ring) {
+  if (w.n_tiles == 0) return;
+  auto stage = [&](int j) { return stage_of<S>(ring.tile + j); };
+  auto phase = [&](int j) { return phase_of<S>(ring.tile + j); };
+  auto release = [&](uint32_t empty) {
+    if (threadIdx.x % 128 == 0) ptx::mbarrier_arrive(empty);
+  };
+  ptx::mbarrier_wait(sm.q_full(), static_cast<uint32_t>(ring.q_round) & 1u);
+  ptx::mbarrier_wait(sm.k_full(stage(0)), phase(0));
+  release(sm.k_empty(stage(0)));
+  for (int j = 1; j < w.n_tiles; ++j) {
+    ptx::mbarrier_wait(sm.k_full(stage(j)), phase(j));
+    scheduler_wait<S>(wg);
+    ptx::mbarrier_wait(sm.v_full(stage(j - 1)), phase(j - 1));
+    scheduler_pass<S>(wg);
+    release(sm.k_empty(stage(j)));
+    release(sm.v_empty(stage(j - 1)));
+  }
+  release(sm.q_empty());
+  const int last = w.n_tiles - 1;
+  ptx::mbarrier_wait(sm.v_full(stage(last)), phase(last));
+  release(sm.v_empty(stage(last)));
+  ring.tile += w.n_tiles;
+  ++ring.q_round;
 }
 
 // kPersistent: gridDim.x blocks walk the items (every (query tile, batch*head) of every key
@@ -311,7 +347,11 @@ __global__ void __launch_bounds__(S::kThreads, 1)
     if constexpr (S::kPingpong) {
       if (wg == 0) ptx::named_barrier_arrive(1, 256);
     }
-    for (int64_t item = first; item < items; item += stride) consume<T, S>(sm, p, work(item), wg, ring);
+    for (int64_t item = first; item < items; item += stride) {
+      const BlockWork<T> w = work(item);
+      if (w.c.q0 + 64 * wg < p.seq) consume<T, S>(sm, p, w, wg, ring);
+      else stand_by<T, S>(sm, w, wg, ring);
+    }
   }
 #else
   __trap();  // never launched: the host launches this only where an sm_90a image runs
