@@ -19,9 +19,10 @@ namespace tlb {
 // fp32 partials in the workspace, then a combine step). A variant spec forces a choice; it is a
 // comma-separated list of "auto", "standard", "short", "splitkv", "splitkv:N" (N key ranges)
 // and, for fp16/bf16, a tile shape "q128w8", "q128w4" or "q64w4" (query rows x warps per
-// block) and an engine: "tma" (the warp-specialised sm_90a kernel, its tile chosen by head_dim;
-// the automatic choice on an sm_90 GPU), "wgmma" (the first sm_90a kernel, on the 128-row tile)
-// or "mma" (mma.sync). The environment variable TLBENCH_ATTN_VARIANT applies a spec to every
+// block) and an engine: "tma" (the warp-specialised sm_90a kernel, its tile chosen by head_dim,
+// mask and, for short sequences, seq; the automatic choice on an sm_90 GPU), "wgmma" (the first
+// sm_90a kernel, on the 128-row tile) or "mma" (mma.sync); for "tma", "persistent" or "tiles"
+// (its grid) and "longtile" (its long-sequence tile whatever seq). The environment variable TLBENCH_ATTN_VARIANT applies a spec to every
 // call of the process (A/B runs); there, parts that cannot run a shape (short on a long
 // sequence) are ignored for it. The returned variant name always says what ran.
 struct AttentionArgs {

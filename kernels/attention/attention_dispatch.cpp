@@ -64,6 +64,7 @@ struct Spec {
   TileShape tile = TileShape::q128w8;
   Engine engine = Engine::automatic;
   enum class Grid { automatic, persistent, tiles } grid = Grid::automatic;  // the TMA kernel's
+  bool long_tile = false;  // the TMA kernel on its long-sequence tile whatever seq is
 };
 
 bool is_sm80_head_dim(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
@@ -99,6 +100,8 @@ Spec parse_spec(const char* text, const char* origin) {
       o.engine = Engine::tma;
     } else if (tok == "persistent" || tok == "tiles") {
       o.grid = tok == "persistent" ? Spec::Grid::persistent : Spec::Grid::tiles;
+    } else if (tok == "longtile") {
+      o.long_tile = true;
     } else if (tok == "wgmma") {
       o.engine = Engine::wgmma;
     } else if (tok == "mma") {
@@ -106,7 +109,7 @@ Spec parse_spec(const char* text, const char* origin) {
     } else {
       throw std::invalid_argument(std::string(origin) + ": unknown token '" + std::string(tok) +
                                   "' (expected auto, standard, short, splitkv, splitkv:N, q128w8, "
-                                  "q128w4, q64w4, tma, wgmma, mma, persistent, tiles)");
+                                  "q128w4, q64w4, tma, wgmma, mma, persistent, tiles, longtile)");
     }
   }
   return o;
@@ -123,6 +126,7 @@ struct Plan {
   TileShape tile = TileShape::q128w8;
   Engine engine = Engine::mma;  // fp16/bf16: tma (tile from attn::sm90_tile), wgmma or mma
   bool persistent = false;      // tma: one block per SM walks the work items
+  attn::Sm90Tile sm90{};        // tma: the block shape
   bool short_seq = false;
   int splits = 1;
   int64_t keys_per_split = 0;
@@ -219,9 +223,10 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   int64_t slots = 0;  // blocks the GPU runs at once
   if (spec.grid != Spec::Grid::automatic && !tma && strict) reject("persistent and tiles are grids of the tma kernel");
   if (tma) {
-    const attn::Sm90Tile t = attn::sm90_tile(head_dim, mask == MaskKind::causal);
-    q_rows = t.q_rows;
-    kv_cols = t.kv_cols;
+    const bool causal = mask == MaskKind::causal;
+    plan.sm90 = spec.long_tile ? attn::sm90_tile(head_dim, causal) : attn::sm90_tile(head_dim, causal, seq);
+    q_rows = plan.sm90.q_rows;
+    kv_cols = plan.sm90.kv_cols;
     slots = kPlanningSms;
   } else {
     if (half) {
@@ -283,7 +288,7 @@ void size_workspace(Plan& plan, int64_t batch, int64_t heads, int64_t seq, int64
   plan.workspace_bytes = plan.o_part_bytes + align256(rows * 2 * 4);
 }
 
-std::string variant_name(const Plan& plan, int64_t head_dim, MaskKind mask) {
+std::string variant_name(const Plan& plan, int64_t head_dim) {
   const std::string d = std::to_string(head_dim);
   const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile, static_cast<int>(head_dim));
   if (plan.short_seq) return "flash_short_d" + d + "_q64_kv" + std::to_string(kv_cols);
@@ -291,10 +296,10 @@ std::string variant_name(const Plan& plan, int64_t head_dim, MaskKind mask) {
   switch (plan.family) {
     case Family::mma16:
       if (plan.engine == Engine::tma) {
-        const attn::Sm90Tile t = attn::sm90_tile(head_dim, mask == MaskKind::causal);
         const int width = attn::sm90_width(head_dim);
         return prefix + "sm90_tma_d" + d + (width != head_dim ? "w" + std::to_string(width) : std::string()) + "_q" +
-               std::to_string(t.q_rows) + "_kv" + std::to_string(t.kv_cols) + (plan.persistent ? "_persistent" : "");
+               std::to_string(plan.sm90.q_rows) + "_kv" + std::to_string(plan.sm90.kv_cols) +
+               (plan.persistent ? "_persistent" : "");
       }
       if (plan.engine == Engine::wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv64";
       return prefix + "sm80_d" + d + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
@@ -382,7 +387,7 @@ uint64_t flash_attention_workspace_bytes(const AttentionArgs& a) {
 std::string flash_attention_variant(const AttentionArgs& a) {
   std::string why;
   if (!shape_supported(a.batch, a.heads, a.seq, a.head_dim, a.dtype, &why)) reject(why);
-  return variant_name(choose(a).plan, a.head_dim, a.mask);
+  return variant_name(choose(a).plan, a.head_dim);
 }
 
 bool flash_attention_has_sm90a() { return device_has_sm90a(); }
@@ -398,11 +403,12 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
 
   const Choice c = choose(a);
   const Plan& plan = c.plan;
-  const std::string name = variant_name(plan, a.head_dim, a.mask);
+  const std::string name = variant_name(plan, a.head_dim);
   attn::FlashLaunch l;
   l.family = plan.family;
   l.tile = plan.tile;
   l.persistent = plan.persistent;
+  l.sm90 = plan.sm90;
   l.dtype = a.dtype;
   l.p.q = a.q;
   l.p.k = a.k;

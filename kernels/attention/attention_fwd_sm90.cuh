@@ -32,6 +32,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "attention/attention_kernels.hpp"
 #include "attention/attention_tile.cuh"
@@ -358,10 +360,13 @@ __global__ void __launch_bounds__(S::kThreads, 1)
 #endif
 }
 
-// The block shape the dispatcher planned for this head_dim and mask (attention_kernels.hpp).
+// The block shape the dispatcher planned for this head_dim and mask on long sequences, and
+// the short-keys shape where the width has one (attention_kernels.hpp).
 template <int kD, bool kCausal>
 using PlannedShape =
     FwdShape<kD, sm90_tile(kD, kCausal).kv_cols, sm90_tile(kD, kCausal).q_rows / 64>;
+template <int kD>
+using ShortKeysShape = FwdShape<kD, kSm90ShortKeysTile.kv_cols, kSm90ShortKeysTile.q_rows / 64>;
 
 template <typename T, class S, bool kPersistent>
 void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {
@@ -380,14 +385,26 @@ void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {
   TLB_LAUNCH_CHECK(stream);
 }
 
-// Both masks' shapes of one compiled width (they differ only where sm90_tile says so).
+template <typename T, class S>
+void launch_shape(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.sm90.q_rows != S::kBlockM || l.sm90.kv_cols != S::kBlockN)
+    throw std::logic_error("flash attention sm90: the plan's " + std::to_string(l.sm90.q_rows) + " x " +
+                           std::to_string(l.sm90.kv_cols) + " tile is not compiled at width " +
+                           std::to_string(S::kWidth));
+  if (l.persistent) return launch_fwd<T, S, true>(l, stream);
+  launch_fwd<T, S, false>(l, stream);
+}
+
+// The shapes of one compiled width: both masks' long-sequence tiles (they differ only where
+// sm90_tile says so) and, where the width has it, the short-keys tile.
 template <typename T, int kD>
 void launch_width(const FlashLaunch& l, cudaStream_t stream) {
   const bool causal = l.p.mask == static_cast<int>(MaskKind::causal);
-  if (causal && l.persistent) return launch_fwd<T, PlannedShape<kD, true>, true>(l, stream);
-  if (causal) return launch_fwd<T, PlannedShape<kD, true>, false>(l, stream);
-  if (l.persistent) return launch_fwd<T, PlannedShape<kD, false>, true>(l, stream);
-  return launch_fwd<T, PlannedShape<kD, false>, false>(l, stream);
+  if constexpr (sm90_has_short_keys_tile(kD, false)) {
+    if (!causal && l.sm90.kv_cols == kSm90ShortKeysTile.kv_cols) return launch_shape<T, ShortKeysShape<kD>>(l, stream);
+  }
+  if (causal) return launch_shape<T, PlannedShape<kD, true>>(l, stream);
+  launch_shape<T, PlannedShape<kD, false>>(l, stream);
 }
 
 // One compiled width in fp16 and bf16: what each attention_fwd_sm90_d*.cu instantiates.

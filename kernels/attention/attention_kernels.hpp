@@ -45,10 +45,16 @@ struct FlashParams {
   float* ml_part = nullptr;          // [splits, batch*heads, seq, 2]: (max*scale_log2, sum)
 };
 
+// The sm_90a kernel's block shape: query rows (64 per consumer warpgroup) and keys per tile.
+struct Sm90Tile {
+  int q_rows, kv_cols;
+};
+
 struct FlashLaunch {
   Family family = Family::mma16;
   TileShape tile = TileShape::q128w8;  // mma16 only
   bool persistent = false;             // sm90 only: one block per SM walks the work items
+  Sm90Tile sm90{};                     // sm90 only: the block shape (sm90_tile's)
   DType dtype = DType::fp16;
   FlashParams p;  // p.head_dim picks the compiled width
 };
@@ -104,9 +110,6 @@ constexpr int sm90_width(int64_t head_dim) {
   return kSm90Widths[std::size(kSm90Widths) - 1];
 }
 constexpr int sm90_layout_width(int width) { return (width + 63) / 64 * 64; }
-struct Sm90Tile {
-  int q_rows, kv_cols;
-};
 constexpr Sm90Tile sm90_tile(int64_t head_dim, bool causal) {
   switch (sm90_layout_width(sm90_width(head_dim))) {
     case 64: return {192, 128};                                   // three consumers
@@ -114,6 +117,21 @@ constexpr Sm90Tile sm90_tile(int64_t head_dim, bool causal) {
     case 192: return {128, 112};
     default: return {128, 80};
   }
+}
+// The tile above is tuned on long sequences. On a short one the last key tile can be mostly
+// past seq and still costs a whole tile of MMAs: 257 keys in tiles of 128 compute 384. Heads of
+// layout width 64 without the causal mask also compile 128 rows x 144 keys (two consumers: S of
+// 144 keys fits their registers, not three's), which takes 257 keys in two tiles (288); a
+// sequence runs on it where it computes fewer keys than the long tile.
+inline constexpr Sm90Tile kSm90ShortKeysTile{128, 144};
+constexpr bool sm90_has_short_keys_tile(int64_t head_dim, bool causal) {
+  return !causal && sm90_layout_width(sm90_width(head_dim)) == 64;
+}
+constexpr Sm90Tile sm90_tile(int64_t head_dim, bool causal, int64_t seq) {
+  const Sm90Tile t = sm90_tile(head_dim, causal);
+  if (!sm90_has_short_keys_tile(head_dim, causal)) return t;
+  auto computed = [seq](int kv_cols) { return (seq + kv_cols - 1) / kv_cols * kv_cols; };
+  return computed(kSm90ShortKeysTile.kv_cols) < computed(t.kv_cols) ? kSm90ShortKeysTile : t;
 }
 
 }  // namespace tlb::attn

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attention/attention.hpp"
+#include "attention/attention_kernels.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "common/rounding.hpp"
@@ -461,6 +462,9 @@ TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width"
           name += "_q";
           CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma,persistent"), name));
           CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma,tiles"), name));
+          // At 257 keys widths 32 and 64 without the causal mask take the short-keys tile; the
+          // long one must still hold there.
+          if (seq == 257) CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma,longtile"), name));
           if (seq >= 257) {
             const std::string v = check_against_fp64(p, ref, mode, "splitkv:3,tma");
             CHECK((split_count(v) >= 2 && split_count(v) <= 3));
@@ -494,7 +498,9 @@ TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width"
 // ---- Host-only: no device needed.
 
 // Small enough for compute-sanitizer (memcheck, racecheck): every compiled width of the TMA
-// kernel, both masks, a sequence that wraps the two-stage ring and ends mid-tile, each grid.
+// kernel, both masks, a sequence that wraps the K/V ring and ends mid-tile, each grid. 575 keys
+// take four tiles of 144 at widths 32 and 64 without the causal mask (the short-keys tile),
+// five of 128 with it.
 TEST_CASE("the sm_90a TMA kernel on small shapes, for the sanitizers", "[gpu][kernels][attention][sanitize]") {
   TLB_REQUIRE_GPU();
   if (!tlb::flash_attention_has_sm90a()) {
@@ -504,7 +510,7 @@ TEST_CASE("the sm_90a TMA kernel on small shapes, for the sanitizers", "[gpu][ke
   for (int64_t head_dim : {32, 64, 80, 96, 160, 256})
     for (MaskKind mask : {MaskKind::none, MaskKind::causal}) {
       const Mode& mode = head_dim == 96 || head_dim == 32 ? kBf16 : kFp16;
-      Shape s{2, 2, 457, head_dim, mask, {}};
+      Shape s{2, 2, 575, head_dim, mask, {}};
       const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 12));
       const std::vector<double> ref = reference_attention(p);
       CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma"), "flash_fwd_sm90_tma_d"));
@@ -580,9 +586,21 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   const bool sm90a = tlb::flash_attention_has_sm90a();
   const std::string floor_variant = tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::fp16, MaskKind::none));
   CHECK(floor_variant == (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv176" : "flash_fwd_sm80_d128_q128w8_kv64"));
-  // Short unmasked items run on a persistent grid.
+  // Short unmasked items run on a persistent grid; on Hopper 257 keys take two tiles of 144 (288
+  // computed) rather than three of 128 (384), 1500 twelve of 128 (1536) rather than eleven of
+  // 144 (1584), and `longtile` keeps the long-sequence tile.
   CHECK(tlb::flash_attention_variant(args(32, 16, 257, 64, DType::fp16, MaskKind::none)) ==
+        (sm90a ? "flash_fwd_sm90_tma_d64_q128_kv144_persistent" : "flash_fwd_sm80_d64_q128w8_kv32"));
+  CHECK(tlb::flash_attention_variant(args(4, 20, 1500, 64, DType::bf16, MaskKind::none)) ==
         (sm90a ? "flash_fwd_sm90_tma_d64_q192_kv128_persistent" : "flash_fwd_sm80_d64_q128w8_kv32"));
+  if (sm90a) {
+    AttentionArgs long_tile = args(32, 16, 257, 64, DType::fp16, MaskKind::none);
+    long_tile.force = "longtile";
+    CHECK(tlb::flash_attention_variant(long_tile) == "flash_fwd_sm90_tma_d64_q192_kv128_persistent");
+  }
+  static_assert(tlb::attn::sm90_tile(64, false, 257).kv_cols == 144 && tlb::attn::sm90_tile(64, false, 1500).kv_cols == 128);
+  static_assert(tlb::attn::sm90_tile(32, false, 257).kv_cols == 144 && tlb::attn::sm90_tile(64, true, 257).kv_cols == 128);
+  static_assert(tlb::attn::sm90_tile(128, false, 257).kv_cols == 176 && tlb::attn::sm90_tile(64, false, 64).kv_cols == 128);
   CHECK(tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::bf16, MaskKind::causal)) ==
         (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv128" : "flash_fwd_sm80_d128_q128w8_kv64"));
   CHECK(tlb::flash_attention_workspace_bytes(shape(1, 16, 16384, 128), DType::fp16) == 0);
