@@ -36,7 +36,7 @@ tlbench's `auto` row, TF32 against TF32 and IEEE against IEEE.
 
     pytorch_peer.py CASES.json --out RESULTS_DIR [--cases 1-5,9] [--dtypes fp16,bf16,fp32]
                     [--math ieee,tf32] [--compile] [--compile-mode MODE] [--reps N]
-                    [--settle-s SECONDS] [--device cuda]
+                    [--settle-s SECONDS] [--device cuda] [--kernels]
 
 --device cpu exists for testing: perf_counter timing, no graph modes, no memory peak.
 Exit: 0 ok, 1 some mode failed with an error other than running out of memory (its row says
@@ -248,6 +248,9 @@ def check_inputs(argv):
     ap.add_argument("--settle-s", type=float, default=SETTLE_S, metavar="SECONDS",
                     help=f"seconds of a mode's own calls before it is timed (default {SETTLE_S})")
     ap.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (for testing)")
+    ap.add_argument("--kernels", action="store_true",
+                    help="also list each eager and fast-path mode's kernels with their device time per forward "
+                         "(torch.profiler; the rows get a `kernels` field)")
 
     def error(message):  # argparse's own complaints, as one line and exit 2 like ours
         raise UsageError(message)
@@ -410,6 +413,30 @@ class Peer:
             torch._transformer_encoder_layer_fwd = original
         return calls[0]
 
+    def kernel_table(self, fn, label, calls=5):
+        """The kernels of one call of `fn`, slowest first: [{"name", "launches", "us"}], launches
+        and device microseconds per call, from torch.profiler over `calls` calls. (Graph modes
+        replay the kernels of the mode they capture.)"""
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn()
+            self.sync()
+        table = []
+        for avg in prof.key_averages():
+            us = getattr(avg, "device_time_total", None)
+            if us is None:
+                us = avg.cuda_time_total
+            if us > 0:
+                table.append({"name": avg.key[:160], "launches": round(avg.count / calls, 2), "us": round(us / calls, 2)})
+        table.sort(key=lambda k: -k["us"])
+        total = sum(k["us"] for k in table)
+        print(f"{label}: kernels of one call, {total:.1f} us in all", flush=True)
+        for k in table[:25]:
+            print(f"  {k['us']:10.2f} us {k['launches']:6g}x  {k['name'][:110]}", flush=True)
+        return table
+
     def free(self):
         gc.collect()
         if self.cuda:
@@ -494,6 +521,8 @@ class Peer:
                     timing = self.measure(fn, best_settled_ms)
                     if timing["settled"] and (best_settled_ms is None or timing["median_ms"] < best_settled_ms):
                         best_settled_ms = timing["median_ms"]
+                    if self.args.kernels and self.cuda and mode in ("eager", "fastpath"):
+                        extra["kernels"] = self.kernel_table(fn, f"case {case['id']} {dtype_name} {mode}")
                     row(mode, "ok", **timing, **extra)
                 except torch.cuda.OutOfMemoryError as e:
                     row(mode, "oom", reason=oom_reason(e))
