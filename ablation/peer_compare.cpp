@@ -55,6 +55,11 @@ PeerRow parse_row(const json& o, const std::string& where) {
     if (!s->is_boolean()) throw ConfigError(where + ": \"settled\" must be true or false");
     r.settled = s->get<bool>();
   }
+  if (const auto g = o.find("ffn_gelu"); g != o.end()) {
+    if (!g->is_string() || (*g != "tanh" && *g != "exact"))
+      throw ConfigError(where + ": \"ffn_gelu\" must be \"tanh\" or \"exact\"");
+    r.ffn_gelu = g->get<std::string>();
+  }
   r.torch = opt_string(o, "torch");
   r.cudnn = opt_string(o, "cudnn");
   r.gpu = opt_string(o, "gpu");
@@ -135,6 +140,7 @@ std::vector<Comparison> compare_auto(const results::Results& r, const PeerFile& 
         if (row->median_ms && (!c.peer_ms || *row->median_ms < *c.peer_ms)) {
           c.peer_ms = row->median_ms;
           c.peer_mode = row->mode;
+          c.peer_ffn_gelu = row->ffn_gelu;
         }
       }
     }
@@ -148,11 +154,13 @@ std::vector<Comparison> compare_auto(const results::Results& r, const PeerFile& 
 }
 
 std::string comparison_csv(const std::vector<Comparison>& rows) {
-  std::string s = "case_id,case_name,dtype,math,auto_choice,auto_ms,pytorch_mode,pytorch_ms,auto_over_pytorch\n";
+  std::string s =
+      "case_id,case_name,dtype,math,auto_choice,auto_ms,pytorch_mode,pytorch_ms,auto_over_pytorch,pytorch_ffn_gelu\n";
   for (const Comparison& c : rows)
-    s += fmt::format("{},{},{},{},{},{},{},{},{}\n", c.case_id, csv_cell(c.case_name), c.dtype, c.math,
+    s += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", c.case_id, csv_cell(c.case_name), c.dtype, c.math,
                      csv_cell(c.auto_choice), ms_cell(c.auto_ms), c.peer_oom ? "oom" : csv_cell(c.peer_mode),
-                     ms_cell(c.peer_ms), c.ratio ? fmt::format("{:.4f}", *c.ratio) : std::string());
+                     ms_cell(c.peer_ms), c.ratio ? fmt::format("{:.4f}", *c.ratio) : std::string(),
+                     c.peer_ffn_gelu);
   return s;
 }
 
@@ -165,7 +173,8 @@ std::string comparison_json(const std::vector<Comparison>& rows, const PeerFile&
                            {"auto_choice", c.auto_choice}, {"auto_ms", opt(c.auto_ms)},
                            {"pytorch_mode", c.peer_mode.empty() ? json(nullptr) : json(c.peer_mode)},
                            {"pytorch_ms", opt(c.peer_ms)}, {"pytorch_oom", c.peer_oom},
-                           {"auto_over_pytorch", opt(c.ratio)}});
+                           {"auto_over_pytorch", opt(c.ratio)},
+                           {"pytorch_ffn_gelu", c.peer_ffn_gelu.empty() ? json(nullptr) : json(c.peer_ffn_gelu)}});
   return doc.dump();
 }
 
@@ -176,6 +185,10 @@ void print_comparison(const std::vector<Comparison>& rows, const PeerFile& f, st
     fmt::print(out, "  note: PyTorch was timed in bursts (each mode after 25 ms of warm-up, by a pytorch_peer.py "
                     "older than --settle-s), at a higher clock than the sweep's points hold under the card's power "
                     "cap: the ratios favour PyTorch on the long forwards\n");
+  if (std::any_of(rows.begin(), rows.end(), [](const Comparison& c) { return c.peer_ffn_gelu == "tanh"; }))
+    fmt::print(out, "  note: PyTorch's native fast path computes the FFN's GELU as the tanh approximation (fused in "
+                    "cuBLASLt's epilogue) where the case asks for the exact erf GELU that tlbench computes; "
+                    "pytorch_ffn_gelu says where its fastest mode did\n");
   std::map<std::pair<int, std::string>, std::vector<const Comparison*>> groups;
   for (const Comparison& c : rows) groups[{dtype_rank(c.dtype) * 2 + (c.math == "ieee"), c.dtype + " " + c.math}].push_back(&c);
   for (const auto& [key, g] : groups) {

@@ -22,6 +22,7 @@ struct PeerRow {
   std::string dtype, math, mode, status;  // math: "native" for fp16/bf16, "tf32" | "ieee" for fp32
   std::optional<double> median_ms;        // ok rows
   std::optional<bool> settled;            // how the mode was timed; none from a script before --settle-s
+  std::string ffn_gelu;                   // fast-path rows of a gelu case: "tanh" | "exact", the GELU it computed
   std::string torch, cudnn, gpu;
   int line = 0;  // in the peer file
 };
@@ -39,7 +40,8 @@ struct PeerFile {
 // DIR/peer_pytorch.jsonl, or nullopt when the folder has none. ConfigError with one line
 // "<file>[:<line>]: <problem>" when it is not a regular file, a line is not JSON, a required
 // field (case_id, dtype, math, mode, status) is missing or of the wrong type, an ok row has
-// no positive median_ms, or "settled" is there and not a boolean.
+// no positive median_ms, "settled" is there and not a boolean, or "ffn_gelu" is there and not
+// "tanh" or "exact".
 std::optional<PeerFile> read_peer_file(const std::string& results_dir);
 
 // One (case, dtype, math) that has an auto row.
@@ -50,6 +52,7 @@ struct Comparison {
   std::optional<double> auto_ms;       // the auto row's forward time (none: not measured)
   std::string peer_mode;               // PyTorch's fastest ok mode; "" when none ran
   std::optional<double> peer_ms;
+  std::string peer_ffn_gelu;           // that mode's ffn_gelu ("tanh": not the exact GELU asked for)
   bool peer_oom = false;               // no ok mode, and PyTorch ran out of memory
   std::optional<double> ratio;         // auto_ms / peer_ms: below 1, auto is faster
 };
@@ -59,16 +62,18 @@ struct Comparison {
 // peer file was measured on other cases.
 std::vector<Comparison> compare_auto(const results::Results& r, const PeerFile& f);
 
-// case_id,case_name,dtype,math,auto_choice,auto_ms,pytorch_mode,pytorch_ms,auto_over_pytorch
+// case_id,case_name,dtype,math,auto_choice,auto_ms,pytorch_mode,pytorch_ms,auto_over_pytorch,
+// pytorch_ffn_gelu
 std::string comparison_csv(const std::vector<Comparison>& c);
 
 // The same as JSON, for `tlbench report --json`: {"file", "versions", "rows": [{case_id,
 // case_name, dtype, math, auto_choice, auto_ms, pytorch_mode, pytorch_ms, pytorch_oom,
-// auto_over_pytorch}], "timed_in_bursts"}, null for what is not known.
+// auto_over_pytorch, pytorch_ffn_gelu}], "timed_in_bursts"}, null for what is not known.
 std::string comparison_json(const std::vector<Comparison>& c, const PeerFile& f);
 
 // Per dtype and math: the geometric mean of auto / PyTorch, the worst case, and the cases where
-// PyTorch is faster; a note first where the file was timed in bursts.
+// PyTorch is faster; a note first where the file was timed in bursts, and one where PyTorch's
+// fastest mode computed the tanh GELU on a case that asks for the exact one.
 void print_comparison(const std::vector<Comparison>& c, const PeerFile& f, std::FILE* out);
 
 }  // namespace tlb::peer

@@ -9,7 +9,10 @@ PyTorch's own random init (only time is measured). Per (case, dtype, math) it ti
 PyTorch offers for inference:
   eager           the module call with the native fast path switched off (SDPA inside)
   fastpath        the module call with the fast path on, where PyTorch takes it (checked by
-                  watching torch._transformer_encoder_layer_fwd; otherwise not_applicable)
+                  watching torch._transformer_encoder_layer_fwd; otherwise not_applicable). Its
+                  FFN runs torch._addmm_activation, whose GELU is the tanh approximation even
+                  where the model asks for the exact one: probed once per dtype, the fast-path
+                  rows of a `gelu` case say which in `ffn_gelu` ("tanh" or "exact")
   graph           a torch.cuda.CUDAGraph capture of the eager call, replayed
   fastpath_graph  the same for the fast path, where it is taken
   compile         torch.compile(model, mode=--compile-mode) of the eager module, only with --compile
@@ -296,6 +299,7 @@ class Peer:
         self.args = args
         self.warmed_card = False
         self.errors = 0
+        self.gelu_probes = {}
         mha = getattr(torch.backends, "mha", None)
         self.can_switch_fastpath = mha is not None and hasattr(mha, "set_fastpath_enabled")
         self.fastpath_default = mha.get_fastpath_enabled() if self.can_switch_fastpath else True
@@ -413,6 +417,37 @@ class Peer:
             torch._transformer_encoder_layer_fwd = original
         return calls[0]
 
+    def fastpath_gelu(self, dtype_name):
+        """Which GELU the native fast path's FFN computes in this dtype. The fast path runs the up
+        projection as torch._addmm_activation(use_gelu=True), whose CUDA kernel (cuBLASLt's GELU
+        epilogue, or a tanh GELU after the GEMM) is the tanh approximation, whatever the module's
+        activation says. Probed, not assumed: pre-activations of about unit spread through that op,
+        set against both GELUs of the same product in fp64. ({"gelu": "tanh" | "exact",
+        "mean_abs_to_exact", "mean_abs_to_tanh"}, or None where the op is missing.)"""
+        if dtype_name in self.gelu_probes:
+            return self.gelu_probes[dtype_name]
+        torch = self.torch
+        F = torch.nn.functional
+        probe = None
+        if hasattr(torch, "_addmm_activation"):
+            dtype = getattr(torch, DTYPES[dtype_name])
+            g = torch.Generator(device=self.device).manual_seed(0)
+            a = (torch.randn(4096, 16, device=self.device, generator=g) / 4).to(dtype)
+            b = torch.randn(16, 64, device=self.device, generator=g).to(dtype)
+            bias = (torch.randn(64, device=self.device, generator=g) / 2).to(dtype)
+            with torch.no_grad():
+                out = torch._addmm_activation(bias, a, b, use_gelu=True).double()
+                pre = torch.addmm(bias.double(), a.double(), b.double())
+                to_exact = (out - F.gelu(pre)).abs().mean().item()
+                to_tanh = (out - F.gelu(pre, approximate="tanh")).abs().mean().item()
+            probe = {"gelu": "tanh" if to_tanh < to_exact else "exact",
+                     "mean_abs_to_exact": float(f"{to_exact:.3g}"), "mean_abs_to_tanh": float(f"{to_tanh:.3g}")}
+            print(f"{dtype_name}: the fast path's FFN GELU is {probe['gelu']} (mean |difference| "
+                  f"{probe['mean_abs_to_exact']:.3g} to the exact GELU, {probe['mean_abs_to_tanh']:.3g} to tanh)",
+                  flush=True)
+        self.gelu_probes[dtype_name] = probe
+        return probe
+
     def kernel_table(self, fn, label, calls=5):
         """The kernels of one call of `fn`, slowest first: [{"name", "launches", "us"}], launches
         and device microseconds per call, from torch.profiler over `calls` calls. (Graph modes
@@ -521,6 +556,11 @@ class Peer:
                     timing = self.measure(fn, best_settled_ms)
                     if timing["settled"] and (best_settled_ms is None or timing["median_ms"] < best_settled_ms):
                         best_settled_ms = timing["median_ms"]
+                    if mode in ("fastpath", "fastpath_graph") and case["activation"] == "gelu" and self.cuda:
+                        probe = self.fastpath_gelu(dtype_name)
+                        if probe:
+                            extra["ffn_gelu"] = probe["gelu"]
+                            extra["ffn_gelu_probe"] = probe
                     if self.args.kernels and self.cuda and mode in ("eager", "fastpath"):
                         extra["kernels"] = self.kernel_table(fn, f"case {case['id']} {dtype_name} {mode}")
                     row(mode, "ok", **timing, **extra)

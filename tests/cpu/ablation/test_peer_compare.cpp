@@ -54,18 +54,26 @@ std::string lines(const std::vector<json>& rows) {
 }
 
 // auto rows: case 1 fp16, fp32 tf32 and fp32 ieee; case 14 fp16 (PyTorch out of memory); case 3
-// bf16 (no PyTorch row). A fixed row of case 1 is not compared.
+// bf16 (no PyTorch row); case 5 bf16 (PyTorch fastest on its fast path, which computed the tanh
+// GELU). A fixed row of case 1 is not compared.
 std::string points() {
   return lines({point(1, "fp16", "fp32-acc", "01011", 0.15), point(1, "fp16", "fp32-acc", "auto", 0.10),
                 point(1, "fp32", "tf32", "auto", 0.30), point(1, "fp32", "ieee", "auto", 0.90),
-                point(14, "fp16", "fp32-acc", "auto", 40.0), point(3, "bf16", "fp32-acc", "auto", 1.0)});
+                point(14, "fp16", "fp32-acc", "auto", 40.0), point(3, "bf16", "fp32-acc", "auto", 1.0),
+                point(5, "bf16", "fp32-acc", "auto", 1.0)});
 }
 
 std::string peer_text() {
   return lines({peer_row(1, "fp16", "native", "eager", "ok", 0.25), peer_row(1, "fp16", "native", "graph", "ok", 0.08),
                 peer_row(1, "fp16", "native", "fastpath_graph", "error", 0),
                 peer_row(1, "fp32", "tf32", "graph", "ok", 0.20), peer_row(1, "fp32", "ieee", "graph", "ok", 1.0),
-                peer_row(14, "fp16", "native", "eager", "oom", 0), peer_row(14, "fp16", "native", "graph", "oom", 0)});
+                peer_row(14, "fp16", "native", "eager", "oom", 0), peer_row(14, "fp16", "native", "graph", "oom", 0),
+                peer_row(5, "bf16", "native", "graph", "ok", 1.3),
+                [] {
+                  json r = peer_row(5, "bf16", "native", "fastpath_graph", "ok", 0.9);
+                  r["ffn_gelu"] = "tanh";
+                  return r;
+                }()});
 }
 
 const tlb::peer::Comparison* find(const std::vector<tlb::peer::Comparison>& v, int id, const std::string& dtype,
@@ -82,17 +90,18 @@ TEST_CASE("PyTorch's fastest mode of the same case, dtype and math beside each a
   scratch.write(tlb::peer::kPeerFile, peer_text());
   const auto file = tlb::peer::read_peer_file(scratch.dir.string());
   REQUIRE(file);
-  CHECK(file->rows.size() == 7);
+  CHECK(file->rows.size() == 9);
   CHECK(file->versions() == "torch 2.11.0, cuDNN 91900, on Test GPU");
   const auto results = tlb::results::parse_results(points(), kRunJson, scratch.dir.string());
   const auto c = tlb::peer::compare_auto(results, *file);
-  REQUIRE(c.size() == 5);  // the fixed row is not compared
+  REQUIRE(c.size() == 6);  // the fixed row is not compared
   // Case order, then fp16, bf16, fp32 (tf32 before ieee).
   CHECK(c[0].dtype == "fp16");
   CHECK(c[1].math == "tf32");
   CHECK(c[2].math == "ieee");
   CHECK(c[3].case_id == 3);
-  CHECK(c[4].case_id == 14);
+  CHECK(c[4].case_id == 5);
+  CHECK(c[5].case_id == 14);
 
   const auto* fp16 = find(c, 1, "fp16", "native");
   REQUIRE(fp16);
@@ -123,9 +132,17 @@ TEST_CASE("PyTorch's fastest mode of the same case, dtype and math beside each a
                       Catch::Contains("peer_pytorch.jsonl:4: case 1 is \"not-case1\" here but \"case1\" in"));
   }
   const std::string csv = tlb::peer::comparison_csv(c);
-  CHECK(csv.rfind("case_id,case_name,dtype,math,auto_choice,auto_ms,pytorch_mode,pytorch_ms,auto_over_pytorch\n", 0) == 0);
-  CHECK(csv.find("\n1,case1,fp32,ieee,01011,0.9,graph,1,0.9000\n") != std::string::npos);
-  CHECK(csv.find("\n14,case14,fp16,native,01011,40,oom,,\n") != std::string::npos);
+  CHECK(csv.rfind("case_id,case_name,dtype,math,auto_choice,auto_ms,pytorch_mode,pytorch_ms,auto_over_pytorch,"
+                  "pytorch_ffn_gelu\n", 0) == 0);
+  CHECK(csv.find("\n1,case1,fp32,ieee,01011,0.9,graph,1,0.9000,\n") != std::string::npos);
+  CHECK(csv.find("\n14,case14,fp16,native,01011,40,oom,,,\n") != std::string::npos);
+  // PyTorch's fastest mode of case 5 ran the tanh GELU: still the time to beat, and said so.
+  const auto* tanh = find(c, 5, "bf16", "native");
+  REQUIRE(tanh);
+  CHECK(tanh->peer_mode == "fastpath_graph");
+  CHECK(tanh->peer_ffn_gelu == "tanh");
+  CHECK(csv.find("\n5,case5,bf16,native,01011,1,fastpath_graph,0.9,1.1111,tanh\n") != std::string::npos);
+  CHECK(nlohmann::json::parse(tlb::peer::comparison_json(c, *file))["rows"][4]["pytorch_ffn_gelu"] == "tanh");
 
   const fs::path printed = scratch.dir / "printed.txt";
   std::FILE* out = std::fopen(printed.c_str(), "w");
@@ -138,7 +155,10 @@ TEST_CASE("PyTorch's fastest mode of the same case, dtype and math beside each a
                   "PyTorch out of memory on 1") != std::string::npos);
   CHECK(text.find("fp32 ieee      geomean 0.900 over 1 cases, worst 0.900 (case 1), PyTorch faster on none") !=
         std::string::npos);
-  CHECK(text.find("bf16 native    no case with both times; 1 without a time on one side") != std::string::npos);
+  CHECK(text.find("bf16 native    geomean 1.111 over 1 cases, worst 1.111 (case 5), PyTorch faster on 1 (5); "
+                  "1 without a time on one side") != std::string::npos);
+  CHECK(text.find("note: PyTorch's native fast path computes the FFN's GELU as the tanh approximation") !=
+        std::string::npos);
 
   // The fixture's rows say nothing of settling: a file from before --settle-s, noted as such.
   CHECK(file->timed_in_bursts());
@@ -176,6 +196,12 @@ TEST_CASE("a folder without a peer file has none, and a broken one is one line n
          return r.dump() + "\n";
        }(),
        "peer_pytorch.jsonl:1: \"settled\" must be true or false"},
+      {[] {
+         json r = peer_row(1, "fp16", "native", "fastpath", "ok", 0.2);
+         r["ffn_gelu"] = "fast";
+         return r.dump() + "\n";
+       }(),
+       "peer_pytorch.jsonl:1: \"ffn_gelu\" must be \"tanh\" or \"exact\""},
   };
   for (const Case& c : cases) {
     INFO(c.text);
@@ -224,11 +250,12 @@ TEST_CASE("tlbench report writes the comparison with PyTorch where the folder ha
   const json doc = json::parse(r.out);
   REQUIRE(doc.contains("pytorch"));
   CHECK(doc["pytorch"]["versions"] == "torch 2.11.0, cuDNN 91900, on Test GPU");
-  REQUIRE(doc["pytorch"]["rows"].size() == 5);
+  REQUIRE(doc["pytorch"]["rows"].size() == 6);
   CHECK(doc["pytorch"]["rows"][2]["math"] == "ieee");
   CHECK(doc["pytorch"]["rows"][2]["auto_over_pytorch"].get<double>() == Approx(0.9));
-  CHECK(doc["pytorch"]["rows"][4]["pytorch_oom"] == true);
-  CHECK(doc["pytorch"]["rows"][4]["pytorch_ms"].is_null());
+  CHECK(doc["pytorch"]["rows"][5]["pytorch_oom"] == true);
+  CHECK(doc["pytorch"]["rows"][5]["pytorch_ms"].is_null());
+  CHECK(doc["pytorch"]["rows"][4]["pytorch_ffn_gelu"] == "tanh");
   // A broken one: one line, exit 2, the analysis folder left as it was.
   fs::remove_all(dir / "analysis");
   std::ofstream(dir / tlb::peer::kPeerFile) << "{oops\n";
