@@ -15,10 +15,7 @@ namespace tlb::gemm_detail {
 __device__ __forceinline__ float activate(float x, Activation act) {
   switch (act) {
     case Activation::gelu: return gelu_branch_free(x);
-    case Activation::gelu_tanh: {
-      const float inner = 0.79788456080286536f * fmaf(0.044715f * x, x * x, x);
-      return 0.5f * x * (1.0f + tanhf(inner));
-    }
+    case Activation::gelu_tanh: return gelu_tanh_logistic(x);
     default: return fmaxf(x, 0.0f);
   }
 }
