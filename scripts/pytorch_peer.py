@@ -422,8 +422,8 @@ class Peer:
         projection as torch._addmm_activation(use_gelu=True), whose CUDA kernel (cuBLASLt's GELU
         epilogue, or a tanh GELU after the GEMM) is the tanh approximation, whatever the module's
         activation says. Probed, not assumed: pre-activations of about unit spread through that op,
-        set against both GELUs of the same product in fp64. ({"gelu": "tanh" | "exact",
-        "mean_abs_to_exact", "mean_abs_to_tanh"}, or None where the op is missing.)"""
+        set against both GELUs of the same product in fp64. ("tanh" or "exact" and the distances
+        {"mean_abs_to_exact", "mean_abs_to_tanh"}, or None where the op is missing.)"""
         if dtype_name in self.gelu_probes:
             return self.gelu_probes[dtype_name]
         torch = self.torch
@@ -440,11 +440,10 @@ class Peer:
                 pre = torch.addmm(bias.double(), a.double(), b.double())
                 to_exact = (out - F.gelu(pre)).abs().mean().item()
                 to_tanh = (out - F.gelu(pre, approximate="tanh")).abs().mean().item()
-            probe = {"gelu": "tanh" if to_tanh < to_exact else "exact",
-                     "mean_abs_to_exact": float(f"{to_exact:.3g}"), "mean_abs_to_tanh": float(f"{to_tanh:.3g}")}
-            print(f"{dtype_name}: the fast path's FFN GELU is {probe['gelu']} (mean |difference| "
-                  f"{probe['mean_abs_to_exact']:.3g} to the exact GELU, {probe['mean_abs_to_tanh']:.3g} to tanh)",
-                  flush=True)
+            gelu = "tanh" if to_tanh < to_exact else "exact"
+            probe = (gelu, {"mean_abs_to_exact": float(f"{to_exact:.3g}"), "mean_abs_to_tanh": float(f"{to_tanh:.3g}")})
+            print(f"{dtype_name}: the fast path's FFN GELU is {gelu} (mean |difference| {to_exact:.3g} to the "
+                  f"exact GELU, {to_tanh:.3g} to tanh)", flush=True)
         self.gelu_probes[dtype_name] = probe
         return probe
 
@@ -559,8 +558,7 @@ class Peer:
                     if mode in ("fastpath", "fastpath_graph") and case["activation"] == "gelu" and self.cuda:
                         probe = self.fastpath_gelu(dtype_name)
                         if probe:
-                            extra["ffn_gelu"] = probe["gelu"]
-                            extra["ffn_gelu_probe"] = probe
+                            extra["ffn_gelu"], extra["ffn_gelu_probe"] = probe
                     if self.args.kernels and self.cuda and mode in ("eager", "fastpath"):
                         extra["kernels"] = self.kernel_table(fn, f"case {case['id']} {dtype_name} {mode}")
                     row(mode, "ok", **timing, **extra)

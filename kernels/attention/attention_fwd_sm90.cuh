@@ -169,6 +169,10 @@ template <class S>
 __device__ __forceinline__ void scheduler_pass(int wg) {
   if constexpr (S::kPingpong) ptx::named_barrier_arrive(1 + (wg + 1) % S::kConsumers, 256);
 }
+// One thread per warpgroup hands a ring stage back (once the warpgroup is done with it).
+__device__ __forceinline__ void release_stage(uint32_t empty) {
+  if (threadIdx.x % 128 == 0) ptx::mbarrier_arrive(empty);
+}
 
 template <typename T, class S>
 __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork<T>& w, int wg, Ring& ring) {
@@ -220,10 +224,6 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
       const int64_t kv0 = w.kr.begin + static_cast<int64_t>(j) * S::kBlockN;
       if (tile_needs_mask(p, kv0, S::kBlockN, w.kr.end, row0)) mask_scores(s, row0, kv0, w.kr.end, w.causal, lane);
     };
-    // One thread per warpgroup hands a stage back once the warpgroup's MMAs on it completed.
-    auto release = [&](uint32_t empty) {
-      if (tid == 0) ptx::mbarrier_arrive(empty);
-    };
 
     ptx::mbarrier_wait(sm.q_full(), static_cast<uint32_t>(ring.q_round) & 1u);
     ptx::mbarrier_wait(sm.k_full(stage(0)), phase(0));
@@ -231,7 +231,7 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
     issue_scores(0);
     ptx::wgmma_wait_group<0>();
     fence_operands(s_flat);
-    release(sm.k_empty(stage(0)));
+    release_stage(sm.k_empty(stage(0)));
     mask_tile(0);
     softmax_scores(s, m, l, alpha, p.scale_log2);  // O is still zero: nothing to rescale
     pack_p<T>(pa, s);
@@ -246,23 +246,23 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
       scheduler_pass<S>(wg);
       ptx::wgmma_wait_group<1>();  // the scores; P V may still run
       fence_operands(s_flat);
-      release(sm.k_empty(stage(j)));
+      release_stage(sm.k_empty(stage(j)));
       mask_tile(j);
       const bool rescale = softmax_scores(s, m, l, alpha, p.scale_log2);
       ptx::wgmma_wait_group<0>();
       fence_operands(o_flat);
-      release(sm.v_empty(stage(j - 1)));
+      release_stage(sm.v_empty(stage(j - 1)));
       if (rescale) rescale_o(o, alpha);
       pack_p<T>(pa, s);  // P of tile j-1 is no longer read by the tensor cores
     }
-    release(sm.q_empty());  // every score of the item is computed: Q may take the next item's
+    release_stage(sm.q_empty());  // every score of the item is computed: Q may take the next item's
     const int last = w.n_tiles - 1;
     ptx::mbarrier_wait(sm.v_full(stage(last)), phase(last));
     ptx::wgmma_fence();
     issue_pv(last);
     ptx::wgmma_wait_group<0>();
     fence_operands(o_flat);
-    release(sm.v_empty(stage(last)));
+    release_stage(sm.v_empty(stage(last)));
     ring.tile += w.n_tiles;
     ++ring.q_round;
   }
@@ -280,24 +280,21 @@ __device__ void stand_by(const Smem<S>& sm, const BlockWork<T>& w, int wg, Ring&
   if (w.n_tiles == 0) return;
   auto stage = [&](int j) { return stage_of<S>(ring.tile + j); };
   auto phase = [&](int j) { return phase_of<S>(ring.tile + j); };
-  auto release = [&](uint32_t empty) {
-    if (threadIdx.x % 128 == 0) ptx::mbarrier_arrive(empty);
-  };
   ptx::mbarrier_wait(sm.q_full(), static_cast<uint32_t>(ring.q_round) & 1u);
   ptx::mbarrier_wait(sm.k_full(stage(0)), phase(0));
-  release(sm.k_empty(stage(0)));
+  release_stage(sm.k_empty(stage(0)));
   for (int j = 1; j < w.n_tiles; ++j) {
     ptx::mbarrier_wait(sm.k_full(stage(j)), phase(j));
     scheduler_wait<S>(wg);
     ptx::mbarrier_wait(sm.v_full(stage(j - 1)), phase(j - 1));
     scheduler_pass<S>(wg);
-    release(sm.k_empty(stage(j)));
-    release(sm.v_empty(stage(j - 1)));
+    release_stage(sm.k_empty(stage(j)));
+    release_stage(sm.v_empty(stage(j - 1)));
   }
-  release(sm.q_empty());
+  release_stage(sm.q_empty());
   const int last = w.n_tiles - 1;
   ptx::mbarrier_wait(sm.v_full(stage(last)), phase(last));
-  release(sm.v_empty(stage(last)));
+  release_stage(sm.v_empty(stage(last)));
   ring.tile += w.n_tiles;
   ++ring.q_round;
 }
