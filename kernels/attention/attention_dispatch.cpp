@@ -16,6 +16,7 @@
 #include "attention/attention_kernels.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device_caps.hpp"
+#include "common/stream_scratch.hpp"
 
 namespace tlb {
 namespace {
@@ -33,7 +34,8 @@ constexpr int kMaxSplits = 16;
 // A split below this many key tiles spends more on its partial write and the combine than it
 // gains in parallelism.
 constexpr int64_t kMinTilesPerSplit = 4;
-// The TMA kernel's items of at most this many key tiles run on a persistent grid.
+// The TMA kernel's items of at most this many key tiles (causal ones: on average) run on a
+// persistent grid.
 constexpr int64_t kPersistentMaxTiles = 16;
 // Sequences up to this length fit one key tile of the short-sequence kernel.
 constexpr int64_t kShortSeqMax = 128;
@@ -273,8 +275,9 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
     // A persistent grid hides each item's start and store behind its neighbours' work, which
     // pays where items are short; on long ones a block per item measured faster (H200, 16 heads
     // of 16384 keys: 671 against 639 TFLOP/s at head_dim 128). Causal items shrink along the
-    // diagonal: a block each lets the hardware hand the next to whichever SM frees first.
-    const bool automatic = mask != MaskKind::causal && tiles_per_item <= kPersistentMaxTiles;
+    // diagonal from the whole range to one tile: their mean is what counts.
+    const int64_t mean_tiles = mask == MaskKind::causal ? (tiles_per_item + 1) / 2 : tiles_per_item;
+    const bool automatic = mean_tiles <= kPersistentMaxTiles;
     plan.persistent = spec.grid == Spec::Grid::automatic ? automatic : spec.grid == Spec::Grid::persistent;
   }
   return plan;
@@ -423,6 +426,9 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   l.p.scale_log2 = a.scale * 1.4426950408889634f;  // log2(e): the kernels use exp2
   l.p.splits = plan.splits;
   l.p.keys_per_split = plan.keys_per_split;
+  if (plan.persistent) {
+    l.p.item_counter = static_cast<int*>(stream_scratch(stream, ScratchUse::attention_schedule, 2 * sizeof(int)));
+  }
   if (plan.splits > 1) {
     if (!a.workspace) reject(name + " needs a workspace of " + std::to_string(plan.workspace_bytes) + " bytes");
     if (reinterpret_cast<uintptr_t>(a.workspace) % 256 != 0) reject("workspace must be 256-byte aligned");

@@ -17,9 +17,10 @@
 // with zeros, which leaves the scores unchanged and the extra output columns unstored.
 //
 // A block runs one work item (a query tile of one head and key range), or, persistent, one
-// item after another (item blockIdx.x, then + gridDim.x, ...): the producer then loads the next
-// item's Q and first K and V tiles while the consumers still finish and store the last one, so
-// a short item costs little more than its GEMMs.
+// item after another, claimed from a counter as the block runs dry (ItemQueue): the producer
+// then loads the next item's Q and first K and V tiles while the consumers still finish and
+// store the last one, so a short item costs little more than its GEMMs, and unequal items
+// (causal ones shrink along the diagonal) go to whichever SM frees first.
 //
 // The per-element work (masks, the online softmax, the epilogue and split-KV partials) is
 // attention_tile.cuh's, written against the m16n8 accumulator layout that wgmma shares.
@@ -63,12 +64,15 @@ struct FwdShape {
   static constexpr uint32_t kQColBytes = kBlockM * 128, kKVColBytes = kBlockN * 128;
   static constexpr uint32_t kQBytes = kColBlocks * kQColBytes, kKVBytes = kColBlocks * kKVColBytes;
   // Q | K stages | V stages | mbarriers (Q full, Q empty; K full, V full, K empty, V empty per
-  // stage).
+  // stage; the item mailbox's full and empty per slot) | the mailbox's slots.
   static constexpr uint32_t kBarrierOffset = kQBytes + 2 * kStages * kKVBytes;
-  static constexpr int kBarriers = 2 + 4 * kStages;
-  static constexpr uint32_t kSmemBytes = 1024 + kBarrierOffset + 8 * kBarriers;  // + alignment slack
-  // Registers: the producer keeps a minimum and the consumers take the rest of the 64 Ki file.
-  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
+  static constexpr int kMailSlots = 2;
+  static constexpr int kBarriers = 2 + 4 * kStages + 2 * kMailSlots;
+  static constexpr uint32_t kMailOffset = kBarrierOffset + 8 * kBarriers;
+  static constexpr uint32_t kSmemBytes = 1024 + kMailOffset + 8 * kMailSlots;  // + alignment slack
+  // Registers: the producer keeps 32 (its item walk spills below that) and the consumers take
+  // the rest of the 64 Ki file.
+  static constexpr int kProducerRegs = 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
   // The scheduler barrier pays where the softmax is a large share of a tile (FlashAttention-3
   // measured it up to head_dim 128); wider heads spend their time in the GEMMs.
@@ -96,8 +100,16 @@ struct Smem {
   __device__ uint32_t q_empty() const { return bar(1 + 2 * S::kStages); }
   __device__ uint32_t k_empty(int stage) const { return bar(2 + 2 * S::kStages + stage); }
   __device__ uint32_t v_empty(int stage) const { return bar(2 + 3 * S::kStages + stage); }
+  // The item mailbox (ItemQueue): full on the producer's arrival, empty once every consumer
+  // thread has read the slot.
+  __device__ uint32_t mail_full(int slot) const { return bar(2 + 4 * S::kStages + slot); }
+  __device__ uint32_t mail_empty(int slot) const { return bar(2 + 4 * S::kStages + S::kMailSlots + slot); }
   __device__ void init_barriers() const {
-    for (int i = 0; i < S::kBarriers; ++i) ptx::mbarrier_init(bar(i), i <= 2 * S::kStages ? 1 : S::kConsumers);
+    for (int i = 0; i < 2 + 4 * S::kStages; ++i) ptx::mbarrier_init(bar(i), i <= 2 * S::kStages ? 1 : S::kConsumers);
+    for (int slot = 0; slot < S::kMailSlots; ++slot) {
+      ptx::mbarrier_init(mail_full(slot), 1);
+      ptx::mbarrier_init(mail_empty(slot), 128 * S::kConsumers);
+    }
     ptx::fence_mbarrier_init();
   }
 };
@@ -118,6 +130,49 @@ template <class S>
 __device__ __forceinline__ uint32_t phase_of(int j) {
   return static_cast<uint32_t>(j / S::kStages) & 1u;
 }
+
+// ---- The persistent grid's items. Block b starts on item b; its producer claims each further
+// item from a counter in global memory (gridDim.x + the claims before it) once it has issued
+// the last loads of the one before, a stage or two before its consumers run dry. So the SMs
+// take the items in their order (within a head longest first, heads in turn, which keeps a few
+// heads' K and V in L2) as each frees up, as the hardware hands out the blocks of a grid of a
+// block per item, while each block's next item loads under its last one's epilogue. The
+// producer posts every item to the consumers through a two-slot mailbox in shared memory; an
+// index past the last item ends the walk, and the last producer to post one sets the counter
+// back to zero for the next launch on the stream (FlashParams::item_counter).
+template <class S>
+struct ItemQueue {
+  Smem<S> sm;
+  int* counter;  // {items claimed, producers done}
+  int64_t items;
+
+  __device__ int64_t claim() const { return static_cast<int64_t>(gridDim.x) + atomicAdd(counter, 1); }
+  // Producer: item k of the block (k = 0, 1, ...) into its slot, once the consumers have read
+  // what the slot held before.
+  __device__ void post(int k, int64_t item) const {
+    const int slot = k % S::kMailSlots;
+    ptx::mbarrier_wait(sm.mail_empty(slot), (static_cast<uint32_t>(k / S::kMailSlots) & 1u) ^ 1u);
+    ptx::st_shared_u64(sm.base + S::kMailOffset + 8 * slot, static_cast<uint64_t>(item));
+    ptx::mbarrier_arrive(sm.mail_full(slot));
+  }
+  // Producer, after posting the end: the last block to get here resets the counter. Every
+  // other block's claims precede its own arrival here (its fence), so none comes after.
+  __device__ void finish() const {
+    __threadfence();
+    if (atomicAdd(counter + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+      counter[0] = 0;
+      counter[1] = 0;
+    }
+  }
+  // Consumer thread: item k of the block.
+  __device__ int64_t take(int k) const {
+    const int slot = k % S::kMailSlots;
+    ptx::mbarrier_wait(sm.mail_full(slot), static_cast<uint32_t>(k / S::kMailSlots) & 1u);
+    const int64_t item = static_cast<int64_t>(ptx::ld_shared_u64(sm.base + S::kMailOffset + 8 * slot));
+    ptx::mbarrier_arrive(sm.mail_empty(slot));
+    return item;
+  }
+};
 
 // ---- Producer: one thread issues every load of the block.
 template <class S>
@@ -300,7 +355,7 @@ __device__ void stand_by(const Smem<S>& sm, const BlockWork<T>& w, int wg, Ring&
 }
 
 // kPersistent: gridDim.x blocks walk the items (every (query tile, batch*head) of every key
-// range) with stride gridDim.x; otherwise a block per item, key ranges along y.
+// range) as ItemQueue hands them out; otherwise a block per item, key ranges along y.
 template <typename T, class S, bool kPersistent>
 __global__ void __launch_bounds__(S::kThreads, 1)
     flash_fwd_sm90(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
@@ -315,26 +370,37 @@ __global__ void __launch_bounds__(S::kThreads, 1)
     ptx::prefetch_tensor_map(&tmap_v);
   }
   __syncthreads();
-  ptx::pdl_wait();  // PDL: Q, K and V may be the previous kernel's output
+  ptx::pdl_wait();  // PDL: Q, K and V may be the previous kernel's output, the counter its reset
   ptx::pdl_launch_dependents();
   const int64_t per_split = (p.seq + S::kBlockM - 1) / S::kBlockM * p.batch * p.heads;
-  const int64_t items = kPersistent ? per_split * p.splits : 1;
-  const int64_t first = kPersistent ? blockIdx.x : 0, stride = kPersistent ? gridDim.x : 1;
   auto work = [&](int64_t item) {
     if constexpr (kPersistent)
       return block_work<T>(p, S::kBlockM, S::kBlockN, p.head_dim, item % per_split, static_cast<int>(item / per_split));
     else
       return block_work<T>(p, S::kBlockM, S::kBlockN, p.head_dim);
   };
+  const ItemQueue<S> queue{sm, p.item_counter, per_split * p.splits};
   Ring ring;
   if (threadIdx.x < 128) {
     ptx::setmaxnreg_dec<S::kProducerRegs>();
     if (threadIdx.x == 0) {
-      for (int64_t item = first; item < items; item += stride) {
+      auto load_item = [&](int64_t item) {
         const BlockWork<T> w = work(item);
         if (w.n_tiles > 0)
           produce<S>(sm, &tmap_q, &tmap_k, &tmap_v, static_cast<int>(w.c.bh), static_cast<int>(w.c.q0),
                      static_cast<int>(w.kr.begin), w.n_tiles, ring);
+      };
+      if constexpr (kPersistent) {
+        int64_t item = blockIdx.x;
+        for (int k = 0;; ++k) {
+          queue.post(k, item);
+          if (item >= queue.items) break;
+          load_item(item);
+          item = queue.claim();
+        }
+        queue.finish();
+      } else {
+        load_item(0);
       }
     }
   } else {
@@ -346,10 +412,19 @@ __global__ void __launch_bounds__(S::kThreads, 1)
     if constexpr (S::kPingpong) {
       if (wg == 0) ptx::named_barrier_arrive(1, 256);
     }
-    for (int64_t item = first; item < items; item += stride) {
+    auto run_item = [&](int64_t item) {
       const BlockWork<T> w = work(item);
       if (w.c.q0 + 64 * wg < p.seq) consume<T, S>(sm, p, w, wg, ring);
       else stand_by<T, S>(sm, w, wg, ring);
+    };
+    if constexpr (kPersistent) {
+      for (int k = 0;; ++k) {
+        const int64_t item = queue.take(k);
+        if (item >= queue.items) break;
+        run_item(item);
+      }
+    } else {
+      run_item(0);
     }
   }
 #else
@@ -370,6 +445,7 @@ void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {
   auto kernel = flash_fwd_sm90<T, S, kPersistent>;
   allow_dynamic_smem(kernel, S::kSmemBytes);
   const FlashParams& p = l.p;
+  if (kPersistent && p.item_counter == nullptr) throw std::logic_error("flash attention sm90: persistent grid without its item counter");
   const uint64_t bh = static_cast<uint64_t>(p.batch * p.heads), seq = static_cast<uint64_t>(p.seq);
   const uint64_t hd = static_cast<uint64_t>(p.head_dim);
   const CUtensorMap tq = make_tensor_map_3d_sw128(p.q, l.dtype, bh, seq, hd, S::kBlockM, 64);

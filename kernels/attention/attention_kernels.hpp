@@ -43,6 +43,8 @@ struct FlashParams {
   int64_t keys_per_split = 0;        // a multiple of the kernel's key tile
   float* o_part = nullptr;           // [splits, batch*heads, seq, head_dim], unnormalised
   float* ml_part = nullptr;          // [splits, batch*heads, seq, 2]: (max*scale_log2, sum)
+  int* item_counter = nullptr;       // persistent sm90 grid: {items claimed, producers done}, zero
+                                     // between launches (the grid's last producer resets it)
 };
 
 // The sm_90a kernel's block shape: query rows (64 per consumer warpgroup) and keys per tile.

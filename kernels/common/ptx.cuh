@@ -152,6 +152,17 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// ---- A 64-bit word in shared memory by its shared-space address (what the mbarrier-guarded
+// mailboxes of the warp-specialised kernels pass between warps).
+__device__ __forceinline__ void st_shared_u64(uint32_t addr, uint64_t v) {
+  asm volatile("st.shared.b64 [%0], %1;\n" ::"r"(addr), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t ld_shared_u64(uint32_t addr) {
+  uint64_t v;
+  asm volatile("ld.shared.b64 %0, [%1];\n" : "=l"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 // ---- Flags between CTAs of one grid (gpu scope, sm_70+): a CTA publishes what its threads
 // wrote to global memory by a barrier among them, then one thread's fence and store of the
 // flag; the reader's one thread waits with acquiring loads, then a barrier, then its threads

@@ -479,6 +479,26 @@ TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width"
     CHECK(check_against_fp64(p, ref, mode, "standard,tma") == "flash_fwd_sm90_tma_d128_q128_kv128");
     CHECK(check_against_fp64(p, ref, mode, "standard,tma,persistent") == "flash_fwd_sm90_tma_d128_q128_kv128_persistent");
   }
+  // More items than SMs, handed out one by one: three persistent launches in a row (each must
+  // find the item counter back at zero) compute every item as the grid of a block per item does,
+  // itself checked against fp64 above. An item left out stays NaN.
+  for (const Mode& mode : {kFp16, kBf16})
+    for (int64_t head_dim : {64, 128})
+      for (MaskKind mask : {MaskKind::causal, MaskKind::none}) {
+        Shape s{4, 16, head_dim == 64 ? 1000 : 1024, head_dim, mask, {}};
+        const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 13));
+        const Run tiles = run_flash(p, mode, "standard,tma,tiles");
+        for (int launch = 0; launch < 3; ++launch) {
+          const Run persistent = run_flash(p, mode, "standard,tma,persistent");
+          const Errors e = compare(persistent.out, tiles.out);
+          INFO(mode.name << ", " << s.describe() << ", launch " << launch << ": " << persistent.variant << " vs "
+                         << tiles.variant << ": rel L2 " << e.rel_l2 << ", non-finite " << e.nonfinite);
+          CHECK(persistent.variant.find("_persistent") != std::string::npos);
+          CHECK(persistent.guards_intact);
+          CHECK(e.nonfinite == 0);
+          CHECK(e.rel_l2 <= 1e-6);
+        }
+      }
   // The long-sequence shape of the speed table, scaled down, against the mma.sync kernel.
   for (const Mode& mode : {kFp16, kBf16})
     for (int64_t head_dim : {64, 128})
@@ -602,6 +622,11 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   static_assert(tlb::attn::sm90_tile(32, false, 257).kv_cols == 144 && tlb::attn::sm90_tile(64, true, 257).kv_cols == 128);
   static_assert(tlb::attn::sm90_tile(128, false, 257).kv_cols == 176 && tlb::attn::sm90_tile(64, false, 64).kv_cols == 128);
   CHECK(tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::bf16, MaskKind::causal)) ==
+        (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv128" : "flash_fwd_sm80_d128_q128w8_kv64"));
+  // Causal items of 1 to 32 key tiles average 16.5: short, a persistent grid; of up to 64, not.
+  CHECK(tlb::flash_attention_variant(args(8, 16, 4096, 128, DType::fp16, MaskKind::causal)) ==
+        (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv128_persistent" : "flash_fwd_sm80_d128_q128w8_kv64"));
+  CHECK(tlb::flash_attention_variant(args(1, 16, 8192, 128, DType::fp16, MaskKind::causal)) ==
         (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv128" : "flash_fwd_sm80_d128_q128w8_kv64"));
   CHECK(tlb::flash_attention_workspace_bytes(shape(1, 16, 16384, 128), DType::fp16) == 0);
   // Short sequences take the single-tile kernel.
