@@ -70,9 +70,11 @@ struct FwdShape {
   static constexpr int kBarriers = 2 + 4 * kStages + 2 * kMailSlots;
   static constexpr uint32_t kMailOffset = kBarrierOffset + 8 * kBarriers;
   static constexpr uint32_t kSmemBytes = 1024 + kMailOffset + 8 * kMailSlots;  // + alignment slack
-  // Registers: the producer keeps 32 (its item walk spills below that) and the consumers take
-  // the rest of the 64 Ki file.
-  static constexpr int kProducerRegs = 32;
+  // Registers: the producer keeps a minimum and the consumers take the rest of what the block
+  // holds (kBlockRegs; setmaxnreg.inc waits for registers the others gave back, so asking for
+  // more than that hangs). With two consumers the producer's persistent item walk spills 8
+  // bytes at 24, reloaded once an item.
+  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
   // The scheduler barrier pays where the softmax is a large share of a tile (FlashAttention-3
   // measured it up to head_dim 128); wider heads spend their time in the GEMMs.
@@ -80,7 +82,9 @@ struct FwdShape {
 
   static_assert(kWidth % 16 == 0 && kD <= 256, "S runs k16 steps over the head's columns");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "P V runs k16 steps over the key tile");
-  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 64 * 1024, "register file");
+  // What a block of kThreads at one block per SM holds: the 64 Ki file split per thread, in 8s.
+  static constexpr int kBlockRegs = kThreads * (64 * 1024 / kThreads / 8 * 8);
+  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= kBlockRegs, "registers the block holds");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
 };
 
@@ -160,6 +164,7 @@ struct ItemQueue {
   __device__ void finish() const {
     __threadfence();
     if (atomicAdd(counter + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+      __threadfence();  // the other blocks' claims, seen through their arrivals, come before the reset
       counter[0] = 0;
       counter[1] = 0;
     }

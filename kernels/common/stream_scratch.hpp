@@ -2,7 +2,9 @@
 // made on first use and kept for the life of the process: graphs captured from the stream hold
 // its address, so it is never moved or freed (the CUDA context reclaims it at exit). Launches
 // on one stream run in order, so kernels of that stream may share it across launches as long as
-// each launch leaves it as it must find it (a counter set back to zero, a flag cleared).
+// each launch leaves it as it must find it (a counter set back to zero, a flag cleared). Work
+// that may overlap must not share it: a graph captured from the stream replayed on another
+// while the stream runs too, or two replays of one graph at once.
 #pragma once
 
 #include <cuda_runtime.h>
