@@ -66,8 +66,8 @@ struct FwdShape {
   // Q | K stages | V stages | mbarriers (Q full, Q empty; K full, V full, K empty, V empty per
   // stage; the item mailbox's full and empty per slot) | the mailbox's slots.
   static constexpr uint32_t kBarrierOffset = kQBytes + 2 * kStages * kKVBytes;
-  static constexpr int kMailSlots = 2;
-  static constexpr int kBarriers = 2 + 4 * kStages + 2 * kMailSlots;
+  static constexpr int kRingBarriers = 2 + 4 * kStages, kMailSlots = 2;
+  static constexpr int kBarriers = kRingBarriers + 2 * kMailSlots;
   static constexpr uint32_t kMailOffset = kBarrierOffset + 8 * kBarriers;
   static constexpr uint32_t kSmemBytes = 1024 + kMailOffset + 8 * kMailSlots;  // + alignment slack
   // Registers: the producer keeps a minimum and the consumers take the rest of what the block
@@ -106,10 +106,10 @@ struct Smem {
   __device__ uint32_t v_empty(int stage) const { return bar(2 + 3 * S::kStages + stage); }
   // The item mailbox (ItemQueue): full on the producer's arrival, empty once every consumer
   // thread has read the slot.
-  __device__ uint32_t mail_full(int slot) const { return bar(2 + 4 * S::kStages + slot); }
-  __device__ uint32_t mail_empty(int slot) const { return bar(2 + 4 * S::kStages + S::kMailSlots + slot); }
+  __device__ uint32_t mail_full(int slot) const { return bar(S::kRingBarriers + slot); }
+  __device__ uint32_t mail_empty(int slot) const { return bar(S::kRingBarriers + S::kMailSlots + slot); }
   __device__ void init_barriers() const {
-    for (int i = 0; i < 2 + 4 * S::kStages; ++i) ptx::mbarrier_init(bar(i), i <= 2 * S::kStages ? 1 : S::kConsumers);
+    for (int i = 0; i < S::kRingBarriers; ++i) ptx::mbarrier_init(bar(i), i <= 2 * S::kStages ? 1 : S::kConsumers);
     for (int slot = 0; slot < S::kMailSlots; ++slot) {
       ptx::mbarrier_init(mail_full(slot), 1);
       ptx::mbarrier_init(mail_empty(slot), 128 * S::kConsumers);
