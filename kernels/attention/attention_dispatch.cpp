@@ -315,8 +315,9 @@ std::string variant_name(const Plan& plan, int64_t head_dim) {
     case Family::mma16:
       if (plan.engine == Engine::tma) {
         const int width = attn::sm90_width(head_dim);
-        return prefix + "sm90_tma_d" + d + (width != head_dim ? "w" + std::to_string(width) : std::string()) + "_q" +
-               std::to_string(plan.sm90.q_rows) + "_kv" + std::to_string(plan.sm90.kv_cols) +
+        std::string name = prefix + "sm90_tma_d" + d;
+        if (width != head_dim) name += 'w' + std::to_string(width);  // (char + string: no -Wrestrict alarm)
+        return name + "_q" + std::to_string(plan.sm90.q_rows) + "_kv" + std::to_string(plan.sm90.kv_cols) +
                (plan.persistent ? "_persistent" : "");
       }
       if (plan.engine == Engine::wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv64";

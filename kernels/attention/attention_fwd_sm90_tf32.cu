@@ -54,6 +54,7 @@ void launch_flash_sm90_tf32(const FlashLaunch& l, cudaStream_t stream) {
   if (!sm90_tf32_head_dim_ok(p.head_dim))
     throw std::invalid_argument("flash attention sm90 tf32: head_dim " + std::to_string(p.head_dim) + " is not 64 or 128");
   if (l.v_transposed == nullptr) throw std::logic_error("flash attention sm90 tf32: no workspace for V^T");
+  if (!flash_sm90_image_present()) throw std::logic_error("flash attention sm90 tf32: this build carries no sm_90a image");
   const int64_t bh = p.batch * p.heads, keys = tf32_v_keys(p.seq);
   const dim3 grid(static_cast<unsigned>((keys + kTransposeTile - 1) / kTransposeTile),
                   static_cast<unsigned>((p.head_dim + kTransposeTile - 1) / kTransposeTile),
