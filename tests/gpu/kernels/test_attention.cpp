@@ -534,7 +534,9 @@ TEST_CASE("the sm_90a TMA kernel in tf32 and the mma.sync tf32 kernel match fp64
         const Problem p = make_problem(s, kTf32.dtype, seed_of(s, kTf32, 14));
         const std::vector<double> ref = reference_attention(p);
         const std::string name = "flash_fwd_sm90_tma_tf32_d" + std::to_string(head_dim) + "_q128_kv";
-        CHECK(starts_with(check_against_fp64(p, ref, kTf32, nullptr), name));
+        // As dispatched, few heads on a long sequence split over keys ("flash_splitkv_x3_sm90_...").
+        CHECK(check_against_fp64(p, ref, kTf32, nullptr).find(name.substr(std::string("flash_fwd_").size())) !=
+              std::string::npos);
         CHECK(starts_with(check_against_fp64(p, ref, kTf32, "standard,tma,persistent"), name));
         CHECK(starts_with(check_against_fp64(p, ref, kTf32, "standard,tma,tiles"), name));
         CHECK(starts_with(check_against_fp64(p, ref, kTf32, "standard,mma"), "flash_fwd_tf32_d"));
