@@ -105,6 +105,12 @@ void bench_attention_table(cudaStream_t st, std::FILE* jsonl) {
       {DType::fp32, 1, 16, 16384, 64, MaskKind::causal, kIeee}, {DType::fp32, 4, 20, 1500, 64, MaskKind::none, kIeee},
       {DType::fp32, 32, 16, 257, 64, MaskKind::none, kIeee},
   };
+  // TF32 (fp32 storage) as dispatched (the sm_90a kernel on Hopper) and on the mma.sync kernel,
+  // printed only: PyTorch's fp32 attention has no TF32 kernel to set them against.
+  const Row tf32_rows[] = {
+      {DType::fp32, 1, 16, 16384, 128, MaskKind::none},  {DType::fp32, 1, 16, 8192, 128, MaskKind::causal},
+      {DType::fp32, 8, 16, 4096, 128, MaskKind::causal}, {DType::fp32, 1, 16, 16384, 64, MaskKind::causal},
+  };
   bool first = true;
   for (const Row& r : rows) {
     std::string why;
@@ -118,6 +124,9 @@ void bench_attention_table(cudaStream_t st, std::FILE* jsonl) {
     bench_attention(st, r.dt, r.math, r.mask, r.b, r.h, r.s, r.d, jsonl, nullptr, {}, first ? 1.0 : 0.0);
     first = false;
   }
+  for (const Row& r : tf32_rows)
+    for (const char* force : {static_cast<const char*>(nullptr), "standard,mma"})
+      bench_attention(st, r.dt, r.math, r.mask, r.b, r.h, r.s, r.d, nullptr, force);
 }
 
 }  // namespace tlb::bench

@@ -126,13 +126,15 @@ const Spec& env_spec() {
 struct Plan {
   Family family = Family::mma16;
   TileShape tile = TileShape::q128w8;
-  Engine engine = Engine::mma;  // fp16/bf16: tma (tile from attn::sm90_tile), wgmma or mma
+  Engine engine = Engine::mma;  // fp16/bf16: tma (tile from attn::sm90_tile), wgmma or mma;
+                                // tf32: tma (attn::sm90_tile_tf32) or mma (its own kernel)
   bool persistent = false;      // tma: one block per SM walks the work items
   attn::Sm90Tile sm90{};        // tma: the block shape
   bool short_seq = false;
   int splits = 1;
   int64_t keys_per_split = 0;
   uint64_t o_part_bytes = 0;     // offset of ml_part in the workspace
+  uint64_t vt_offset = 0;        // tf32 on tma: where V^T starts in the workspace
   uint64_t workspace_bytes = 0;
 };
 
@@ -163,11 +165,15 @@ Engine resolve_engine(const Spec& spec, Family family, int64_t head_dim, bool sm
   const Engine e = spec.has_tile && spec.engine == Engine::automatic && family == Family::mma16 ? Engine::mma
                                                                                                  : spec.engine;
   std::string no;
-  if ((e == Engine::tma || e == Engine::wgmma) && family != Family::mma16) {
-    no = "the sm_90a kernels are fp16/bf16 only";
+  if (e == Engine::wgmma && family != Family::mma16) {
+    no = "the wgmma kernel is fp16/bf16 only";
+  } else if (e == Engine::tma && family == Family::fp32fma) {
+    no = "the tma kernel runs fp16, bf16 and tf32, not fp32 ieee";
+  } else if (e == Engine::tma && family == Family::tf32 && !attn::sm90_tf32_head_dim_ok(head_dim)) {
+    no = "the tma kernel runs tf32 at head_dim 64 and 128, not " + std::to_string(head_dim);
   } else if ((e == Engine::tma || e == Engine::wgmma) && !sm90a) {
     no = "the sm_90a kernels need an sm_90 GPU and a build with sm_90a code";
-  } else if ((e == Engine::wgmma || e == Engine::mma) && !is_sm80_head_dim(head_dim)) {
+  } else if ((e == Engine::wgmma || e == Engine::mma) && family == Family::mma16 && !is_sm80_head_dim(head_dim)) {
     no = std::string(e == Engine::wgmma ? "the wgmma" : "the mma.sync") + " kernel covers head_dim 64 and 128, not " +
          std::to_string(head_dim);
   }
@@ -213,8 +219,10 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   // Standard tile. On Hopper the TMA kernel, whose tile follows the head (attn::sm90_tile), one
   // block per SM. Elsewhere 128 query rows per block share each K/V tile's shared-memory traffic
   // among as many rows as fit; with few blocks in flight, 64-row tiles double the blocks.
-  if (half) plan.engine = engine == Engine::automatic ? (sm90a ? Engine::tma : Engine::mma) : engine;
-  const bool tma = half && plan.engine == Engine::tma;
+  // tf32 takes the TMA kernel on Hopper at the widths it compiles, its mma.sync kernel elsewhere.
+  const bool tma_family = half || (plan.family == Family::tf32 && attn::sm90_tf32_head_dim_ok(head_dim));
+  if (tma_family) plan.engine = engine == Engine::automatic ? (sm90a ? Engine::tma : Engine::mma) : engine;
+  const bool tma = tma_family && plan.engine == Engine::tma;
   if (spec.has_tile && strict) {
     if (!half) reject("tile shapes are fp16/bf16 only; fp32 runs 64-row tiles of 32 (tf32) or 64 (ieee) keys");
     if (tma) reject("the tma kernel's tile follows the head_dim; it takes no tile shape");
@@ -226,7 +234,9 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   if (spec.grid != Spec::Grid::automatic && !tma && strict) reject("persistent and tiles are grids of the tma kernel");
   if (tma) {
     const bool causal = mask == MaskKind::causal;
-    plan.sm90 = spec.long_tile ? attn::sm90_tile(head_dim, causal) : attn::sm90_tile(head_dim, causal, seq);
+    plan.sm90 = !half           ? attn::sm90_tile_tf32(head_dim)
+                : spec.long_tile ? attn::sm90_tile(head_dim, causal)
+                                 : attn::sm90_tile(head_dim, causal, seq);
     q_rows = plan.sm90.q_rows;
     kv_cols = plan.sm90.kv_cols;
     slots = kPlanningSms;
@@ -284,11 +294,16 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
 }
 
 void size_workspace(Plan& plan, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim) {
-  if (plan.splits < 2) return;
-  const uint64_t rows = static_cast<uint64_t>(plan.splits) * static_cast<uint64_t>(batch * heads) *
-                        static_cast<uint64_t>(seq);
-  plan.o_part_bytes = align256(rows * static_cast<uint64_t>(head_dim) * 4);
-  plan.workspace_bytes = plan.o_part_bytes + align256(rows * 2 * 4);
+  const uint64_t bh = static_cast<uint64_t>(batch * heads);
+  if (plan.splits > 1) {
+    const uint64_t rows = static_cast<uint64_t>(plan.splits) * bh * static_cast<uint64_t>(seq);
+    plan.o_part_bytes = align256(rows * static_cast<uint64_t>(head_dim) * 4);
+    plan.workspace_bytes = plan.o_part_bytes + align256(rows * 2 * 4);
+  }
+  if (plan.family == Family::tf32 && plan.engine == Engine::tma) {
+    plan.vt_offset = plan.workspace_bytes;
+    plan.workspace_bytes += align256(bh * static_cast<uint64_t>(head_dim) * static_cast<uint64_t>(attn::tf32_v_keys(seq)) * 4);
+  }
 }
 
 std::string variant_name(const Plan& plan, int64_t head_dim) {
@@ -300,13 +315,18 @@ std::string variant_name(const Plan& plan, int64_t head_dim) {
     case Family::mma16:
       if (plan.engine == Engine::tma) {
         const int width = attn::sm90_width(head_dim);
-        return prefix + "sm90_tma_d" + d + (width != head_dim ? "w" + std::to_string(width) : std::string()) + "_q" +
-               std::to_string(plan.sm90.q_rows) + "_kv" + std::to_string(plan.sm90.kv_cols) +
+        std::string name = prefix + "sm90_tma_d" + d;
+        if (width != head_dim) name += 'w' + std::to_string(width);  // (char + string: no -Wrestrict alarm)
+        return name + "_q" + std::to_string(plan.sm90.q_rows) + "_kv" + std::to_string(plan.sm90.kv_cols) +
                (plan.persistent ? "_persistent" : "");
       }
       if (plan.engine == Engine::wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv64";
       return prefix + "sm80_d" + d + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
-    case Family::tf32: return prefix + "tf32_d" + d + "_q64_kv32";
+    case Family::tf32:
+      if (plan.engine == Engine::tma)
+        return prefix + "sm90_tma_tf32_d" + d + "_q" + std::to_string(plan.sm90.q_rows) + "_kv" +
+               std::to_string(plan.sm90.kv_cols) + (plan.persistent ? "_persistent" : "");
+      return prefix + "tf32_d" + d + "_q64_kv32";
     case Family::fp32fma: return prefix + "fp32fma_d" + d + "_q64_kv" + std::to_string(kv_cols);
   }
   return prefix;
@@ -345,7 +365,7 @@ Choice choose(const AttentionArgs& a) {
   Choice c;
   c.strict = a.force != nullptr;
   c.spec = c.strict ? parse_spec(a.force, "flash attention variant spec") : env_spec();
-  const bool sm90a = a.dtype != DType::fp32 && device_has_sm90a();
+  const bool sm90a = !(a.dtype == DType::fp32 && a.fp32_math == Fp32Math::ieee) && device_has_sm90a();
   c.plan = plan_variant(a.batch, a.heads, a.seq, a.head_dim, a.mask, a.dtype, a.fp32_math, c.spec, c.strict, sm90a);
   size_workspace(c.plan, a.batch, a.heads, a.seq, a.head_dim);
   return c;
@@ -374,6 +394,7 @@ uint64_t flash_attention_workspace_bytes(const LayerShape& s, DType dtype) {
   };
   if (dtype == DType::fp32) {
     plan_for(Fp32Math::tf32, false);
+    plan_for(Fp32Math::tf32, true);
     plan_for(Fp32Math::ieee, false);
   } else {
     if (sm80_width) plan_for(Fp32Math::tf32, false);
@@ -429,12 +450,15 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (plan.persistent) {
     l.p.item_counter = static_cast<int*>(stream_scratch(stream, ScratchUse::attention_schedule, 2 * sizeof(int)));
   }
-  if (plan.splits > 1) {
+  if (plan.workspace_bytes > 0) {
     if (!a.workspace) reject(name + " needs a workspace of " + std::to_string(plan.workspace_bytes) + " bytes");
     if (reinterpret_cast<uintptr_t>(a.workspace) % 256 != 0) reject("workspace must be 256-byte aligned");
+  }
+  if (plan.splits > 1) {
     l.p.o_part = static_cast<float*>(a.workspace);
     l.p.ml_part = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + plan.o_part_bytes);
   }
+  if (plan.family == Family::tf32 && plan.engine == Engine::tma) l.v_transposed = static_cast<char*>(a.workspace) + plan.vt_offset;
 
   switch (plan.family) {
     case Family::mma16:
@@ -442,7 +466,10 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
       else if (plan.engine == Engine::wgmma) attn::launch_flash_wgmma(l, stream);
       else attn::launch_flash_mma16(l, stream);
       break;
-    case Family::tf32: attn::launch_flash_tf32(l, stream); break;
+    case Family::tf32:
+      if (plan.engine == Engine::tma) attn::launch_flash_sm90_tf32(l, stream);
+      else attn::launch_flash_tf32(l, stream);
+      break;
     case Family::fp32fma: attn::launch_flash_fp32fma(l, stream); break;
   }
   if (plan.splits > 1) attn::launch_flash_combine(l, stream);

@@ -48,21 +48,35 @@
 namespace tlb::attn::sm90 {
 
 // The block shape: kWidth head-dim columns computed (a multiple of 16), laid out in shared memory
-// as kD columns (kWidth rounded up to 64: one 128-byte swizzle row per 64 columns), kBlockN keys
-// per tile, kConsumers warpgroups of 64 query rows.
-template <int kWidth_, int kBlockN_, int kConsumers_>
+// as kD columns (kWidth rounded up to a 128-byte swizzle row: 64 16-bit or 32 fp32 elements),
+// kBlockN keys per tile, kConsumers warpgroups of 64 query rows, elements of kElemBytes (2:
+// fp16/bf16; 4: fp32 read as tf32).
+template <int kWidth_, int kBlockN_, int kConsumers_, int kElemBytes_ = 2>
 struct FwdShape {
-  static constexpr int kWidth = kWidth_, kD = sm90_layout_width(kWidth_);
+  static constexpr int kElemBytes = kElemBytes_;
+  static constexpr bool kTf32 = kElemBytes == 4;
+  static constexpr int kColElems = 128 / kElemBytes;  // elements of one swizzle row
+  static constexpr int kKStep = 32 / kElemBytes;      // wgmma's k: 32 bytes (k16, or k8 in tf32)
+  static constexpr int kWidth = kWidth_, kD = (kWidth_ + kColElems - 1) / kColElems * kColElems;
   static constexpr int kBlockN = kBlockN_, kConsumers = kConsumers_;
   static constexpr int kBlockM = 64 * kConsumers;
-  // Three K/V stages where they fit beside Q (head_dim 64: 24 + 3 x 32 KiB), two elsewhere.
-  static constexpr int kStages = kD == 64 ? 3 : 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kColBlocks = kD / 64;
-  // Each operand tile is kColBlocks column blocks of [rows][64] elements, 128-byte swizzled
-  // (what a TMA box of 64 columns writes), each block 1024-byte aligned.
+  static constexpr int kColBlocks = kD / kColElems;
+  // Each operand tile is column blocks of [rows][128 bytes], 128-byte swizzled (what a TMA box of
+  // one swizzle row's width writes), each block 1024-byte aligned: Q and K in blocks of head
+  // dims. V is K's shape in 16-bit types (read MN-major); in tf32, which wgmma reads K-major
+  // only, it comes transposed ([head dims][keys], from attention's V^T workspace) in blocks of
+  // keys, the same bytes.
   static constexpr uint32_t kQColBytes = kBlockM * 128, kKVColBytes = kBlockN * 128;
   static constexpr uint32_t kQBytes = kColBlocks * kQColBytes, kKVBytes = kColBlocks * kKVColBytes;
+  static constexpr int kVColBlocks = kTf32 ? kBlockN / kColElems : kColBlocks;
+  static constexpr uint32_t kVColBytes = kTf32 ? kD * 128 : kKVColBytes;
+  // Three K/V stages at 16-bit head_dim 64 (24 + 3 x 32 KiB) and where tf32 fits them (head_dim
+  // 64: 32 + 3 x 64 KiB), two elsewhere.
+  static constexpr int kStages =
+      kTf32 ? (1024 + kQBytes + 3 * 2 * kKVBytes + 512 <= 227 * 1024 ? 3 : 2) : (kD == 64 ? 3 : 2);
+  // P V's k-steps over the key tile: the A fragments P is packed into.
+  static constexpr int kPSteps = kBlockN / kKStep;
   // Q | K stages | V stages | mbarriers (Q full, Q empty; K full, V full, K empty, V empty per
   // stage; the item mailbox's full and empty per slot) | the mailbox's slots.
   static constexpr uint32_t kBarrierOffset = kQBytes + 2 * kStages * kKVBytes;
@@ -82,6 +96,8 @@ struct FwdShape {
 
   static_assert(kWidth % 16 == 0 && kD <= 256, "S runs k16 steps over the head's columns");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "P V runs k16 steps over the key tile");
+  static_assert(!kTf32 || kBlockN % kColElems == 0, "a tf32 V tile is whole blocks of 32 keys");
+  static_assert(kVColBlocks * kVColBytes == kKVBytes, "V's tile is K's bytes");
   // What a block of kThreads at one block per SM holds: the 64 Ki file split per thread, in 8s.
   static constexpr int kBlockRegs = kThreads * (64 * 1024 / kThreads / 8 * 8);
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= kBlockRegs, "registers the block holds");
@@ -189,22 +205,31 @@ __device__ void produce(const Smem<S>& sm, const CUtensorMap* tmap_q, const CUte
   ptx::mbarrier_wait(sm.q_empty(), (static_cast<uint32_t>(ring.q_round) & 1u) ^ 1u);
   ptx::mbarrier_arrive_expect_tx(sm.q_full(), S::kQBytes);
   for (int cb = 0; cb < S::kColBlocks; ++cb)
-    ptx::tma_load_3d(sm.q() + cb * S::kQColBytes, tmap_q, cb * 64, q0, bh, sm.q_full(), once);
+    ptx::tma_load_3d(sm.q() + cb * S::kQColBytes, tmap_q, cb * S::kColElems, q0, bh, sm.q_full(), once);
 
   // Tile j of K or V into its stage, once every consumer has released the stage's last round.
-  auto load = [&](const CUtensorMap* map, uint32_t tile, uint32_t full, uint32_t empty, int j) {
+  auto claim = [&](uint32_t full, uint32_t empty, int j) {
     ptx::mbarrier_wait(empty, phase_of<S>(ring.tile + j) ^ 1u);
     ptx::mbarrier_arrive_expect_tx(full, S::kKVBytes);
-    for (int cb = 0; cb < S::kColBlocks; ++cb)
-      ptx::tma_load_3d(tile + cb * S::kKVColBytes, map, cb * 64, key0 + j * S::kBlockN, bh, full, reused);
   };
   auto load_k = [&](int j) {
     const int st = stage_of<S>(ring.tile + j);
-    load(tmap_k, sm.k(st), sm.k_full(st), sm.k_empty(st), j);
+    claim(sm.k_full(st), sm.k_empty(st), j);
+    for (int cb = 0; cb < S::kColBlocks; ++cb)
+      ptx::tma_load_3d(sm.k(st) + cb * S::kKVColBytes, tmap_k, cb * S::kColElems, key0 + j * S::kBlockN, bh,
+                       sm.k_full(st), reused);
   };
   auto load_v = [&](int j) {
     const int st = stage_of<S>(ring.tile + j);
-    load(tmap_v, sm.v(st), sm.v_full(st), sm.v_empty(st), j);
+    claim(sm.v_full(st), sm.v_empty(st), j);
+    const int keys = key0 + j * S::kBlockN;
+    for (int cb = 0; cb < S::kVColBlocks; ++cb) {
+      if constexpr (S::kTf32)  // V^T: keys along the row, every head dim from 0
+        ptx::tma_load_3d(sm.v(st) + cb * S::kVColBytes, tmap_v, keys + cb * S::kColElems, 0, bh, sm.v_full(st),
+                         reused);
+      else
+        ptx::tma_load_3d(sm.v(st) + cb * S::kVColBytes, tmap_v, cb * S::kColElems, keys, bh, sm.v_full(st), reused);
+    }
   };
   // The consumers need K of tile j before V of tile j - 1 (their scores run a tile ahead).
   load_k(0);
@@ -237,6 +262,7 @@ __device__ __forceinline__ void release_stage(uint32_t empty) {
 template <typename T, class S>
 __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork<T>& w, int wg, Ring& ring) {
   constexpr int kNT = S::kBlockN / 8, kDN = S::kWidth / 8;
+  constexpr int kK = S::kKStep;
   const int tid = static_cast<int>(threadIdx.x) % 128, lane = tid % 32;
   const int64_t row0 = w.c.q0 + 64 * wg + 16 * (tid / 32);  // this warp's first query row
 
@@ -248,11 +274,11 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
   if (w.n_tiles > 0) {
     float s[1][kNT][4];
     float(&s_flat)[kNT * 4] = reinterpret_cast<float(&)[kNT * 4]>(s[0]);
-    uint32_t pa[kNT / 2][4];
+    uint32_t pa[S::kPSteps][4];
     float alpha[1][2];
 
-    // S = Q K_j^T: both K-major; a k16 step is 32 bytes along a 128-byte row, and every four
-    // steps move to the next 64-column block. The first step overwrites S.
+    // S = Q K_j^T: both K-major; a k-step (k16, or k8 in tf32) is 32 bytes along a 128-byte
+    // row, and every four steps move to the next column block. The first step overwrites S.
     const uint64_t q_desc = ptx::wgmma_desc_sw128(sm.q() + wg * 64 * 128, 16, 1024);  // this warpgroup's rows
     // Tile j of this item is tile ring.tile + j of the block's ring.
     auto stage = [&](int j) { return stage_of<S>(ring.tile + j); };
@@ -260,7 +286,7 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
     auto issue_scores = [&](int j) {
       const uint64_t k_desc = ptx::wgmma_desc_sw128(sm.k(stage(j)), 16, 1024);
 #pragma unroll
-      for (int ks = 0; ks < S::kWidth / 16; ++ks) {
+      for (int ks = 0; ks < S::kWidth / kK; ++ks) {
         const uint32_t off = (ks % 4) * 32;
         const uint64_t a = ptx::wgmma_desc_advance(q_desc, (ks / 4) * S::kQColBytes + off);
         const uint64_t b = ptx::wgmma_desc_advance(k_desc, (ks / 4) * S::kKVColBytes + off);
@@ -268,15 +294,25 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
       }
       ptx::wgmma_commit_group();
     };
-    // O += P_j V_j: V is the MN-major operand; a k16 step is 16 key rows (2048 bytes), the next
-    // 64 head-dim columns are the next column block (N = kWidth reads only the head's own
-    // columns of a layout wider than it).
+    // O += P_j V_j. 16-bit: V is the MN-major operand; a k16 step is 16 key rows (2048 bytes),
+    // the next 64 head-dim columns are the next column block (N = kWidth reads only the head's
+    // own columns of a layout wider than it). tf32: V^T is K-major like K, a k8 step 32 bytes
+    // along a row of keys, every four the next block of 32 keys.
     auto issue_pv = [&](int j) {
-      const uint64_t v_desc = ptx::wgmma_desc_sw128(sm.v(stage(j)), S::kKVColBytes, 1024);
+      if constexpr (S::kTf32) {
+        const uint64_t v_desc = ptx::wgmma_desc_sw128(sm.v(stage(j)), 16, 1024);
 #pragma unroll
-      for (int kk = 0; kk < S::kBlockN / 16; ++kk) {
-        const uint64_t b = ptx::wgmma_desc_advance(v_desc, kk * 16 * 128);
-        ptx::wgmma_rs<T, S::kWidth, 1>(o_flat, pa[kk], b, 1);
+        for (int kk = 0; kk < S::kPSteps; ++kk) {
+          const uint64_t b = ptx::wgmma_desc_advance(v_desc, (kk / 4) * S::kVColBytes + (kk % 4) * 32);
+          ptx::wgmma_rs<T, S::kWidth, 0>(o_flat, pa[kk], b, 1);
+        }
+      } else {
+        const uint64_t v_desc = ptx::wgmma_desc_sw128(sm.v(stage(j)), S::kKVColBytes, 1024);
+#pragma unroll
+        for (int kk = 0; kk < S::kPSteps; ++kk) {
+          const uint64_t b = ptx::wgmma_desc_advance(v_desc, kk * 16 * 128);
+          ptx::wgmma_rs<T, S::kWidth, 1>(o_flat, pa[kk], b, 1);
+        }
       }
       ptx::wgmma_commit_group();
     };
@@ -453,9 +489,13 @@ void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {
   if (kPersistent && p.item_counter == nullptr) throw std::logic_error("flash attention sm90: persistent grid without its item counter");
   const uint64_t bh = static_cast<uint64_t>(p.batch * p.heads), seq = static_cast<uint64_t>(p.seq);
   const uint64_t hd = static_cast<uint64_t>(p.head_dim);
-  const CUtensorMap tq = make_tensor_map_3d_sw128(p.q, l.dtype, bh, seq, hd, S::kBlockM, 64);
-  const CUtensorMap tk = make_tensor_map_3d_sw128(p.k, l.dtype, bh, seq, hd, S::kBlockN, 64);
-  const CUtensorMap tv = make_tensor_map_3d_sw128(p.v, l.dtype, bh, seq, hd, S::kBlockN, 64);
+  const CUtensorMap tq = make_tensor_map_3d_sw128(p.q, l.dtype, bh, seq, hd, S::kBlockM, S::kColElems);
+  const CUtensorMap tk = make_tensor_map_3d_sw128(p.k, l.dtype, bh, seq, hd, S::kBlockN, S::kColElems);
+  if (S::kTf32 && l.v_transposed == nullptr) throw std::logic_error("flash attention sm90 tf32: no V^T");
+  // tf32: V^T, [bh][head_dim][keys rounded up to 8]; a box is every head dim of 32 keys.
+  const CUtensorMap tv = S::kTf32 ? make_tensor_map_3d_sw128(l.v_transposed, l.dtype, bh, hd, tf32_v_keys(p.seq),
+                                                             S::kD, S::kColElems)
+                                  : make_tensor_map_3d_sw128(p.v, l.dtype, bh, seq, hd, S::kBlockN, S::kColElems);
   const uint64_t per_split = (seq + S::kBlockM - 1) / S::kBlockM * bh;
   const dim3 grid = kPersistent ? dim3(static_cast<unsigned>(std::min<uint64_t>(per_split * p.splits, device_caps().sms)))
                                 : dim3(static_cast<unsigned>(per_split), static_cast<unsigned>(p.splits));
@@ -483,6 +523,13 @@ void launch_width(const FlashLaunch& l, cudaStream_t stream) {
   }
   if (causal) return launch_shape<T, PlannedShape<kD, true>>(l, stream);
   launch_shape<T, PlannedShape<kD, false>>(l, stream);
+}
+
+// One compiled width in tf32 (attention_fwd_sm90_tf32.cu), V^T already in place.
+template <int kWidth>
+void launch_width_tf32(const FlashLaunch& l, cudaStream_t stream) {
+  constexpr Sm90Tile t = sm90_tile_tf32(kWidth);
+  launch_shape<float, FwdShape<kWidth, t.kv_cols, t.q_rows / 64, 4>>(l, stream);
 }
 
 // One compiled width in fp16 and bf16: what each attention_fwd_sm90_d*.cu instantiates.

@@ -56,7 +56,8 @@ struct FlashLaunch {
   Family family = Family::mma16;
   TileShape tile = TileShape::q128w8;  // mma16 only
   bool persistent = false;             // sm90 only: one block per SM walks the work items
-  Sm90Tile sm90{};                     // sm90 only: the block shape (sm90_tile's)
+  Sm90Tile sm90{};                     // sm90 only: the block shape (sm90_tile's or sm90_tile_tf32's)
+  void* v_transposed = nullptr;        // sm90 tf32 only: V^T, see tf32_v_keys
   DType dtype = DType::fp16;
   FlashParams p;  // p.head_dim picks the compiled width
 };
@@ -75,6 +76,10 @@ bool flash_sm90_image_present();
 // flash_wgmma_image_present() (an sm_90 device running the sm_90a image).
 void launch_flash_wgmma(const FlashLaunch& l, cudaStream_t stream);
 bool flash_wgmma_image_present();
+// attention_fwd_sm90_tf32.cu: the same kernel in tf32 (fp32 storage) at head_dim 64 and 128,
+// its block shape from sm90_tile_tf32: V transposed into l.v_transposed first, then the kernel.
+// Only where flash_sm90_image_present().
+void launch_flash_sm90_tf32(const FlashLaunch& l, cudaStream_t stream);
 // attention_flash_fp32.cu:
 void launch_flash_tf32(const FlashLaunch& l, cudaStream_t stream);
 void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream);
@@ -120,6 +125,16 @@ constexpr Sm90Tile sm90_tile(int64_t head_dim, bool causal) {
     default: return {128, 80};
   }
 }
+// tf32 (4-byte elements): wgmma reads both operands of P V K-major only, so V goes through a
+// workspace as V^T, [batch*heads][head_dim][keys rounded up to 8], zeros past seq, the keys of
+// each group of 8 in tf32_v_position's order (attention_tile.cuh). Tiles hold half the
+// elements a 16-bit tile does in the same shared memory, and P takes a register per element:
+// 128 x 128 at head_dim 64 (Q 32 KiB, three stages of K and V^T at 32 KiB each), 128 x 64 at
+// 128 (Q 64 KiB, two stages of 32 KiB each).
+constexpr bool sm90_tf32_head_dim_ok(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+constexpr Sm90Tile sm90_tile_tf32(int64_t head_dim) { return head_dim <= 64 ? Sm90Tile{128, 128} : Sm90Tile{128, 64}; }
+constexpr int64_t tf32_v_keys(int64_t seq) { return (seq + 7) / 8 * 8; }
+
 // The tile above is tuned on long sequences. On a short one the last key tile can be mostly
 // past seq and still costs a whole tile of MMAs: 257 keys in tiles of 128 compute 384. Heads of
 // layout width 64 without the causal mask also compile 128 rows x 144 keys (two consumers: S of

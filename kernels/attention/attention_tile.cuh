@@ -265,16 +265,38 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// Keys are stored in this order within each group of 8 in attention's V^T workspace (the tf32
+// wgmma kernel's V): position p holds key 2p (p < 4) or 2(p - 4) + 1. pack_p<float> below then
+// needs no shuffle.
+__host__ __device__ constexpr int tf32_v_position(int key_in_group) {
+  return (key_in_group & 1) ? 4 + (key_in_group >> 1) : key_in_group >> 1;
+}
+
 // P (scores after the softmax) rounded to T as the A operand of P V (wgmma with A in
-// registers): the accumulator layout of two adjacent n8 tiles is the A layout of one k16 step.
-template <typename T, int kNT>
-__device__ __forceinline__ void pack_p(uint32_t (&pa)[kNT / 2][4], const float (&s)[1][kNT][4]) {
+// registers). 16-bit: the accumulator layout of two adjacent n8 tiles is the A layout of one
+// k16 step. tf32: a k8 step's A fragment holds k t and t + 4 where the accumulators hold
+// columns 2t and 2t + 1 of an n8 tile; with V^T's keys in tf32_v_position's order, k t is key
+// 2t and k t + 4 key 2t + 1, so each n8 tile is one k8 step as it stands.
+template <typename T, int kNT, int kSteps>
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[kSteps][4], const float (&s)[1][kNT][4]) {
+  if constexpr (std::is_same_v<T, float>) {
+    static_assert(kSteps == kNT, "a tf32 k8 step per n8 tile");
 #pragma unroll
-  for (int kk = 0; kk < kNT / 2; ++kk) {
-    pa[kk][0] = pack2<T>(s[0][2 * kk][0], s[0][2 * kk][1]);
-    pa[kk][1] = pack2<T>(s[0][2 * kk][2], s[0][2 * kk][3]);
-    pa[kk][2] = pack2<T>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-    pa[kk][3] = pack2<T>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+    for (int kk = 0; kk < kNT; ++kk) {
+      pa[kk][0] = ptx::to_tf32(__float_as_uint(s[0][kk][0]));  // row g, key 2t
+      pa[kk][1] = ptx::to_tf32(__float_as_uint(s[0][kk][2]));  // row g + 8, key 2t
+      pa[kk][2] = ptx::to_tf32(__float_as_uint(s[0][kk][1]));  // row g, key 2t + 1
+      pa[kk][3] = ptx::to_tf32(__float_as_uint(s[0][kk][3]));  // row g + 8, key 2t + 1
+    }
+  } else {
+    static_assert(kSteps == kNT / 2, "a k16 step per two n8 tiles");
+#pragma unroll
+    for (int kk = 0; kk < kNT / 2; ++kk) {
+      pa[kk][0] = pack2<T>(s[0][2 * kk][0], s[0][2 * kk][1]);
+      pa[kk][1] = pack2<T>(s[0][2 * kk][2], s[0][2 * kk][3]);
+      pa[kk][2] = pack2<T>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+      pa[kk][3] = pack2<T>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+    }
   }
 }
 

@@ -414,40 +414,70 @@ __device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t d, uint32_t byte
   return (d & 0xffffffff00000000ull) | lo;
 }
 
+// A from registers in tf32: a is the m16n8k8 tf32 A fragment of rows 16w..16w+15 (a0: row g,
+// k t; a1: row g+8, k t; a2: row g, k t+4; a3: row g+8, k t+4). B is K-major (tf32 has no
+// transposed form).
+#define TLB_WGMMA_RS_TF32(NAME, NACC, AREGS, DESCB, PRED, INSTR)                              \
+  __device__ __forceinline__ void NAME(float(&d)[NACC], const uint32_t(&a)[4], uint64_t desc_b, \
+                                       int accumulate) {                                       \
+    TLB_SM90A_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n" INSTR " "                  \
+                  TLB_WGMMA_ACC##NACC##_REGS ", " AREGS ", " DESCB ", p, 1, 1;\n}\n"           \
+                  : TLB_WGMMA_ACC##NACC##_OPS(d)                                               \
+                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
+  }
+TLB_WGMMA_RS_TF32(wgmma_m64n64k8_rs_tf32, 32, "{%32, %33, %34, %35}", "%36", "%37",
+                  "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32")
+TLB_WGMMA_RS_TF32(wgmma_m64n128k8_rs_tf32, 64, "{%64, %65, %66, %67}", "%68", "%69",
+                  "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32")
+
 // ---- One name for every compiled shape: wgmma_ss<T, N> (A and B from shared memory, both
-// K-major) and wgmma_rs<T, N, kTransB> (A from registers), T = __half or __nv_bfloat16. A
-// shape that has no wrapper above fails to compile.
+// K-major) and wgmma_rs<T, N, kTransB> (A from registers), T = __half, __nv_bfloat16 or float
+// (tf32: k8 steps, B K-major only). A shape that has no wrapper above fails to compile.
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  constexpr bool kTf32 = std::is_same_v<T, float>, kBf16 = std::is_same_v<T, __nv_bfloat16>;
 #define TLB_WGMMA_SS_CASE(n)                                                       \
   if constexpr (N == n) {                                                          \
     if constexpr (kBf16) wgmma_m64n##n##k16_bf16(d, desc_a, desc_b, accumulate);  \
     else wgmma_m64n##n##k16_f16(d, desc_a, desc_b, accumulate);                   \
     return;                                                                        \
   }
-  TLB_WGMMA_SS_CASE(64) TLB_WGMMA_SS_CASE(80) TLB_WGMMA_SS_CASE(96) TLB_WGMMA_SS_CASE(112)
-  TLB_WGMMA_SS_CASE(128) TLB_WGMMA_SS_CASE(144) TLB_WGMMA_SS_CASE(160) TLB_WGMMA_SS_CASE(176)
-  TLB_WGMMA_SS_CASE(192) TLB_WGMMA_SS_CASE(256)
+  if constexpr (kTf32) {
+    static_assert(N == 64 || N == 128 || N == 256, "no tf32 wgmma_ss wrapper for this N");
+    if constexpr (N == 64) wgmma_m64n64k8_tf32(d, desc_a, desc_b, accumulate);
+    else if constexpr (N == 128) wgmma_m64n128k8_tf32(d, desc_a, desc_b, accumulate);
+    else wgmma_m64n256k8_tf32(d, desc_a, desc_b, accumulate);
+  } else {
+    TLB_WGMMA_SS_CASE(64) TLB_WGMMA_SS_CASE(80) TLB_WGMMA_SS_CASE(96) TLB_WGMMA_SS_CASE(112)
+    TLB_WGMMA_SS_CASE(128) TLB_WGMMA_SS_CASE(144) TLB_WGMMA_SS_CASE(160) TLB_WGMMA_SS_CASE(176)
+    TLB_WGMMA_SS_CASE(192) TLB_WGMMA_SS_CASE(256)
+    static_assert(N == 64 || N == 80 || N == 96 || N == 112 || N == 128 || N == 144 || N == 160 || N == 176 ||
+                      N == 192 || N == 256,
+                  "no wgmma_ss wrapper for this N");
+  }
 #undef TLB_WGMMA_SS_CASE
-  static_assert(N == 64 || N == 80 || N == 96 || N == 112 || N == 128 || N == 144 || N == 160 || N == 176 ||
-                    N == 192 || N == 256,
-                "no wgmma_ss wrapper for this N");
 }
 template <typename T, int N, int kTransB>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
-  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  constexpr bool kTf32 = std::is_same_v<T, float>, kBf16 = std::is_same_v<T, __nv_bfloat16>;
 #define TLB_WGMMA_RS_CASE(n)                                                              \
   if constexpr (N == n) {                                                                 \
     if constexpr (kBf16) wgmma_m64n##n##k16_rs_bf16<kTransB>(d, a, desc_b, accumulate);  \
     else wgmma_m64n##n##k16_rs_f16<kTransB>(d, a, desc_b, accumulate);                   \
     return;                                                                               \
   }
-  TLB_WGMMA_RS_CASE(32) TLB_WGMMA_RS_CASE(64) TLB_WGMMA_RS_CASE(80) TLB_WGMMA_RS_CASE(96)
-  TLB_WGMMA_RS_CASE(128) TLB_WGMMA_RS_CASE(192) TLB_WGMMA_RS_CASE(256)
+  if constexpr (kTf32) {
+    static_assert(kTransB == 0, "tf32 wgmma reads B K-major only");
+    static_assert(N == 64 || N == 128, "no tf32 wgmma_rs wrapper for this N");
+    if constexpr (N == 64) wgmma_m64n64k8_rs_tf32(d, a, desc_b, accumulate);
+    else wgmma_m64n128k8_rs_tf32(d, a, desc_b, accumulate);
+  } else {
+    TLB_WGMMA_RS_CASE(32) TLB_WGMMA_RS_CASE(64) TLB_WGMMA_RS_CASE(80) TLB_WGMMA_RS_CASE(96)
+    TLB_WGMMA_RS_CASE(128) TLB_WGMMA_RS_CASE(192) TLB_WGMMA_RS_CASE(256)
+    static_assert(N == 32 || N == 64 || N == 80 || N == 96 || N == 128 || N == 192 || N == 256,
+                  "no wgmma_rs wrapper for this N");
+  }
 #undef TLB_WGMMA_RS_CASE
-  static_assert(N == 32 || N == 64 || N == 80 || N == 96 || N == 128 || N == 192 || N == 256,
-                "no wgmma_rs wrapper for this N");
 }
 
 }  // namespace tlb::ptx

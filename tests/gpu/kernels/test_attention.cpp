@@ -515,6 +515,47 @@ TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width"
       }
 }
 
+// tf32 on Hopper runs the TMA kernel (V transposed through the workspace) at head_dim 64 and
+// 128; its mma.sync kernel stays the portable path and must still hold there too.
+TEST_CASE("the sm_90a TMA kernel in tf32 and the mma.sync tf32 kernel match fp64 attention",
+          "[gpu][kernels][attention][tma]") {
+  TLB_REQUIRE_GPU();
+  if (!tlb::flash_attention_has_sm90a()) {
+    WARN("not an sm_90 GPU running an sm_90a build: the TMA kernel cannot run here");
+    return;
+  }
+  int idx = 0;
+  for (int64_t head_dim : {64, 128})
+    for (MaskKind mask : kMasks)
+      for (int64_t seq : {1, 7, 65, 257, 1500}) {
+        ++idx;
+        Shape s{idx % 2 ? 1 : 3, seq >= 1500 ? 1 : 1 + idx % 3, seq, head_dim, mask, {}};
+        if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, static_cast<uint64_t>(idx));
+        const Problem p = make_problem(s, kTf32.dtype, seed_of(s, kTf32, 14));
+        const std::vector<double> ref = reference_attention(p);
+        const std::string name = "flash_fwd_sm90_tma_tf32_d" + std::to_string(head_dim) + "_q128_kv";
+        // As dispatched, few heads on a long sequence split over keys ("flash_splitkv_x3_sm90_...").
+        CHECK(check_against_fp64(p, ref, kTf32, nullptr).find(name.substr(std::string("flash_fwd_").size())) !=
+              std::string::npos);
+        CHECK(starts_with(check_against_fp64(p, ref, kTf32, "standard,tma,persistent"), name));
+        CHECK(starts_with(check_against_fp64(p, ref, kTf32, "standard,tma,tiles"), name));
+        CHECK(starts_with(check_against_fp64(p, ref, kTf32, "standard,mma"), "flash_fwd_tf32_d"));
+        if (seq >= 257) {
+          const std::string v = check_against_fp64(p, ref, kTf32, "splitkv:3,tma");
+          CHECK((split_count(v) >= 2 && split_count(v) <= 3));
+          CHECK(v.find("_sm90_tma_tf32_") != std::string::npos);
+        }
+      }
+  // Many rounds of the ring, keys that end mid-group of 8 (V^T's padding), the diagonal far from
+  // the first tile.
+  for (int64_t head_dim : {64, 128}) {
+    Shape s{1, 1, 4097, head_dim, MaskKind::causal, {}};
+    const Problem p = make_problem(s, kTf32.dtype, seed_of(s, kTf32, 15));
+    const std::vector<double> ref = reference_attention(p);
+    CHECK(starts_with(check_against_fp64(p, ref, kTf32, "standard,tma"), "flash_fwd_sm90_tma_tf32_d"));
+  }
+}
+
 // ---- Host-only: no device needed.
 
 // Small enough for compute-sanitizer (memcheck, racecheck): every compiled width of the TMA
@@ -632,7 +673,8 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   // Short sequences take the single-tile kernel.
   CHECK(starts_with(tlb::flash_attention_variant(args(64, 16, 64, 64, DType::fp16, MaskKind::none)), "flash_short_d64_q64_kv64"));
   CHECK(starts_with(tlb::flash_attention_variant(args(8, 12, 128, 64, DType::bf16, MaskKind::padding)), "flash_short_d64_q64_kv128"));
-  CHECK(starts_with(tlb::flash_attention_variant(args(1, 8, 128, 64, DType::fp32, MaskKind::none)), "flash_fwd_tf32_d64"));
+  CHECK(starts_with(tlb::flash_attention_variant(args(1, 8, 128, 64, DType::fp32, MaskKind::none)),
+                    sm90a ? "flash_fwd_sm90_tma_tf32_d64_q128_kv128" : "flash_fwd_tf32_d64"));
   AttentionArgs ieee = args(1, 8, 128, 64, DType::fp32, MaskKind::none);
   ieee.fp32_math = tlb::Fp32Math::ieee;
   CHECK(starts_with(tlb::flash_attention_variant(ieee), "flash_fwd_fp32fma_d64"));
