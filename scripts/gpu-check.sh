@@ -8,7 +8,7 @@
 #       where the call has PEER_NEEDS seconds left (about 330: its modes settle 2 s each), else
 #       `peer` with PEER_DIR=results/<card> PEER_ARGS=--math\ tf32 as the next call, on the same
 #       machine; then, on another machine, `build rerun` the same way; `build ieee` for FP32 in
-#       IEEE math beside PyTorch's. Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=440
+#       IEEE math beside PyTorch's. Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=420
 #       OFFICIAL_BUDGET=520, the build taking about 50 s on 16 cores)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
@@ -44,6 +44,32 @@ run_peer() {
   rm -f "$dir/peer_pytorch.jsonl"
   ((limit > 30)) || return 124
   timeout "$limit" python3 scripts/pytorch_peer.py configs/cases.json --out "$dir" "$@" >"$OUT/peer.log" 2>&1
+}
+# `stall_report DIR`: for a `tlbench run` into DIR that did not stop when told to: the card's
+# state, the process's threads (where gdb is there), and the last (case, dtype) group on disk.
+stall_report() {
+  nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw,clocks_event_reasons.active --format=csv
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  local pid
+  pid=$(pgrep -f "$BIN run" | head -1)
+  if [[ -n $pid ]] && command -v gdb >/dev/null; then
+    timeout 20 gdb -p "$pid" -batch -ex "thread apply all bt 12" 2>/dev/null | grep -E "^(Thread|#)" | head -60
+  fi
+  python3 - "$1/points.jsonl" <<'PY'
+import json, sys
+groups = []
+try:
+    for line in open(sys.argv[1]):
+        r = json.loads(line)
+        key = (r["case_id"], r["dtype"])
+        if not groups or groups[-1][0] != key:
+            groups.append([key, 0])
+        groups[-1][1] += 1
+except OSError:
+    pass
+print(f"{len(groups)} groups on disk; the last: " +
+      (f"case {groups[-1][0][0]} {groups[-1][0][1]} ({groups[-1][1]} points)" if groups else "none"))
+PY
 }
 # `case_ids LIST`: the case ids of a list such as 1-14 or 2,4,9-10, one per line.
 case_ids() {
@@ -251,9 +277,19 @@ for step in "${steps[@]}"; do
                   --out "$dest")
       fi
       limit=${SWEEP_TIMEOUT:-470}
-      timeout -s INT $((limit + 60)) /usr/bin/time -f "$step wall %e s" $BIN "${run_args[@]}" --json \
+      # The run stops between groups at its limit, and between kernels at the SIGINT a minute
+      # later; one that is still there 30 s after that waits on the GPU (a kernel that does not
+      # finish) and is killed, so that the call keeps the time to say where it stood: what the
+      # card and the process were doing 20 s after the signal, and the last group on disk.
+      timeout -k 30 -s INT $((limit + 60)) /usr/bin/time -f "$step wall %e s" $BIN "${run_args[@]}" --json \
         --time-limit "$limit" \
-        >"$OUT/$step.json" 2>"$OUT/$step.stderr"; echo "rc=$?" | tee -a "$OUT/summary.txt"
+        >"$OUT/$step.json" 2>"$OUT/$step.stderr" &
+      run_pid=$!
+      (sleep $((limit + 80)); stall_report "$dest" >"$OUT/$step-stall.txt" 2>&1) &
+      watch_pid=$!
+      wait $run_pid; echo "rc=$?" | tee -a "$OUT/summary.txt"
+      kill $watch_pid 2>/dev/null; wait $watch_pid 2>/dev/null
+      [[ -s $OUT/$step-stall.txt ]] && { log "$step did not stop at its SIGINT:"; cat "$OUT/$step-stall.txt" | tee -a "$OUT/summary.txt"; }
       tail -3 "$OUT/$step.stderr" | tee -a "$OUT/summary.txt"
       state=$(run_field "$dest" state)
       if [[ $state != complete ]]; then
