@@ -8,7 +8,7 @@
 #       where the call has PEER_NEEDS seconds left (about 330: its modes settle 2 s each), else
 #       `peer` with PEER_DIR=results/<card> PEER_ARGS=--math\ tf32 as the next call, on the same
 #       machine; then, on another machine, `build rerun` the same way; `build ieee` for FP32 in
-#       IEEE math beside PyTorch's. Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=420
+#       IEEE math beside PyTorch's. Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=400
 #       OFFICIAL_BUDGET=520, the build taking about 50 s on 16 cores)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
@@ -45,15 +45,18 @@ run_peer() {
   ((limit > 30)) || return 124
   timeout "$limit" python3 scripts/pytorch_peer.py configs/cases.json --out "$dir" "$@" >"$OUT/peer.log" 2>&1
 }
-# `stall_report DIR`: for a `tlbench run` into DIR that did not stop when told to: the card's
-# state, the process's threads (where gdb is there), and the last (case, dtype) group on disk.
+# `stall_report DIR`: for a `tlbench run` into DIR that did not stop when told to: the kernels
+# resident on the GPU (cuda-gdb), the card's state, the host threads (gdb, where there), and the
+# last (case, dtype) group on disk.
 stall_report() {
-  nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw,clocks_event_reasons.active --format=csv
-  nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   local pid
   pid=$(pgrep -f "$BIN run" | head -1)
+  if [[ -n $pid ]] && command -v cuda-gdb >/dev/null; then
+    timeout 30 cuda-gdb -p "$pid" -batch -ex "info cuda kernels" 2>&1 | grep -vE "^\[(New|Thread)" | tail -15
+  fi
+  nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw,clocks_event_reasons.active --format=csv
   if [[ -n $pid ]] && command -v gdb >/dev/null; then
-    timeout 20 gdb -p "$pid" -batch -ex "thread apply all bt 12" 2>/dev/null | grep -E "^(Thread|#)" | head -60
+    timeout 15 gdb -p "$pid" -batch -ex "thread apply all bt 12" 2>/dev/null | grep -E "^(Thread|#)" | head -40
   fi
   python3 - "$1/points.jsonl" <<'PY'
 import json, sys
@@ -278,14 +281,15 @@ for step in "${steps[@]}"; do
       fi
       limit=${SWEEP_TIMEOUT:-470}
       # The run stops between groups at its limit, and between kernels at the SIGINT a minute
-      # later; one that is still there 30 s after that waits on the GPU (a kernel that does not
-      # finish) and is killed, so that the call keeps the time to say where it stood: what the
-      # card and the process were doing 20 s after the signal, and the last group on disk.
-      timeout -k 30 -s INT $((limit + 60)) /usr/bin/time -f "$step wall %e s" $BIN "${run_args[@]}" --json \
+      # later; one that is still there a minute after that waits on the GPU (a kernel that does
+      # not finish) and is killed, so that the call keeps the time to say where it stood: which
+      # kernels were on the card 10 s after the signal, what the host threads were doing, and
+      # the last group on disk.
+      timeout -k 60 -s INT $((limit + 60)) /usr/bin/time -f "$step wall %e s" $BIN "${run_args[@]}" --json \
         --time-limit "$limit" \
         >"$OUT/$step.json" 2>"$OUT/$step.stderr" &
       run_pid=$!
-      (sleep $((limit + 80)); stall_report "$dest" >"$OUT/$step-stall.txt" 2>&1) &
+      (sleep $((limit + 70)); stall_report "$dest" >"$OUT/$step-stall.txt" 2>&1) &
       watch_pid=$!
       wait $run_pid; echo "rc=$?" | tee -a "$OUT/summary.txt"
       kill $watch_pid 2>/dev/null; wait $watch_pid 2>/dev/null
