@@ -50,7 +50,7 @@ run_peer() {
 # last (case, dtype) group on disk.
 stall_report() {
   local pid
-  pid=$(pgrep -f "$BIN run" | head -1)
+  pid=$(pgrep -f "^$BIN run" | head -1)  # tlbench itself, not the timeout or time above it
   if [[ -n $pid ]] && command -v cuda-gdb >/dev/null; then
     timeout 30 cuda-gdb -p "$pid" -batch -ex "info cuda kernels" 2>&1 | grep -vE "^\[(New|Thread)" | tail -15
   fi
