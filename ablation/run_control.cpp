@@ -2,10 +2,12 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <optional>
 
 #include "config.hpp"
 
@@ -41,6 +43,47 @@ bool deadline_passed() {
   if (d <= 0) return false;
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count() >= d;
+}
+
+StopWatchdog::StopWatchdog(double grace_s, std::FILE* out)
+    : grace_s_(grace_s), out_(out), thread_([this](std::stop_token stop) { watch(stop); }) {}
+
+StopWatchdog::~StopWatchdog() {
+  thread_.request_stop();
+  thread_.join();
+}
+
+void StopWatchdog::doing(std::string what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  doing_ = std::move(what);
+}
+
+void StopWatchdog::watch(std::stop_token stop) {
+  using Clock = std::chrono::steady_clock;
+  // Polled four times a grace period (at most once a second): the notice comes at most a
+  // quarter late.
+  const auto tick = std::chrono::duration<double>(std::min(1.0, grace_s_ / 4));
+  std::optional<Clock::time_point> asked;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop.stop_requested()) {
+    wake_.wait_for(lock, stop, tick, [] { return false; });
+    if (stop.stop_requested()) return;
+    if (!interrupt_requested()) continue;
+    const Clock::time_point now = Clock::now();
+    if (!asked) asked = now;
+    const double waited = std::chrono::duration<double>(now - *asked).count();
+    if (waited < grace_s_) continue;
+    // A caught signal has reset its handler (SA_RESETHAND): the next Ctrl-C kills. A deadline
+    // caught none, so the handler takes one more first.
+    const bool signalled = interrupt_signal() != 0;
+    fmt::print(out_,
+               "tlbench run: {} {:.0f} s ago and still in {}: waiting on the GPU there (a kernel that does not "
+               "end?); {} ends the process\n",
+               signalled ? "asked to stop" : "time limit reached", waited, doing_.empty() ? "its set-up" : doing_,
+               signalled ? "a second Ctrl-C" : "Ctrl-C twice");
+    std::fflush(out_);
+    return;
+  }
 }
 
 bool FaultInjection::matches(int id, DType d, const std::string& bits) const {

@@ -7,8 +7,12 @@
 //   TLBENCH_INJECT_SIGINT_AFTER=N                    SIGINT is raised after N rows are written
 #pragma once
 
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "common/types.hpp"
 
@@ -25,6 +29,31 @@ void clear_interrupt();
 void set_stop_deadline(double steady_s);
 // The deadline is set and has passed.
 bool deadline_passed();
+
+// What keeps a stopped run from stopping. The runner polls for a stop between kernels, so one
+// that has not got back to a poll some time after the stop was asked (a signal, the deadline)
+// is waiting on the GPU: a kernel that does not end, or one far slower than the plan. Once
+// `grace_s` has passed, the watchdog's thread says so on `out`, naming what the runner was
+// doing (`doing`), so that the user, or the script that signalled it, learns where it hangs.
+class StopWatchdog {
+ public:
+  StopWatchdog(double grace_s, std::FILE* out);
+  ~StopWatchdog();  // stops the thread; says nothing after
+  StopWatchdog(const StopWatchdog&) = delete;
+  StopWatchdog& operator=(const StopWatchdog&) = delete;
+  // What the runner is about to do, e.g. "case 13 fp16, configuration 11010".
+  void doing(std::string what);
+
+ private:
+  void watch(std::stop_token stop);
+
+  double grace_s_;
+  std::FILE* out_;
+  std::mutex mu_;
+  std::condition_variable_any wake_;
+  std::string doing_;
+  std::jthread thread_;  // last: it reads the members above
+};
 
 struct FaultInjection {
   bool armed = false;

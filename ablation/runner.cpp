@@ -32,6 +32,11 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+// How long after a stop was asked a run may take to reach its next poll before the watchdog
+// says where it waits: a timing batch or a stage-time pass of the slowest official point (case
+// 14's FP32 reference, a quarter of a second a forward) takes a few seconds.
+constexpr double kStopGraceS = 30;
+
 // Thrown inside the group loop where Ctrl-C (or SIGTERM) asked the run to stop, or
 // --time-limit's deadline passed.
 struct Interrupted {};
@@ -65,6 +70,10 @@ class Runner {
   void measure_group(size_t begin, size_t end);
   void measure_group_in_time(size_t begin, size_t end);
   std::string group_name(const SchedPoint& p) const;
+  std::string point_name(const SchedPoint& p) const;
+  void doing(std::string what) {
+    if (watchdog_) watchdog_->doing(std::move(what));
+  }
   bool all_points_done() const {
     return std::all_of(sched_.points.begin(), sched_.points.end(),
                        [&](const SchedPoint& p) { return done_.contains(p.key); });
@@ -110,6 +119,7 @@ class Runner {
   size_t to_measure_ = 0;  // pending points when this process started
   double t_start_ = 0;
   std::optional<ProgressLine> progress_;
+  std::optional<StopWatchdog> watchdog_;  // last: its thread outlives nothing it reads
 };
 
 // The stream, the run clock and the memory budget, and the device in run.json. Returns false
@@ -167,6 +177,7 @@ std::vector<RowAwaitingStages> Runner::measure_in_blocks(Group& g, const Measure
   for (size_t k : which) {
     if (interrupt_requested()) throw Interrupted{};
     measuring_ = &sched_.points[k];
+    doing(point_name(sched_.points[k]));
     std::optional<PendingPoint> pp = begin_point(ctx, g, sched_.points[k], known);
     if (!pp) throw Interrupted{};
     // In one block a point is done: its row goes to disk before the next point starts.
@@ -183,6 +194,7 @@ std::vector<RowAwaitingStages> Runner::measure_in_blocks(Group& g, const Measure
     for (size_t i = 0; i < pending.size(); ++i) {
       if (!pending[i].wants_block(blocks)) continue;
       measuring_ = &sched_.points[pending_at[i]];
+      doing(fmt::format("{}, block {}", point_name(*measuring_), b + 1));
       if (interrupt_requested() || !time_next_block(ctx, g, pending[i])) throw Interrupted{};
     }
   measuring_ = nullptr;
@@ -217,6 +229,8 @@ void Runner::measure_group(size_t begin, size_t end) {
   }
   for (RowAwaitingStages& h : held) {
     if (interrupt_requested()) throw Interrupted{};
+    doing(fmt::format("the stage times of case {} {}, configuration {}", h.row.case_id, h.row.dtype,
+                      h.row.config));
     time_stages(ctx, g, h);
   }
   for (const RowAwaitingStages& h : held) write_row(h.row);
@@ -236,6 +250,7 @@ void Runner::measure_ceilings_first() {
     if (!done_.contains(p.key)) dtypes.insert(p.dtype);
   const DeviceInfo dev = query_device(0);
   for (DType d : dtypes) {
+    doing(fmt::format("the {} ceilings", to_string(d)));
     try {
       std::string source;
       ceilings_for(opt_.out_dir + "/ceilings.json", dev, d, opt_.fp32_math, stream_, source);
@@ -254,6 +269,10 @@ std::string limit_time(double s) { return s < 60 ? fmt::format("{:.3g} s", std::
 
 std::string Runner::group_name(const SchedPoint& p) const {
   return fmt::format("case {} {}", cases_.cases[p.case_index].id, to_string(p.dtype));
+}
+
+std::string Runner::point_name(const SchedPoint& p) const {
+  return fmt::format("{}, configuration {}", group_name(p), p.automatic ? "auto" : techniques_.bits(p.config));
 }
 
 // A group under --time-limit (time_limit.hpp): begun where its modelled time (its pending
@@ -376,6 +395,7 @@ int Runner::run() {
   doc_["segments"].push_back(seg);
   if (!open_device()) return 3;
   install_interrupt_handlers();
+  watchdog_.emplace(kStopGraceS, stderr);
   set_stop_deadline(0);
   if (opt_.time_limit_s > 0) {
     time_budget_.emplace(opt_.time_limit_s, t_start_);
@@ -412,6 +432,7 @@ int Runner::run() {
     stop_state = "device-fault";
     stop_message = device_fault_message(e);
   }
+  watchdog_.reset();  // measuring is over: what comes after waits on no kernel
   if (limit_left_no_progress(stop_state))
     stop_message = fmt::format("time limit of {}: not one point finished within it, so the same limit cannot "
                                "make progress; continue with a longer one: {} --time-limit ...",

@@ -3,9 +3,13 @@
 // and the refusals of the command line (exit 2, nothing written).
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "ablation_test_util.hpp"
 #include "config.hpp"
@@ -103,4 +107,62 @@ TEST_CASE("tlbench run refuses a bad --time-limit with exit 2, writing nothing",
     }
   }
   CHECK(s.listing().empty());
+}
+
+namespace {
+
+// What a watchdog wrote to its stream over `run_s` seconds, the deadline (a stop request)
+// passed `stopped` or not set, destroyed at the end; how long its destructor took.
+struct WatchdogOutput {
+  std::string text;
+  double destroy_s = 0;
+};
+WatchdogOutput watch_for(double grace_s, double run_s, bool stopped, const std::string& doing) {
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f != nullptr);
+  WatchdogOutput out;
+  {
+    std::optional<StopWatchdog> w(std::in_place, grace_s, f);
+    w->doing(doing);
+    set_stop_deadline(stopped ? wall_seconds() - 1 : 0);
+    std::this_thread::sleep_for(std::chrono::duration<double>(run_s));
+    const double t0 = wall_seconds();
+    w.reset();
+    out.destroy_s = wall_seconds() - t0;
+  }
+  set_stop_deadline(0);
+  std::rewind(f);
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, f)) out.text += buf;
+  std::fclose(f);
+  return out;
+}
+
+int count_of(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a run still short of its next poll a grace period after the stop was asked is named, once",
+          "[time_limit]") {
+  const WatchdogOutput o = watch_for(0.2, 0.8, true, "case 13 fp16, configuration 11010");
+  INFO(o.text);
+  CHECK(count_of(o.text, "tlbench run: time limit reached") == 1);
+  CHECK(o.text.find("still in case 13 fp16, configuration 11010: waiting on the GPU there") != std::string::npos);
+  CHECK(o.text.find("Ctrl-C twice ends the process") != std::string::npos);
+  CHECK(o.text.back() == '\n');
+  CHECK(o.destroy_s < 1.0);
+}
+
+TEST_CASE("the watchdog says nothing without a stop, or within its grace, and ends at once", "[time_limit]") {
+  const WatchdogOutput quiet = watch_for(0.2, 0.6, false, "case 1 fp16, configuration 00000");
+  CHECK(quiet.text.empty());
+  CHECK(quiet.destroy_s < 1.0);
+  // A stop asked, but the run back at a poll (the watchdog gone) before the grace is out.
+  const WatchdogOutput in_grace = watch_for(10, 0.3, true, "case 1 fp16, configuration 00000");
+  CHECK(in_grace.text.empty());
+  CHECK(in_grace.destroy_s < 1.0);
 }
