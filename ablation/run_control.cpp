@@ -9,13 +9,18 @@
 #include <cstdlib>
 #include <optional>
 
+#include <unistd.h>
+
 #include "config.hpp"
 
 namespace tlb {
 
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
+// Written by the handler, read by the runner and the stop watchdog's thread: a lock-free atomic
+// is safe in a handler and between threads alike.
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 std::atomic<double> g_deadline{0.0};
 
 extern "C" void on_stop_signal(int sig) { g_signal = sig; }
@@ -73,14 +78,18 @@ void StopWatchdog::watch(std::stop_token stop) {
     if (!asked) asked = now;
     const double waited = std::chrono::duration<double>(now - *asked).count();
     if (waited < grace_s_) continue;
-    // A caught signal has reset its handler (SA_RESETHAND): the next Ctrl-C kills. A deadline
-    // caught none, so the handler takes one more first.
-    const bool signalled = interrupt_signal() != 0;
+    // SA_RESETHAND resets only the caught signal's handler: after a SIGINT the next Ctrl-C
+    // kills; after a SIGTERM or the deadline the first one is still caught.
+    const int sig = interrupt_signal();
+    const char* ends = sig == SIGINT    ? "a second Ctrl-C"
+                       : sig == SIGTERM ? "a second SIGTERM, or Ctrl-C twice,"
+                                        : "Ctrl-C twice";
+    // On a terminal the progress line has no newline yet.
     fmt::print(out_,
-               "tlbench run: {} {:.0f} s ago and still in {}: waiting on the GPU there (a kernel that does not "
+               "{}tlbench run: {} {:.0f} s ago and still in {}: waiting on the GPU there (a kernel that does not "
                "end?); {} ends the process\n",
-               signalled ? "asked to stop" : "time limit reached", waited, doing_.empty() ? "its set-up" : doing_,
-               signalled ? "a second Ctrl-C" : "Ctrl-C twice");
+               ::isatty(::fileno(out_)) ? "\n" : "", sig != 0 ? "asked to stop" : "time limit reached", waited,
+               doing_.empty() ? "its set-up" : doing_, ends);
     std::fflush(out_);
     return;
   }

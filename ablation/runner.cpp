@@ -182,7 +182,9 @@ std::vector<RowAwaitingStages> Runner::measure_in_blocks(Group& g, const Measure
     if (!pp) throw Interrupted{};
     // In one block a point is done: its row goes to disk before the next point starts.
     if (blocks == 1) {
+      doing(point_name(sched_.points[k]) + ", its row");
       RowAwaitingStages held = finish_point(ctx, g, std::move(*pp));
+      doing("the stage times of " + point_name(sched_.points[k]));
       time_stages(ctx, g, held);
       write_row(held.row);
     } else {
@@ -200,7 +202,10 @@ std::vector<RowAwaitingStages> Runner::measure_in_blocks(Group& g, const Measure
   measuring_ = nullptr;
   note_block_spreads(g, pending);
   std::vector<RowAwaitingStages> held;
-  for (PendingPoint& pp : pending) held.push_back(finish_point(ctx, g, std::move(pp)));
+  for (size_t i = 0; i < pending.size(); ++i) {
+    doing(point_name(sched_.points[pending_at[i]]) + ", its row");
+    held.push_back(finish_point(ctx, g, std::move(pending[i])));
+  }
   return held;
 }
 
@@ -229,8 +234,7 @@ void Runner::measure_group(size_t begin, size_t end) {
   }
   for (RowAwaitingStages& h : held) {
     if (interrupt_requested()) throw Interrupted{};
-    doing(fmt::format("the stage times of case {} {}, configuration {}", h.row.case_id, h.row.dtype,
-                      h.row.config));
+    doing(fmt::format("the stage times of case {} {}, configuration {}", h.row.case_id, h.row.dtype, h.row.config));
     time_stages(ctx, g, h);
   }
   for (const RowAwaitingStages& h : held) write_row(h.row);

@@ -8,7 +8,7 @@
 #       where the call has PEER_NEEDS seconds left (about 330: its modes settle 2 s each), else
 #       `peer` with PEER_DIR=results/<card> PEER_ARGS=--math\ tf32 as the next call, on the same
 #       machine; then, on another machine, `build rerun` the same way; `build ieee` for FP32 in
-#       IEEE math beside PyTorch's. Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=400
+#       IEEE math beside PyTorch's. Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=380
 #       OFFICIAL_BUDGET=520, the build taking about 50 s on 16 cores)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
@@ -45,19 +45,17 @@ run_peer() {
   ((limit > 30)) || return 124
   timeout "$limit" python3 scripts/pytorch_peer.py configs/cases.json --out "$dir" "$@" >"$OUT/peer.log" 2>&1
 }
-# `stall_report DIR`: for a `tlbench run` into DIR that did not stop when told to: the kernels
-# resident on the GPU (cuda-gdb), the card's state, the host threads (gdb, where there), and the
-# last (case, dtype) group on disk.
+# `stall_report DIR PID`: for a `tlbench run` into DIR under the background job PID (timeout,
+# then time, then tlbench) that did not stop when told to: the kernels resident on the GPU
+# (cuda-gdb), the card's state and the last (case, dtype) group on disk. tlbench's own notice,
+# in its stderr, names the point it waits in.
 stall_report() {
   local pid
-  pid=$(pgrep -f "^$BIN run" | head -1)  # tlbench itself, not the timeout or time above it
+  pid=$(pgrep -P "$(pgrep -P "$2" | head -1)" | head -1)
   if [[ -n $pid ]] && command -v cuda-gdb >/dev/null; then
-    timeout 30 cuda-gdb -p "$pid" -batch -ex "info cuda kernels" 2>&1 | grep -vE "^\[(New|Thread)" | tail -15
+    timeout 25 cuda-gdb -p "$pid" -batch -ex "info cuda kernels" 2>&1 | grep -vE "^\[(New|Thread)" | tail -15
   fi
-  nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw,clocks_event_reasons.active --format=csv
-  if [[ -n $pid ]] && command -v gdb >/dev/null; then
-    timeout 15 gdb -p "$pid" -batch -ex "thread apply all bt 12" 2>/dev/null | grep -E "^(Thread|#)" | head -40
-  fi
+  timeout 5 nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw,clocks_event_reasons.active --format=csv
   python3 - "$1/points.jsonl" <<'PY'
 import json, sys
 groups = []
@@ -68,7 +66,7 @@ try:
         if not groups or groups[-1][0] != key:
             groups.append([key, 0])
         groups[-1][1] += 1
-except OSError:
+except (OSError, ValueError, KeyError):  # no file yet, or a line cut off as it was written
     pass
 print(f"{len(groups)} groups on disk; the last: " +
       (f"case {groups[-1][0][0]} {groups[-1][0][1]} ({groups[-1][1]} points)" if groups else "none"))
@@ -281,18 +279,26 @@ for step in "${steps[@]}"; do
       fi
       limit=${SWEEP_TIMEOUT:-470}
       # The run stops between groups at its limit, and between kernels at the SIGINT a minute
-      # later; one that is still there a minute after that waits on the GPU (a kernel that does
-      # not finish) and is killed, so that the call keeps the time to say where it stood: which
-      # kernels were on the card 10 s after the signal, what the host threads were doing, and
-      # the last group on disk.
-      timeout -k 60 -s INT $((limit + 60)) /usr/bin/time -f "$step wall %e s" $BIN "${run_args[@]}" --json \
+      # later. One still there 30 s after that says which point it waits in (tlbench's stop
+      # watchdog, in its stderr); 35 s after the signal the step adds which kernels are on the
+      # card and the last group on disk, and 75 s after it the run is killed, so that the call
+      # keeps the time to bring it all back.
+      timeout -k 75 -s INT $((limit + 60)) /usr/bin/time -f "$step wall %e s" $BIN "${run_args[@]}" --json \
         --time-limit "$limit" \
         >"$OUT/$step.json" 2>"$OUT/$step.stderr" &
       run_pid=$!
-      (sleep $((limit + 70)); stall_report "$dest" >"$OUT/$step-stall.txt" 2>&1) &
+      # The sleep is the watcher's own child, ended with it (a sleep left behind would hold
+      # this script's output open).
+      (
+        trap 'kill $! 2>/dev/null; exit 0' TERM
+        sleep $((limit + 95)) &
+        wait $!
+        stall_report "$dest" "$run_pid" >"$OUT/$step-stall.txt" 2>&1
+      ) </dev/null >/dev/null 2>&1 &
       watch_pid=$!
       wait $run_pid; echo "rc=$?" | tee -a "$OUT/summary.txt"
-      kill $watch_pid 2>/dev/null; wait $watch_pid 2>/dev/null
+      # A report under way is waited for (its commands are bounded); a watcher still asleep is ended.
+      if [[ -e $OUT/$step-stall.txt ]]; then wait $watch_pid; else kill $watch_pid 2>/dev/null; wait $watch_pid 2>/dev/null; fi
       [[ -s $OUT/$step-stall.txt ]] && { log "$step did not stop at its SIGINT:"; cat "$OUT/$step-stall.txt" | tee -a "$OUT/summary.txt"; }
       tail -3 "$OUT/$step.stderr" | tee -a "$OUT/summary.txt"
       state=$(run_field "$dest" state)

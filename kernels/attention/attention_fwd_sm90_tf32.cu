@@ -2,7 +2,8 @@
 // V read by tf32 wgmma at head_dim 64 and 128. wgmma takes the B operand of P V K-major only in
 // tf32, so V is first transposed into the workspace (V^T, keys in tf32_v_position's order, which
 // lets P's accumulators feed the MMA as they stand): one pass over V, a small fraction of the
-// attention's time at any length.
+// attention's time at any length. V is rounded to tf32 there; Q and K reach the tensor cores
+// as fp32, which they truncate to tf32 (another pass to round them would cost what V's does).
 #include "attention/attention_fwd_sm90.cuh"
 
 namespace tlb::attn {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -117,20 +118,27 @@ struct WatchdogOutput {
   std::string text;
   double destroy_s = 0;
 };
-WatchdogOutput watch_for(double grace_s, double run_s, bool stopped, const std::string& doing) {
+// `signal`: the stop comes as that signal, caught by the run's handlers, instead of the deadline.
+WatchdogOutput watch_for(double grace_s, double run_s, bool stopped, const std::string& doing, int signal = 0) {
   std::FILE* f = std::tmpfile();
   REQUIRE(f != nullptr);
   WatchdogOutput out;
   {
     std::optional<StopWatchdog> w(std::in_place, grace_s, f);
     w->doing(doing);
-    set_stop_deadline(stopped ? wall_seconds() - 1 : 0);
+    if (signal != 0) {
+      install_interrupt_handlers();
+      std::raise(signal);
+    } else {
+      set_stop_deadline(stopped ? wall_seconds() - 1 : 0);
+    }
     std::this_thread::sleep_for(std::chrono::duration<double>(run_s));
     const double t0 = wall_seconds();
     w.reset();
     out.destroy_s = wall_seconds() - t0;
   }
   set_stop_deadline(0);
+  clear_interrupt();
   std::rewind(f);
   char buf[512];
   while (std::fgets(buf, sizeof buf, f)) out.text += buf;
@@ -155,6 +163,12 @@ TEST_CASE("a run still short of its next poll a grace period after the stop was 
   CHECK(o.text.find("Ctrl-C twice ends the process") != std::string::npos);
   CHECK(o.text.back() == '\n');
   CHECK(o.destroy_s < 1.0);
+  // After a caught SIGTERM (a scheduler's stop) Ctrl-C is still caught once.
+  const WatchdogOutput term = watch_for(0.2, 0.8, true, "the stage times of case 2 bf16, configuration auto", SIGTERM);
+  INFO(term.text);
+  CHECK(count_of(term.text, "tlbench run: asked to stop") == 1);
+  CHECK(term.text.find("still in the stage times of case 2 bf16, configuration auto") != std::string::npos);
+  CHECK(term.text.find("a second SIGTERM, or Ctrl-C twice, ends the process") != std::string::npos);
 }
 
 TEST_CASE("the watchdog says nothing without a stop, or within its grace, and ends at once", "[time_limit]") {
