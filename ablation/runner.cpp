@@ -9,6 +9,8 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "ceilings_cache.hpp"
@@ -36,6 +38,12 @@ using json = nlohmann::json;
 // says where it waits: a timing batch or a stage-time pass of the slowest official point (case
 // 14's FP32 reference, a quarter of a second a forward) takes a few seconds.
 constexpr double kStopGraceS = 30;
+
+// A point as the watchdog names it: "case 13 fp16, configuration 11010".
+std::string point_label(int case_id, std::string_view dtype, std::string_view config) {
+  return fmt::format("case {} {}, configuration {}", case_id, dtype, config);
+}
+std::string point_label(const PointRow& r) { return point_label(r.case_id, r.dtype, r.config); }
 
 // Thrown inside the group loop where Ctrl-C (or SIGTERM) asked the run to stop, or
 // --time-limit's deadline passed.
@@ -184,7 +192,7 @@ std::vector<RowAwaitingStages> Runner::measure_in_blocks(Group& g, const Measure
     if (blocks == 1) {
       doing(point_name(sched_.points[k]) + ", its row");
       RowAwaitingStages held = finish_point(ctx, g, std::move(*pp));
-      doing("the stage times of " + point_name(sched_.points[k]));
+      doing("the stage times of " + point_label(held.row));
       time_stages(ctx, g, held);
       write_row(held.row);
     } else {
@@ -234,7 +242,7 @@ void Runner::measure_group(size_t begin, size_t end) {
   }
   for (RowAwaitingStages& h : held) {
     if (interrupt_requested()) throw Interrupted{};
-    doing(fmt::format("the stage times of case {} {}, configuration {}", h.row.case_id, h.row.dtype, h.row.config));
+    doing("the stage times of " + point_label(h.row));
     time_stages(ctx, g, h);
   }
   for (const RowAwaitingStages& h : held) write_row(h.row);
@@ -276,7 +284,8 @@ std::string Runner::group_name(const SchedPoint& p) const {
 }
 
 std::string Runner::point_name(const SchedPoint& p) const {
-  return fmt::format("{}, configuration {}", group_name(p), p.automatic ? "auto" : techniques_.bits(p.config));
+  return point_label(cases_.cases[p.case_index].id, to_string(p.dtype),
+                     p.automatic ? "auto" : techniques_.bits(p.config));
 }
 
 // A group under --time-limit (time_limit.hpp): begun where its modelled time (its pending

@@ -491,7 +491,6 @@ void launch_fwd(const FlashLaunch& l, cudaStream_t stream) {
   const uint64_t hd = static_cast<uint64_t>(p.head_dim);
   const CUtensorMap tq = make_tensor_map_3d_sw128(p.q, l.dtype, bh, seq, hd, S::kBlockM, S::kColElems);
   const CUtensorMap tk = make_tensor_map_3d_sw128(p.k, l.dtype, bh, seq, hd, S::kBlockN, S::kColElems);
-  if (S::kTf32 && l.v_transposed == nullptr) throw std::logic_error("flash attention sm90 tf32: no V^T");
   // tf32: V^T, [bh][head_dim][keys rounded up to 8]; a box is every head dim of 32 keys.
   const CUtensorMap tv = S::kTf32 ? make_tensor_map_3d_sw128(l.v_transposed, l.dtype, bh, hd, tf32_v_keys(p.seq),
                                                              S::kD, S::kColElems)
