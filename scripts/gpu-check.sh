@@ -2,7 +2,7 @@
 # One call on a GPU host: configure, build with all cores, then the steps asked for, logging
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
-#   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer pdl
+#   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer pdl repeat
 #   scripts/gpu-check.sh build official     (stops resumable at SWEEP_TIMEOUT: carry results/<card> (h200, h100)
 #       back and call `build official` again to finish it; PyTorch runs after a complete sweep
 #       where the call has PEER_NEEDS seconds left (about 330: its modes settle 2 s each), else
@@ -14,7 +14,7 @@
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # RERUN_SAME_MACHINE (rerun: run it on the baseline's own card too), SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
 # EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PEER_NEEDS, PROFILE_ARGS,
-# PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES.
+# PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES, REPEAT_ARGS, REPEAT_N, REPEAT_TIMEOUT.
 # At the end every log is bundled into logs.tar.gz; summary.txt and kernels.jsonl (the
 # side-by-side kernel records, for results/h200/kernels.jsonl) also come back on their own.
 set -uo pipefail
@@ -53,7 +53,10 @@ stall_report() {
   local pid
   pid=$(pgrep -P "$(pgrep -P "$2" | head -1)" | head -1)
   if [[ -n $pid ]] && command -v cuda-gdb >/dev/null; then
-    timeout 25 cuda-gdb -p "$pid" -batch -ex "info cuda kernels" 2>&1 | grep -vE "^\[(New|Thread)" | tail -15
+    # The kernels on the card, then every thread of them grouped by the line it is at: which
+    # barrier each warp of a stuck block waits on.
+    timeout 40 cuda-gdb -p "$pid" -batch -ex "info cuda kernels" -ex "info cuda threads" 2>&1 |
+      grep -vE "^\[(New|Thread)" | tail -60
   fi
   timeout 5 nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw,clocks_event_reasons.active --format=csv
   python3 - "$1/points.jsonl" <<'PY'
@@ -411,6 +414,31 @@ PY
       echo "rc=$?" | tee -a "$OUT/summary.txt"
       tail -60 "$OUT/peer.log" >>"$OUT/summary.txt"
       [[ $PEER_DIR != "$OUT"/* ]] && cp "$PEER_DIR/peer_pytorch.jsonl" "$OUT/" 2>/dev/null
+      ;;
+    repeat)
+      # A hunt for a kernel that sometimes does not end: `tlbench run $REPEAT_ARGS` (default
+      # cases 2 and 3 in fp16 and fp32, where the official sweep at 6f5e51c stopped: case 3 in
+      # fp16 right after case 2 in fp32) up to REPEAT_N times, each
+      # under REPEAT_TIMEOUT seconds; one that outlives it gets the stall report (where every
+      # thread of the kernels on the card is) and is killed, and the hunt ends.
+      args=(${REPEAT_ARGS:---cases 2,3 --dtypes fp16,fp32 --policy auto --stage-times-configs 00000,auto})
+      log "repeat: tlbench run ${args[*]}, up to ${REPEAT_N:=10} times, ${REPEAT_TIMEOUT:=60} s each"
+      for i in $(seq 1 "$REPEAT_N"); do
+        rm -rf /tmp/tlbench-repeat
+        timeout -k 5 $((REPEAT_TIMEOUT + 45)) /usr/bin/time -f "repeat wall %e s" $BIN run --config configs/cases.json \
+          "${args[@]}" --out /tmp/tlbench-repeat >"$OUT/repeat-$i.log" 2>&1 &
+        pid=$!
+        waited=0
+        while kill -0 $pid 2>/dev/null && ((waited < REPEAT_TIMEOUT)); do sleep 1; ((waited++)); done
+        if kill -0 $pid 2>/dev/null; then
+          log "repeat $i: still running after $REPEAT_TIMEOUT s"
+          stall_report /tmp/tlbench-repeat $pid 2>&1 | tee -a "$OUT/summary.txt"
+          kill -9 $(pgrep -P "$(pgrep -P $pid | head -1)") $(pgrep -P $pid) $pid 2>/dev/null
+          wait $pid 2>/dev/null
+          break
+        fi
+        wait $pid; echo "repeat $i: rc=$? after $waited s" | tee -a "$OUT/summary.txt"
+      done
       ;;
     quick)
       log "quick sweep"
