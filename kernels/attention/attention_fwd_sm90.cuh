@@ -258,6 +258,11 @@ __device__ __forceinline__ void scheduler_pass(int wg) {
 __device__ __forceinline__ void release_stage(uint32_t empty) {
   if (threadIdx.x % 128 == 0) ptx::mbarrier_arrive(empty);
 }
+// The four warps of warpgroup wg meet (a barrier of their own, numbered after the scheduler's).
+template <class S>
+__device__ __forceinline__ void warpgroup_sync(int wg) {
+  ptx::named_barrier_sync(1 + S::kConsumers + wg, 128);
+}
 
 template <typename T, class S>
 __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork<T>& w, int wg, Ring& ring) {
@@ -371,6 +376,12 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
 // order, since the ring's barriers count every warpgroup. The others' MMAs then have the
 // tensor cores to themselves. A path of its own: a branch around the MMAs inside consume()
 // makes ptxas serialise its wgmma pipeline.
+// In consume() a stage goes back after MMAs that all four warps issued, so none of them still
+// waits for it; here nothing but the meeting before each release holds the warps together.
+// Without it warp 0 handed stages back as soon as it had seen them, the producer refilled
+// them, and a warp that had not yet looked found the barrier a whole round on, waited for the
+// round after, and the block never finished (the official sweep at 6f5e51c, case 3: a
+// 512-key padding mask, whose last query tile of 192 rows leaves one warpgroup standing by).
 template <typename T, class S>
 __device__ void stand_by(const Smem<S>& sm, const BlockWork<T>& w, int wg, Ring& ring) {
   if (w.n_tiles == 0) return;
@@ -378,18 +389,21 @@ __device__ void stand_by(const Smem<S>& sm, const BlockWork<T>& w, int wg, Ring&
   auto phase = [&](int j) { return phase_of<S>(ring.tile + j); };
   ptx::mbarrier_wait(sm.q_full(), static_cast<uint32_t>(ring.q_round) & 1u);
   ptx::mbarrier_wait(sm.k_full(stage(0)), phase(0));
+  warpgroup_sync<S>(wg);
   release_stage(sm.k_empty(stage(0)));
   for (int j = 1; j < w.n_tiles; ++j) {
     ptx::mbarrier_wait(sm.k_full(stage(j)), phase(j));
     scheduler_wait<S>(wg);
     ptx::mbarrier_wait(sm.v_full(stage(j - 1)), phase(j - 1));
     scheduler_pass<S>(wg);
+    warpgroup_sync<S>(wg);
     release_stage(sm.k_empty(stage(j)));
     release_stage(sm.v_empty(stage(j - 1)));
   }
-  release_stage(sm.q_empty());
+  release_stage(sm.q_empty());  // every warp has waited for Q before the first meeting
   const int last = w.n_tiles - 1;
   ptx::mbarrier_wait(sm.v_full(stage(last)), phase(last));
+  warpgroup_sync<S>(wg);
   release_stage(sm.v_empty(stage(last)));
   ring.tile += w.n_tiles;
   ++ring.q_round;

@@ -9,13 +9,16 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "attention/attention.hpp"
@@ -513,6 +516,84 @@ TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width"
         CHECK(e.nonfinite == 0);
         CHECK(e.rel_l2 <= mode.tolerance);
       }
+}
+
+// A warpgroup whose rows all lie past seq stands by: it waits for every stage and hands it back
+// without MMAs. Its warps once drifted apart there (one handed a stage back that another had
+// not yet seen full, the stage was refilled, and the late warp waited for the round after),
+// which hung a block once in some thousands of launches: the official sweep stopped in case 3.
+// So case 3's attention (a 512-key padding mask: the last 192-row query tile leaves its third
+// warpgroup standing by, items of one and of several key tiles) and a tf32 shape where the
+// second of two warpgroups stands by, each grid, thousands of launches in a row. A launch that
+// does not end within the deadline fails the test and ends the process (the GPU is held).
+TEST_CASE("a standing-by warpgroup never holds the sm_90a TMA kernel over thousands of launches",
+          "[gpu][kernels][attention][tma]") {
+  TLB_REQUIRE_GPU();
+  if (!tlb::flash_attention_has_sm90a()) {
+    WARN("not an sm_90 GPU running an sm_90a build: the TMA kernel cannot run here");
+    return;
+  }
+  constexpr int kLaunches = 3000, kBatch = 200;  // launches between two looks at the stream
+  constexpr double kDeadlineS = 60.0;
+  const std::vector<int> case3_lens = {512, 384, 256, 500, 128, 512, 448, 300, 512, 200, 64, 511, 333, 480, 256, 1};
+  struct Load {
+    Mode mode;
+    Shape shape;
+    const char* tile;  // in the variant name
+  };
+  const Load loads[] = {
+      {kFp16, {16, 12, 512, 64, MaskKind::padding, case3_lens}, "_q192_kv128"},
+      {kBf16, {16, 12, 512, 64, MaskKind::padding, case3_lens}, "_q192_kv128"},
+      {kTf32, {16, 4, 576, 128, MaskKind::padding, padding_lens(16, 576, 17)}, "_q128_kv"},
+  };
+  for (const Load& load : loads)
+    for (const char* grid : {"standard,tma,persistent", "standard,tma,tiles"}) {
+      const Problem p = make_problem(load.shape, load.mode.dtype, seed_of(load.shape, load.mode, 16));
+      const Run once = run_flash(p, load.mode, grid);
+      INFO(load.mode.name << ", " << load.shape.describe() << ", " << grid << " -> " << once.variant);
+      REQUIRE(once.variant.find(load.tile) != std::string::npos);
+      REQUIRE(once.guards_intact);
+      REQUIRE(std::none_of(once.out.begin(), once.out.end(), [](float x) { return std::isnan(x); }));
+
+      AttentionArgs a;
+      a.dtype = load.mode.dtype;
+      a.fp32_math = load.mode.math;
+      a.batch = load.shape.batch;
+      a.heads = load.shape.heads;
+      a.seq = load.shape.seq;
+      a.head_dim = load.shape.head_dim;
+      a.mask = load.shape.mask;
+      a.valid_lens = p.valid_lens.as<int>();
+      a.q = p.q.dev.get();
+      a.k = p.k.dev.get();
+      a.v = p.v.dev.get();
+      a.scale = load.shape.scale();
+      a.force = grid;
+      tlb::test::GuardedOutput out(load.shape.elems(), load.mode.dtype);
+      out.poison();
+      a.o = out.ptr();
+      DeviceBuffer ws(tlb::flash_attention_workspace_bytes(a));
+      a.workspace = ws.get();
+      const auto start = std::chrono::steady_clock::now();
+      for (int launched = 0; launched < kLaunches; launched += kBatch) {
+        for (int i = 0; i < kBatch; ++i) tlb::flash_attention(a, nullptr);
+        cudaError_t st;
+        while ((st = cudaStreamQuery(nullptr)) == cudaErrorNotReady) {
+          if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kDeadlineS) {
+            std::fprintf(stderr, "%s, %s, %s: launches %d..%d still running after %.0f s: a block never finished\n",
+                         load.mode.name, load.shape.describe().c_str(), grid, launched, launched + kBatch - 1, kDeadlineS);
+            std::fflush(stderr);
+            std::_Exit(3);  // the kernel holds the GPU: nothing after it could run
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        TLB_CUDA_CHECK(st);
+      }
+      bool guards = false;
+      const std::vector<float> last = out.read(&guards);
+      CHECK(guards);
+      CHECK(tlb::test::bit_identical(last, once.out));  // the same items, all of them, every time
+    }
 }
 
 // tf32 on Hopper runs the TMA kernel (V transposed through the workspace) at head_dim 64 and
