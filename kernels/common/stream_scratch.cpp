@@ -18,12 +18,26 @@ struct Block {
   size_t bytes;
 };
 
+// The thread's stream capture mode set to relaxed for the guard's lifetime, and given back
+// however the scope ends (a failed check throws).
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { TLB_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode_)); }
+  // Not checked: a destructor may not throw, and exchanging a mode the runtime gave out fails
+  // only once the context is gone.
+  ~RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 // Made under the relaxed capture mode, so a kernel captured into a graph before any eager
 // launch on its stream may still allocate; zeroed on a private stream the capture does not
 // see, so the memory is zero for eager launches and graph replays alike.
 Block allocate(size_t bytes) {
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  TLB_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  const RelaxedCapture relaxed;
   Block b{nullptr, bytes};
   TLB_CUDA_CHECK(cudaMalloc(&b.ptr, bytes));
   cudaStream_t zeroing = nullptr;
@@ -31,7 +45,6 @@ Block allocate(size_t bytes) {
   TLB_CUDA_CHECK(cudaMemsetAsync(b.ptr, 0, bytes, zeroing));
   TLB_CUDA_CHECK(cudaStreamSynchronize(zeroing));
   TLB_CUDA_CHECK(cudaStreamDestroy(zeroing));
-  TLB_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   return b;
 }
 
