@@ -160,10 +160,9 @@ struct Run {
   std::string variant;
 };
 
-// One call of flash_attention: output fenced by guard bytes and NaN inside, workspace NaN too.
-Run run_flash(const Problem& p, const Mode& mode, const char* force) {
+// The arguments of one call on the problem's inputs, output and workspace still to be set.
+AttentionArgs attention_args(const Problem& p, const Mode& mode, const char* force) {
   const Shape& s = p.shape;
-
   AttentionArgs a;
   a.dtype = mode.dtype;
   a.fp32_math = mode.math;
@@ -178,7 +177,13 @@ Run run_flash(const Problem& p, const Mode& mode, const char* force) {
   a.v = p.v.dev.get();
   a.scale = s.scale();
   a.force = force;
+  return a;
+}
 
+// One call of flash_attention: output fenced by guard bytes and NaN inside, workspace NaN too.
+Run run_flash(const Problem& p, const Mode& mode, const char* force) {
+  const Shape& s = p.shape;
+  AttentionArgs a = attention_args(p, mode, force);
   tlb::test::GuardedOutput out(s.elems(), mode.dtype);
   out.poison();
   a.o = out.ptr();
@@ -262,6 +267,13 @@ void check_sweep(const Mode& mode) {
 }
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Whether this device runs the sm_90a TMA kernel; says why not where it does not.
+bool tma_kernel_runs_here() {
+  if (tlb::flash_attention_has_sm90a()) return true;
+  WARN("not an sm_90 GPU running an sm_90a build: the TMA kernel cannot run here");
+  return false;
+}
 
 // The key ranges a split-KV variant name reports ("flash_splitkv_x3_..." -> 3), or 0. A forced
 // count is an upper bound: the ranges are equal whole key tiles, so a sequence of few (large)
@@ -441,10 +453,7 @@ TEST_CASE("the sm_90a wgmma kernel matches fp64 attention", "[gpu][kernels][atte
 
 TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width", "[gpu][kernels][attention][tma]") {
   TLB_REQUIRE_GPU();
-  if (!tlb::flash_attention_has_sm90a()) {
-    WARN("not an sm_90 GPU running an sm_90a build: the TMA kernel cannot run here");
-    return;
-  }
+  if (!tma_kernel_runs_here()) return;
   // Each compiled width (32, 64, 80, 96, 128, 192, 256) and a head_dim that rounds up to each.
   int idx = 0;
   for (const Mode& mode : {kFp16, kBf16})
@@ -529,10 +538,7 @@ TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width"
 TEST_CASE("a standing-by warpgroup never holds the sm_90a TMA kernel over thousands of launches",
           "[gpu][kernels][attention][tma]") {
   TLB_REQUIRE_GPU();
-  if (!tlb::flash_attention_has_sm90a()) {
-    WARN("not an sm_90 GPU running an sm_90a build: the TMA kernel cannot run here");
-    return;
-  }
+  if (!tma_kernel_runs_here()) return;
   constexpr int kLaunches = 3000, kBatch = 200;  // launches between two looks at the stream
   constexpr double kDeadlineS = 60.0;
   const std::vector<int> case3_lens = {512, 384, 256, 500, 128, 512, 448, 300, 512, 200, 64, 511, 333, 480, 256, 1};
@@ -555,20 +561,7 @@ TEST_CASE("a standing-by warpgroup never holds the sm_90a TMA kernel over thousa
       REQUIRE(once.guards_intact);
       REQUIRE(std::none_of(once.out.begin(), once.out.end(), [](float x) { return std::isnan(x); }));
 
-      AttentionArgs a;
-      a.dtype = load.mode.dtype;
-      a.fp32_math = load.mode.math;
-      a.batch = load.shape.batch;
-      a.heads = load.shape.heads;
-      a.seq = load.shape.seq;
-      a.head_dim = load.shape.head_dim;
-      a.mask = load.shape.mask;
-      a.valid_lens = p.valid_lens.as<int>();
-      a.q = p.q.dev.get();
-      a.k = p.k.dev.get();
-      a.v = p.v.dev.get();
-      a.scale = load.shape.scale();
-      a.force = grid;
+      AttentionArgs a = attention_args(p, load.mode, grid);
       tlb::test::GuardedOutput out(load.shape.elems(), load.mode.dtype);
       out.poison();
       a.o = out.ptr();
@@ -601,10 +594,7 @@ TEST_CASE("a standing-by warpgroup never holds the sm_90a TMA kernel over thousa
 TEST_CASE("the sm_90a TMA kernel in tf32 and the mma.sync tf32 kernel match fp64 attention",
           "[gpu][kernels][attention][tma]") {
   TLB_REQUIRE_GPU();
-  if (!tlb::flash_attention_has_sm90a()) {
-    WARN("not an sm_90 GPU running an sm_90a build: the TMA kernel cannot run here");
-    return;
-  }
+  if (!tma_kernel_runs_here()) return;
   int idx = 0;
   for (int64_t head_dim : {64, 128})
     for (MaskKind mask : kMasks)
@@ -645,10 +635,7 @@ TEST_CASE("the sm_90a TMA kernel in tf32 and the mma.sync tf32 kernel match fp64
 // five of 128 with it.
 TEST_CASE("the sm_90a TMA kernel on small shapes, for the sanitizers", "[gpu][kernels][attention][sanitize]") {
   TLB_REQUIRE_GPU();
-  if (!tlb::flash_attention_has_sm90a()) {
-    WARN("not an sm_90 GPU running an sm_90a build: the TMA kernel cannot run here");
-    return;
-  }
+  if (!tma_kernel_runs_here()) return;
   for (int64_t head_dim : {32, 64, 80, 96, 160, 256})
     for (MaskKind mask : {MaskKind::none, MaskKind::causal}) {
       const Mode& mode = head_dim == 96 || head_dim == 32 ? kBf16 : kFp16;
