@@ -392,6 +392,250 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// `ieee` kernel, operands k-major ("kmajor"): both products read, for one step of their
+// reduction index, a row of a tile whose columns are what the thread owns, so a step is one
+// outer product of independent FMAs (no chains through an accumulator) from three or four
+// 16-byte shared loads, and the next step's operands (12-16 registers) can be in flight under
+// it. S = Q K^T reduces over head-dim columns: Q^T and K^T are held [kD][64] (a head-dim
+// column per row), copied transposed 4 bytes at a time (each copy instruction a warp's 4 rows x
+// 8 columns: 4 whole 32-byte sectors read, 32 banks written). PV reduces over keys: P^T
+// [64 keys][64 rows] is written by the softmax, V [64 keys][kD] is V's own layout.
+//   S: thread (ty = tid / 8, tx = tid % 8) owns query rows 4ty..4ty+3, keys 4tx..+3 and
+//      32+4tx..+3 (as the kernel above: its mask and softmax are unchanged).
+//   O: thread (rg = tid / 16, cg = tid % 16) owns rows 8rg..8rg+7, columns 4cg..+3 of every
+//      64-column block: 8 x 4 x kD/64 outputs from two P^T and kD/64 V loads a key. Its rows'
+//      statistics come from the S owners of the same half-warp by shuffles.
+// Swizzles (16-byte chunk index XOR): K^T row d holds key chunk c at c ^ (d % 8), so a copy's
+// eight columns hit eight bank groups and a read (8 lanes, chunks tx) stays conflict-free; P^T
+// row `key` holds row chunk c at c ^ (key / 4 % 8), so the eight S owners writing one chunk
+// each hit distinct groups. Q^T is written once per block and read as broadcasts: unswizzled.
+template <int kD>
+struct KmajorLayout {
+  static constexpr int kQt = kD * kRows, kKt = kD * kFmaKV, kV = kFmaKV * kD, kPt = kFmaKV * kRows;
+  static constexpr int kBytes = (kQt + kKt + kV + kPt) * 4;  // 64 / 112 KB at head_dim 64 / 128
+  static constexpr int kMinBlocks = kD == 64 ? 3 : 2;
+  static constexpr int kOJ = kD / 64;  // 64-column blocks: float4s a thread owns per O row
+};
+
+// Rows [row0, row0 + 64) of a [seq, kD] fp32 matrix into t[kD][64] transposed (rows >= seq as
+// zeros), by 4-byte cp.async, committed as one group. Copy `it` of warp w covers rows
+// 16 (it % 4) + 4w + lane / 8 and head-dim columns 8 (it / 4) + lane % 8. kSwizzle: key chunk c
+// of row d at c ^ (d % 8) (K^T); otherwise plain (Q^T).
+template <int kD, bool kSwizzle>
+__device__ __forceinline__ void load_transposed_async(float* t, const float* g, int64_t row0, int64_t seq,
+                                                      int tid) {
+  const int warp = tid >> 5, rr = (tid >> 3) & 3, dd = tid & 7;
+  const float* src = g + (row0 + 4 * warp + rr) * kD + dd;
+  const uint32_t dst = ptx::smem_addr(t + dd * kRows + rr);
+  // The chunk offset of rows 16a + 4w + rr (chunk 4a + w) in column dd, for a = it % 4.
+  uint32_t chunk_bytes[4];
+#pragma unroll
+  for (int a = 0; a < 4; ++a) chunk_bytes[a] = (kSwizzle ? ((4 * a + warp) ^ dd) : (4 * a + warp)) * 16;
+  if (row0 + kRows <= seq) {
+    // Every row inside: one base address, the copies at fixed offsets from it (the general
+    // form's selects, if-converted into this loop, tripled its instructions).
+#pragma unroll
+    for (int it = 0; it < kD / 2; ++it) {
+      const int a = it % 4, db = it / 4;
+      ptx::cp_async_4(dst + chunk_bytes[a] + db * 8 * kRows * 4, src + (16 * a) * kD + 8 * db);
+    }
+  } else {
+#pragma unroll
+    for (int it = 0; it < kD / 2; ++it) {
+      const int a = it % 4, db = it / 4;
+      const bool valid = row0 + 16 * a + 4 * warp + rr < seq;
+      ptx::cp_async_4_zfill(dst + chunk_bytes[a] + db * 8 * kRows * 4, valid ? src + (16 * a) * kD + 8 * db : g,
+                            valid);
+    }
+  }
+  ptx::cp_async_commit();
+}
+
+template <int kD>
+__global__ void __launch_bounds__(kThreads, KmajorLayout<kD>::kMinBlocks) flash_fwd_fp32fma_kmajor(const FlashParams p) {
+  ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
+  ptx::pdl_launch_dependents();
+  using L = KmajorLayout<kD>;
+  constexpr int kOJ = L::kOJ;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  float* sQt = reinterpret_cast<float*>(smem_raw);
+  float* sKt = sQt + L::kQt;
+  float* sV = sKt + L::kKt;
+  float* sPt = sV + L::kV;
+
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int ty = tid >> 3, tx = tid & 7;   // S owner
+  const int rg = tid >> 4, cg = tid & 15;  // O owner
+  const BlockWork<float> w = block_work<float>(p, kRows, kFmaKV, kD);
+  const int64_t row0 = w.c.q0 + 4 * ty;  // the S owner's first row
+
+  float o[8][kOJ][4] = {};
+  float m[4], l[4];
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    m[r] = neg_inf();
+    l[r] = 0.0f;
+  }
+  // The lane holding the statistics of O row 8rg + i (i / 4 picks the S owner of rows 4ty'..,
+  // ty' = 2rg + i / 4; any of its eight lanes has them).
+  const int stats_lane0 = lane & 16, stats_lane1 = (lane & 16) | 8;
+
+  if (w.n_tiles > 0) {
+    load_transposed_async<kD, false>(sQt, w.q, w.c.q0, p.seq, tid);
+    load_transposed_async<kD, true>(sKt, w.k, w.kr.begin, p.seq, tid);
+    // S operands: Q^T row d at sQt + d * 64 + 4ty; K^T row d at chunk (tx ^ d % 8) and 8 + that.
+    const float* q_col = sQt + 4 * ty;
+    const float* k_col[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) k_col[j] = sKt + j * kFmaKV + ((tx ^ j) << 2);
+    // PV operands: P^T row `key` at chunk (2rg ^ key / 4 % 8) and that ^ 1; V row `key` at 4cg + 64j.
+    const float* v_col = sV + 4 * cg;
+    for (int it = 0; it < w.n_tiles; ++it) {
+      const int64_t kv0 = w.kr.begin + static_cast<int64_t>(it) * kFmaKV;
+      // K^T of this step has landed for every thread, and every warp is done with the previous
+      // step's V and P^T: V's buffer takes this step's.
+      ptx::cp_async_wait<0>();
+      __syncthreads();
+      load_fma_tile<kD, kFmaKV, false>(sV, w.v, kv0, p.seq, tid);
+
+      // S = Q K^T, one head-dim column a step: 32 independent FMAs from 3 loads. Runs of 16
+      // columns (the swizzle repeats every 8) keep the loop body small.
+      float s[4][8] = {};
+#pragma unroll 1
+      for (int run = 0; run < kD / 16; ++run) {
+        const int base = run * 16 * kFmaKV;
+#pragma unroll
+        for (int u = 0; u < 16; ++u) {
+          const float4 qa = *reinterpret_cast<const float4*>(q_col + base + u * kRows);
+          const float4 kb0 = *reinterpret_cast<const float4*>(k_col[u % 8] + base + (u / 8) * 8 * kFmaKV);
+          const float4 kb1 = *reinterpret_cast<const float4*>(k_col[u % 8] + base + (u / 8) * 8 * kFmaKV + 32);
+          const float q[4] = {qa.x, qa.y, qa.z, qa.w};
+          const float k[8] = {kb0.x, kb0.y, kb0.z, kb0.w, kb1.x, kb1.y, kb1.z, kb1.w};
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int c = 0; c < 8; ++c) s[r][c] = fmaf(q[r], k[c], s[r][c]);
+        }
+      }
+      if (tile_needs_mask(p, kv0, kFmaKV, w.kr.end, row0)) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 8; ++c) {
+            const int64_t col = kv0 + (c / 4) * 32 + 4 * tx + c % 4;
+            if (col >= w.kr.end || (w.causal && col > row0 + r)) s[r][c] = neg_inf();
+          }
+      }
+      // Online softmax over the S owner's rows (the 8 lanes sharing a row have the same lane / 8),
+      // P^T written for the O owners.
+      float alpha[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        float mx = fmaxf(m[r], fmaxf(fmaxf(fmaxf(s[r][0], s[r][1]), fmaxf(s[r][2], s[r][3])),
+                                     fmaxf(fmaxf(s[r][4], s[r][5]), fmaxf(s[r][6], s[r][7]))));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        const float ms = mx == neg_inf() ? 0.0f : mx * p.scale_log2;
+        alpha[r] = ptx::ex2_approx(fmaf(m[r], p.scale_log2, -ms));
+#pragma unroll
+        for (int c = 0; c < 8; ++c) s[r][c] = ptx::ex2_approx(fmaf(s[r][c], p.scale_log2, -ms));
+        const float sum = ((s[r][0] + s[r][1]) + (s[r][2] + s[r][3])) + ((s[r][4] + s[r][5]) + (s[r][6] + s[r][7]));
+        l[r] = fmaf(l[r], alpha[r], sum);
+        m[r] = mx;
+      }
+      // P^T: key 4tx + c (h = 0) or 32 + 4tx + c (h = 1), rows 4ty..4ty+3 as one chunk.
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          *reinterpret_cast<float4*>(sPt + (32 * h + 4 * tx + c) * kRows + ((ty ^ tx) << 2)) =
+              make_float4(s[0][4 * h + c], s[1][4 * h + c], s[2][4 * h + c], s[3][4 * h + c]);
+      // The O owner's rows rescaled by their S owners' alpha.
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float a = __shfl_sync(0xffffffffu, alpha[i % 4], i < 4 ? stats_lane0 : stats_lane1);
+#pragma unroll
+        for (int j = 0; j < kOJ; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[i][j][e] *= a;
+      }
+      // V of this step has landed for every thread, P^T is written, and every warp is done
+      // with K^T: its buffer takes the next step's.
+      ptx::cp_async_wait<0>();
+      __syncthreads();
+      if (it + 1 < w.n_tiles) load_transposed_async<kD, true>(sKt, w.k, kv0 + kFmaKV, p.seq, tid);
+
+      // O += P V, one key a step: 32 kOJ independent FMAs from 2 + kOJ loads. Runs of 16 keys;
+      // the P^T swizzle of key `key` is key / 4 % 8, four patterns a run.
+#pragma unroll 1
+      for (int run = 0; run < kFmaKV / 16; ++run) {
+#pragma unroll
+        for (int g4 = 0; g4 < 4; ++g4) {
+          const int key4 = 4 * run + g4;  // a group of four keys, one swizzle
+          const float* p_row = sPt + (4 * key4) * kRows + (((2 * rg) ^ (key4 & 7)) << 2);
+          const float* p_row_hi = sPt + (4 * key4) * kRows + (((2 * rg + 1) ^ (key4 & 7)) << 2);
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            const float4 pa0 = *reinterpret_cast<const float4*>(p_row + kk * kRows);
+            const float4 pa1 = *reinterpret_cast<const float4*>(p_row_hi + kk * kRows);
+            const float pr[8] = {pa0.x, pa0.y, pa0.z, pa0.w, pa1.x, pa1.y, pa1.z, pa1.w};
+#pragma unroll
+            for (int j = 0; j < kOJ; ++j) {
+              const float4 vv = *reinterpret_cast<const float4*>(v_col + (4 * key4 + kk) * kD + 64 * j);
+#pragma unroll
+              for (int i = 0; i < 8; ++i) {
+                o[i][j][0] = fmaf(pr[i], vv.x, o[i][j][0]);
+                o[i][j][1] = fmaf(pr[i], vv.y, o[i][j][1]);
+                o[i][j][2] = fmaf(pr[i], vv.z, o[i][j][2]);
+                o[i][j][3] = fmaf(pr[i], vv.w, o[i][j][3]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Epilogue: the S owners' row sums over their 8 lanes, handed to the O owners, then o / l (or
+  // the split partials: O, and (max, sum) per row from the first O owner of the row).
+  float lsum[4];
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    lsum[r] = l[r];
+    lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 1);
+    lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 2);
+    lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 4);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int src = i < 4 ? stats_lane0 : stats_lane1;
+    const float row_sum = __shfl_sync(0xffffffffu, lsum[i % 4], src);
+    const float row_max = __shfl_sync(0xffffffffu, m[i % 4], src);
+    const int64_t row = w.c.q0 + 8 * rg + i;
+    if (row >= p.seq) continue;
+    if (p.splits == 1) {
+      const float inv = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
+      float* dst = static_cast<float*>(p.o) + ((w.c.b * p.seq + row) * p.heads + w.c.h) * kD + 4 * cg;
+#pragma unroll
+      for (int j = 0; j < kOJ; ++j)
+        *reinterpret_cast<float4*>(dst + 64 * j) =
+            make_float4(o[i][j][0] * inv, o[i][j][1] * inv, o[i][j][2] * inv, o[i][j][3] * inv);
+    } else {
+      const int64_t prow = (static_cast<int64_t>(w.split) * p.batch * p.heads + w.c.bh) * p.seq + row;
+      float* dst = p.o_part + prow * kD + 4 * cg;
+#pragma unroll
+      for (int j = 0; j < kOJ; ++j)
+        *reinterpret_cast<float4*>(dst + 64 * j) = make_float4(o[i][j][0], o[i][j][1], o[i][j][2], o[i][j][3]);
+      if (cg == 0) {
+        const float ms = row_max == neg_inf() ? neg_inf() : row_max * p.scale_log2;
+        *reinterpret_cast<float2*>(p.ml_part + prow * 2) = make_float2(ms, row_sum);
+      }
+    }
+  }
+}
+
 template <auto kKernel, int kSmem>
 void launch_fp32(const FlashLaunch& l, cudaStream_t stream) {
   allow_dynamic_smem(kKernel, kSmem);
@@ -413,6 +657,12 @@ void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream) {
   if (l.p.head_dim == 64) return launch_fp32<flash_fwd_fp32fma<64>, FmaLayout<64>::kBytes>(l, stream);
   if (l.p.head_dim == 128) return launch_fp32<flash_fwd_fp32fma<128>, FmaLayout<128>::kBytes>(l, stream);
   throw std::invalid_argument("flash attention fp32: head_dim " + std::to_string(l.p.head_dim) + " not compiled");
+}
+
+void launch_flash_fp32fma_kmajor(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.p.head_dim == 64) return launch_fp32<flash_fwd_fp32fma_kmajor<64>, KmajorLayout<64>::kBytes>(l, stream);
+  if (l.p.head_dim == 128) return launch_fp32<flash_fwd_fp32fma_kmajor<128>, KmajorLayout<128>::kBytes>(l, stream);
+  throw std::invalid_argument("flash attention fp32 kmajor: head_dim " + std::to_string(l.p.head_dim) + " not compiled");
 }
 
 }  // namespace tlb::attn
