@@ -399,7 +399,7 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
 // 16-byte shared loads, and the next step's operands (12-16 registers) can be in flight under
 // it. S = Q K^T reduces over head-dim columns: Q^T and K^T are held [kD][64] (a head-dim
 // column per row), copied transposed 4 bytes at a time (each copy instruction a warp's 4 rows x
-// 8 columns: 4 whole 32-byte sectors read, 32 banks written). PV reduces over keys: P^T
+// 8 columns: 4 whole 32-byte sectors read; for K^T, 32 banks written). PV reduces over keys: P^T
 // [64 keys][64 rows] is written by the softmax, V [64 keys][kD] is V's own layout.
 //   S: thread (ty = tid / 8, tx = tid % 8) owns query rows 4ty..4ty+3, keys 4tx..+3 and
 //      32+4tx..+3 (as the kernel above: its mask and softmax are unchanged).
@@ -409,7 +409,9 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
 // Swizzles (16-byte chunk index XOR): K^T row d holds key chunk c at c ^ (d % 8), so a copy's
 // eight columns hit eight bank groups and a read (8 lanes, chunks tx) stays conflict-free; P^T
 // row `key` holds row chunk c at c ^ (key / 4 % 8), so the eight S owners writing one chunk
-// each hit distinct groups. Q^T is written once per block and read as broadcasts: unswizzled.
+// each hit distinct groups. Q^T is written once per block (its copies 8-way conflicted) and
+// read as broadcasts: unswizzled, it saves the pointers a swizzle would hold at 255 registers.
+static_assert(kRows == kFmaKV, "Q^T and K^T share one row stride (64 floats)");
 template <int kD>
 struct KmajorLayout {
   static constexpr int kQt = kD * kRows, kKt = kD * kFmaKV, kV = kFmaKV * kD, kPt = kFmaKV * kRows;
@@ -426,7 +428,7 @@ template <int kD, bool kSwizzle>
 __device__ __forceinline__ void load_transposed_async(float* t, const float* g, int64_t row0, int64_t seq,
                                                       int tid) {
   const int warp = tid >> 5, rr = (tid >> 3) & 3, dd = tid & 7;
-  const float* src = g + (row0 + 4 * warp + rr) * kD + dd;
+  const int64_t first_row = row0 + 4 * warp + rr;  // this thread's row for a = 0
   const uint32_t dst = ptx::smem_addr(t + dd * kRows + rr);
   // The chunk offset of rows 16a + 4w + rr (chunk 4a + w) in column dd, for a = it % 4.
   uint32_t chunk_bytes[4];
@@ -435,17 +437,20 @@ __device__ __forceinline__ void load_transposed_async(float* t, const float* g, 
   if (row0 + kRows <= seq) {
     // Every row inside: one base address, the copies at fixed offsets from it (the general
     // form's selects, if-converted into this loop, tripled its instructions).
+    const float* src = g + first_row * kD + dd;
 #pragma unroll
     for (int it = 0; it < kD / 2; ++it) {
       const int a = it % 4, db = it / 4;
       ptx::cp_async_4(dst + chunk_bytes[a] + db * 8 * kRows * 4, src + (16 * a) * kD + 8 * db);
     }
   } else {
+    // Rows past seq read nothing (the address formed only for rows inside) and become zeros.
 #pragma unroll
     for (int it = 0; it < kD / 2; ++it) {
       const int a = it % 4, db = it / 4;
-      const bool valid = row0 + 16 * a + 4 * warp + rr < seq;
-      ptx::cp_async_4_zfill(dst + chunk_bytes[a] + db * 8 * kRows * 4, valid ? src + (16 * a) * kD + 8 * db : g,
+      const int64_t row = first_row + 16 * a;
+      const bool valid = row < seq;
+      ptx::cp_async_4_zfill(dst + chunk_bytes[a] + db * 8 * kRows * 4, valid ? g + row * kD + 8 * db + dd : g,
                             valid);
     }
   }

@@ -320,6 +320,23 @@ TEST_CASE("the k-major fp32 ieee kernel matches fp64 attention, whole and split 
       CHECK(starts_with(v, "flash_splitkv_x"));
       CHECK(v.find("fp32fma_kmajor") != std::string::npos);
     }
+  // Both FMA kernels add the same products in the same order (head-dim columns, then keys,
+  // ascending; the rescale before each step's PV): their outputs agree bit for bit, which
+  // catches an index slip far below the fp64 tolerance.
+  for (int64_t head_dim : {64, 128})
+    for (MaskKind mask : kMasks)
+      for (int64_t seq : {7, 257, 1500}) {
+        Shape s{2, 3, seq, head_dim, mask, {}};
+        if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, 11);
+        const Problem p = make_problem(s, kIeee.dtype, seed_of(s, kIeee, 8));
+        const Run plain = run_flash(p, kIeee, "standard");
+        const Run kmajor = run_flash(p, kIeee, "standard,kmajor");
+        INFO(p.shape.describe() << ": " << plain.variant << " against " << kmajor.variant);
+        CHECK(kmajor.variant.find("fp32fma_kmajor") != std::string::npos);
+        CHECK(plain.variant.find("kmajor") == std::string::npos);
+        CHECK(kmajor.guards_intact);
+        CHECK(kmajor.out == plain.out);
+      }
 }
 
 TEST_CASE("every fp16/bf16 tile shape and the short-sequence kernel match fp64 attention",
