@@ -22,8 +22,7 @@ namespace tlb {
 // block) and an engine: "tma" (the warp-specialised sm_90a kernel, its tile chosen by head_dim,
 // mask and, for short sequences, seq; the automatic choice on an sm_90 GPU), "wgmma" (the first
 // sm_90a kernel, on the 128-row tile) or "mma" (mma.sync); for "tma", "persistent" or "tiles"
-// (its grid) and "longtile" (its long-sequence tile whatever seq); for fp32 in ieee math "kmajor"
-// (the FMA kernel on k-major operands). The environment variable
+// (its grid) and "longtile" (its long-sequence tile whatever seq). The environment variable
 // TLBENCH_ATTN_VARIANT applies a spec to every call of the process (A/B runs); there, parts
 // that cannot run a shape (short on a long sequence) are ignored for it. The returned variant
 // name always says what ran.

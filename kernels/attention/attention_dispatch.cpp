@@ -67,7 +67,6 @@ struct Spec {
   Engine engine = Engine::automatic;
   enum class Grid { automatic, persistent, tiles } grid = Grid::automatic;  // the TMA kernel's
   bool long_tile = false;  // the TMA kernel on its long-sequence tile whatever seq is
-  bool kmajor = false;     // fp32 ieee: the kernel on k-major operands
 };
 
 bool is_sm80_head_dim(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
@@ -105,8 +104,6 @@ Spec parse_spec(const char* text, const char* origin) {
       o.grid = tok == "persistent" ? Spec::Grid::persistent : Spec::Grid::tiles;
     } else if (tok == "longtile") {
       o.long_tile = true;
-    } else if (tok == "kmajor") {
-      o.kmajor = true;
     } else if (tok == "wgmma") {
       o.engine = Engine::wgmma;
     } else if (tok == "mma") {
@@ -114,7 +111,7 @@ Spec parse_spec(const char* text, const char* origin) {
     } else {
       throw std::invalid_argument(std::string(origin) + ": unknown token '" + std::string(tok) +
                                   "' (expected auto, standard, short, splitkv, splitkv:N, q128w8, "
-                                  "q128w4, q64w4, tma, wgmma, mma, persistent, tiles, longtile, kmajor)");
+                                  "q128w4, q64w4, tma, wgmma, mma, persistent, tiles, longtile)");
     }
   }
   return o;
@@ -134,7 +131,6 @@ struct Plan {
   bool persistent = false;      // tma: one block per SM walks the work items
   attn::Sm90Tile sm90{};        // tma: the block shape
   bool short_seq = false;
-  bool kmajor = false;          // fp32fma: the k-major kernel
   int splits = 1;
   int64_t keys_per_split = 0;
   uint64_t o_part_bytes = 0;     // offset of ml_part in the workspace
@@ -196,8 +192,6 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   const int64_t bh = batch * heads;
   const bool half = plan.family == Family::mma16;
   const Engine engine = resolve_engine(spec, plan.family, head_dim, sm90a, strict);
-  if (spec.kmajor && plan.family != Family::fp32fma && strict) reject("kmajor is a kernel of fp32 in ieee math");
-  plan.kmajor = spec.kmajor && plan.family == Family::fp32fma;
   const bool sm90_engine = engine == Engine::tma || engine == Engine::wgmma;
   Variant variant = spec.variant;
 
@@ -334,7 +328,7 @@ std::string variant_name(const Plan& plan, int64_t head_dim) {
                std::to_string(plan.sm90.kv_cols) + (plan.persistent ? "_persistent" : "");
       return prefix + "tf32_d" + d + "_q64_kv32";
     case Family::fp32fma:
-      return prefix + "fp32fma" + (plan.kmajor ? "_kmajor" : "") + "_d" + d + "_q64_kv" + std::to_string(kv_cols);
+      return prefix + "fp32fma_d" + d + "_q64_kv" + std::to_string(kv_cols);
   }
   return prefix;
 }
@@ -478,8 +472,7 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
       else attn::launch_flash_tf32(l, stream);
       break;
     case Family::fp32fma:
-      if (plan.kmajor) attn::launch_flash_fp32fma_kmajor(l, stream);
-      else attn::launch_flash_fp32fma(l, stream);
+      attn::launch_flash_fp32fma(l, stream);
       break;
   }
   if (plan.splits > 1) attn::launch_flash_combine(l, stream);

@@ -83,9 +83,6 @@ void launch_flash_sm90_tf32(const FlashLaunch& l, cudaStream_t stream);
 // attention_flash_fp32.cu:
 void launch_flash_tf32(const FlashLaunch& l, cudaStream_t stream);
 void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream);
-// The same product on k-major operands (Q^T and K^T copied transposed, P^T): one outer product a
-// reduction step; the variant spec "kmajor" asks for it.
-void launch_flash_fp32fma_kmajor(const FlashLaunch& l, cudaStream_t stream);
 
 // Query rows and keys per block of each kernel: the dispatcher's split and workspace
 // arithmetic and the kernels must agree on them.

@@ -246,7 +246,7 @@ const int64_t kSeqs[] = {1, 7, 63, 64, 65, 257, 1500};
 const MaskKind kMasks[] = {MaskKind::none, MaskKind::causal, MaskKind::padding};
 
 // The sweep every mode runs with the dispatcher's own choice of variant.
-void check_sweep(const Mode& mode, const char* force = nullptr) {
+void check_sweep(const Mode& mode) {
   int idx = 0;
   for (int64_t head_dim : {64, 128})
     for (MaskKind mask : kMasks)
@@ -262,7 +262,7 @@ void check_sweep(const Mode& mode, const char* force = nullptr) {
         if (seq >= 1500 && mask != MaskKind::padding) s.batch = 1;
         if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, static_cast<uint64_t>(idx));
         const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 1));
-        check_against_fp64(p, reference_attention(p), mode, force);
+        check_against_fp64(p, reference_attention(p), mode, nullptr);
       }
 }
 
@@ -304,39 +304,6 @@ TEST_CASE("flash attention matches fp64 attention: fp32 tf32", "[gpu][kernels][a
 TEST_CASE("flash attention matches fp64 attention: fp32 ieee", "[gpu][kernels][attention]") {
   TLB_REQUIRE_GPU();
   check_sweep(kIeee);
-}
-
-TEST_CASE("the k-major fp32 ieee kernel matches fp64 attention, whole and split over keys",
-          "[gpu][kernels][attention]") {
-  TLB_REQUIRE_GPU();
-  check_sweep(kIeee, "kmajor");
-  // Split-KV partials from the k-major kernel, with key ranges that see no key (padding 1, 100).
-  for (int64_t head_dim : {64, 128})
-    for (MaskKind mask : kMasks) {
-      Shape s{mask == MaskKind::padding ? 3 : 1, 2, 1000, head_dim, mask, {}};
-      if (mask == MaskKind::padding) s.valid_lens = {100, 1000, 1};
-      const Problem p = make_problem(s, kIeee.dtype, seed_of(s, kIeee, 7));
-      const std::string v = check_against_fp64(p, reference_attention(p), kIeee, "kmajor,splitkv:4");
-      CHECK(starts_with(v, "flash_splitkv_x"));
-      CHECK(v.find("fp32fma_kmajor") != std::string::npos);
-    }
-  // Both FMA kernels add the same products in the same order (head-dim columns, then keys,
-  // ascending; the rescale before each step's PV): their outputs agree bit for bit, which
-  // catches an index slip far below the fp64 tolerance.
-  for (int64_t head_dim : {64, 128})
-    for (MaskKind mask : kMasks)
-      for (int64_t seq : {7, 257, 1500}) {
-        Shape s{2, 3, seq, head_dim, mask, {}};
-        if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, 11);
-        const Problem p = make_problem(s, kIeee.dtype, seed_of(s, kIeee, 8));
-        const Run plain = run_flash(p, kIeee, "standard");
-        const Run kmajor = run_flash(p, kIeee, "standard,kmajor");
-        INFO(p.shape.describe() << ": " << plain.variant << " against " << kmajor.variant);
-        CHECK(kmajor.variant.find("fp32fma_kmajor") != std::string::npos);
-        CHECK(plain.variant.find("kmajor") == std::string::npos);
-        CHECK(kmajor.guards_intact);
-        CHECK(kmajor.out == plain.out);
-      }
 }
 
 TEST_CASE("every fp16/bf16 tile shape and the short-sequence kernel match fp64 attention",
@@ -779,11 +746,6 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   AttentionArgs ieee = args(1, 8, 128, 64, DType::fp32, MaskKind::none);
   ieee.fp32_math = tlb::Fp32Math::ieee;
   CHECK(starts_with(tlb::flash_attention_variant(ieee), "flash_fwd_fp32fma_d64"));
-  ieee.force = "kmajor";  // the k-major FMA kernel: fp32 ieee only
-  CHECK(starts_with(tlb::flash_attention_variant(ieee), "flash_fwd_fp32fma_kmajor_d64"));
-  AttentionArgs half_kmajor = args(1, 8, 128, 64, DType::fp16, MaskKind::none);
-  half_kmajor.force = "kmajor";
-  CHECK_THROWS_AS(tlb::flash_attention_variant(half_kmajor), std::invalid_argument);
   // Few batch*heads on a long sequence split over keys, with a workspace linear in seq.
   for (DType dt : {DType::fp16, DType::bf16, DType::fp32})
     for (int64_t seq : {1024, 2048, 4096}) {
