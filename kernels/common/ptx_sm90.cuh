@@ -1,4 +1,4 @@
-// Hopper (sm_90 / sm_90a) primitives: mbarriers, TMA tensor loads, warpgroup MMA (wgmma)
+// Hopper (sm_90 / sm_90a) primitives: mbarriers, TMA tensor loads and stores, stmatrix, warpgroup MMA (wgmma)
 // with shared-memory descriptors, register reallocation and named barriers. The wgmma and
 // setmaxnreg bodies exist only in the sm_90a pass (elsewhere they compile to nothing, and
 // callers must not reach them: kernels guard with TLB_PTX_SM90A and the host checks the
@@ -133,6 +133,53 @@ __device__ __forceinline__ void prefetch_tensor_map(const void* tensor_map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tensor_map)) : "memory");
 #endif
 }
+// ---- TMA store: one 2-D box of shared memory into the tensor (coordinates innermost first;
+// the parts of the box outside the tensor are not written), as part of the calling thread's
+// current bulk group. The shared-memory writes it reads must be fenced to the async proxy
+// (fence_proxy_async_shared) and ordered before it by a barrier.
+__device__ __forceinline__ void tma_store_2d(const void* tensor_map, uint32_t smem_src, int32_t c_inner,
+                                             int32_t c_outer) {
+#if TLB_PTX_SM90
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(tensor_map)),
+               "r"(smem_src), "r"(c_inner), "r"(c_outer)
+               : "memory");
+#endif
+}
+// Closes the calling thread's current bulk group (the TMA stores issued since the last one).
+__device__ __forceinline__ void bulk_commit_group() {
+#if TLB_PTX_SM90
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most kPending of the calling thread's bulk groups still read their shared
+// memory (which may then be written again).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_group_read() {
+#if TLB_PTX_SM90
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+// Waits until at most kPending of the calling thread's bulk groups are incomplete (their
+// global writes done).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_group() {
+#if TLB_PTX_SM90
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+// ---- stmatrix: four 8x8 b16 matrices into shared memory, ldmatrix_x4's inverse: lane
+// (g = lane / 4, t = lane % 4) gives r[j] = row g, columns 2t and 2t + 1 of matrix j (the
+// mma/wgmma accumulator layout), lanes 8j..8j+7 the row addresses of matrix j.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+#if TLB_PTX_SM90
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+#endif
+}
+
 // Generic-proxy shared-memory writes become visible to the async proxy (wgmma, TMA) that
 // reads them after the next barrier.
 __device__ __forceinline__ void fence_proxy_async_shared() {

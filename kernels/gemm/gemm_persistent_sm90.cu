@@ -17,8 +17,9 @@
 // The parts, in the order a tile meets them: Schedule (which tiles, or runs of k-tiles, a CTA
 // owns), produce (the TMA loop), mma_tile (a consumer's k-loop), Partials (stream-K's
 // hand-over of a cut tile's k-tiles from the runs that meet it to the one that ends it),
-// store_tile (the epilogue, through the consumer's Staging), and, in ping-pong, the turn
-// barriers that keep the two consumers' MMAs from running at the same time.
+// store_tile (the epilogue, through the consumer's Staging; for 16-bit bias and activation
+// outputs store_tile_tma, from the accumulators by stmatrix and a TMA store), and, in
+// ping-pong, the turn barriers that keep the two consumers' MMAs from running at the same time.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -26,6 +27,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -427,6 +429,84 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
   }
 }
 
+// Whether a tile of C's element type with operation kOp leaves through store_tile_tma: 16-bit
+// outputs of the plain epilogues (bias, activation), whose output is the [M, N] matrix a
+// tensor map can describe. The residual's operand and the head split's scattered rows keep the
+// staged path above.
+template <class C, EpilogueOp kOp>
+inline constexpr bool kStoresByTma = sizeof(typename C::Elem) == 2 && kOp != EpilogueOp::residual &&
+                                     kOp != EpilogueOp::qkv_split;
+
+// The epilogue of one consumer's 128 x 128 accumulators for kStoresByTma: the operation is
+// applied to the accumulators where they are, the results packed to 16 bits and written by
+// stmatrix into the staging as a [128 x 64] box swizzled as the tensor map's 128-byte swizzle
+// (16-byte chunk c of row r at c ^ r % 8: the eight rows of a stmatrix matrix on eight bank
+// groups), which thread 0 hands to a TMA store (rows and columns outside the output are not
+// written). Per element that is the operation, half a pack and a sixteenth of a stmatrix; the
+// staged path also stores and reloads the fp32 accumulators and forms an address per run,
+// about ten instructions an element in all, issue slots the other consumer's MMAs wait for
+// (results/perf-log.md, 2026-12-07). A box's values are computed before it waits for the
+// previous box's store to have read the staging, so that wait overlaps them.
+template <class C, EpilogueOp kOp>
+__device__ __forceinline__ void store_tile_tma(const GemmArgs& p, const CUtensorMap* tmap_c,
+                                               const float (&acc)[2][C::BN / 2], uint32_t staging, uint32_t barrier,
+                                               int64_t m0, int64_t n0) {
+  using T = typename C::Elem;
+  constexpr int kBoxCols = 128 / static_cast<int>(sizeof(T));  // one swizzle span
+  constexpr int kBlocks = kBoxCols / 8;                          // 8-column blocks of a box
+  static_assert(C::kConsumerRows * 128 <= C::kStagingBytes, "a box must fit the staging");
+  const int tid = static_cast<int>(threadIdx.x) % 128, lane = tid % 32, warp = tid / 32;
+  // The row whose address this lane gives stmatrix: matrix lane / 8 is rows g (even) or g + 8
+  // (odd) of the warp's 16, of column block lane / 16 of the pair.
+  const uint32_t row_addr = staging + static_cast<uint32_t>((16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1)) * 128);
+#pragma unroll
+  for (int box = 0; box < C::BN / kBoxCols; ++box) {
+    // The bias of the thread's columns 8 jl + 2t, + 1 of the box, as loaded (N % 8 == 0: a pair
+    // is all in or all out). Widened where it is used: 8 registers instead of 16, at 168.
+    uint32_t bias_bits[kBlocks];
+#pragma unroll
+    for (int jl = 0; jl < kBlocks; ++jl) {
+      const int64_t n = n0 + box * kBoxCols + 8 * jl + 2 * (lane % 4);
+      bias_bits[jl] = p.bias != nullptr && n < p.N
+                          ? __ldg(reinterpret_cast<const unsigned int*>(static_cast<const T*>(p.bias) + n))
+                          : 0u;  // two zeros in either type
+    }
+    // packed[h][jl]: rows g and g + 8 of half h, column block jl, as stmatrix takes them.
+    uint32_t packed[2][kBlocks][2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int jl = 0; jl < kBlocks; ++jl) {
+        const int j = box * kBlocks + jl;
+        T pair[2];
+        memcpy(pair, &bias_bits[jl], sizeof pair);
+        const float b0 = to_float(pair[0]), b1 = to_float(pair[1]);
+        float v[4] = {acc[h][4 * j], acc[h][4 * j + 1], acc[h][4 * j + 2], acc[h][4 * j + 3]};
+        const float b[4] = {b0, b1, b0, b1};
+        const float none[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        apply_epilogue_op<kOp>(v, b, none);
+        packed[h][jl][0] = pack2<T>(v[0], v[1]);
+        packed[h][jl][1] = pack2<T>(v[2], v[3]);
+      }
+    if (tid == 0) ptx::bulk_wait_group_read<0>();  // the previous box's store has read the staging
+    ptx::named_barrier_sync(barrier, 128);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int jp = 0; jp < kBlocks; jp += 2) {
+        const uint32_t r[4] = {packed[h][jp][0], packed[h][jp][1], packed[h][jp + 1][0], packed[h][jp + 1][1]};
+        const uint32_t chunk = static_cast<uint32_t>((jp + (lane >> 4)) ^ (lane & 7));
+        ptx::stmatrix_x4(row_addr + static_cast<uint32_t>(h * 64 * 128) + chunk * 16, r);
+      }
+    ptx::fence_proxy_async_shared();
+    ptx::named_barrier_sync(barrier, 128);
+    if (tid == 0) {
+      ptx::tma_store_2d(tmap_c, staging, static_cast<int32_t>(n0 + box * kBoxCols), static_cast<int32_t>(m0));
+      ptx::bulk_commit_group();
+    }
+  }
+}
+
 // Consumer c (0 or 1) runs the CTA's units: in ping-pong the units c, c + 2, ..., each one
 // waiting for its turn, issuing the unit's MMAs and handing the turn to the other consumer,
 // then finishing the unit while the other one's MMAs run; in cooperative every unit, on its
@@ -434,8 +514,8 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
 // of its tile's end goes to the workspace, and the one that ends a cut tile adds the earlier
 // runs' partials first; every other unit goes straight through the epilogue.
 template <class C, EpilogueOp kOp>
-__device__ void consume(const GemmArgs& p, const Schedule& sched, const Ring<C>& ring, const Staging& staging,
-                        const Partials& partials, int consumer) {
+__device__ void consume(const GemmArgs& p, const CUtensorMap* tmap_c, const Schedule& sched, const Ring<C>& ring,
+                        const Staging& staging, const Partials& partials, int consumer) {
   constexpr bool kPingpong = !C::kCooperative;
   constexpr int kStride = kPingpong ? 2 : 1;  // units between two of this consumer's
   float acc[2][C::BN / 2];
@@ -472,8 +552,16 @@ __device__ void consume(const GemmArgs& p, const Schedule& sched, const Ring<C>&
         end = begin;
       }
     }
-    store_tile<C, kOp>(p, acc, staging, barrier, static_cast<int64_t>(u.tile.m) * C::BM + row_in_tile,
-                       static_cast<int64_t>(u.tile.n) * C::BN);
+    const int64_t m0 = static_cast<int64_t>(u.tile.m) * C::BM + row_in_tile, n0 = static_cast<int64_t>(u.tile.n) * C::BN;
+    if constexpr (kStoresByTma<C, kOp>) {
+      store_tile_tma<C, kOp>(p, tmap_c, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
+    } else {
+      store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);
+    }
+  }
+  // The staging must outlive the last TMA store's reads of it.
+  if constexpr (kStoresByTma<C, kOp>) {
+    if (threadIdx.x % 128 == 0) ptx::bulk_wait_group<0>();
   }
 }
 
@@ -487,7 +575,7 @@ using persistent::PersistentConfig;
 template <class C, EpilogueOp kOp>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemm_persistent_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_w,
-                                const GemmArgs p, const persistent::Schedule sched,
+                                const __grid_constant__ CUtensorMap tmap_c, const GemmArgs p, const persistent::Schedule sched,
                                 const persistent::Partials partials) {
 #if TLB_PTX_SM90A
   extern __shared__ unsigned char smem_raw[];
@@ -506,6 +594,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensor_map(&tmap_a);
     ptx::prefetch_tensor_map(&tmap_w);
+    if constexpr (kStoresByTma<C, kOp>) ptx::prefetch_tensor_map(&tmap_c);
   }
   __syncthreads();
   // Under PDL (pdl_for_grid) the set-up above overlaps the previous kernel's tail; A and the
@@ -524,11 +613,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = warpgroup - 1;
     const Staging staging{reinterpret_cast<float*>(staging_bytes + consumer * C::kStagingBytes)};
-    consume<C, kOp>(p, sched, ring, staging, partials, consumer);
+    consume<C, kOp>(p, &tmap_c, sched, ring, staging, partials, consumer);
   }
 #else
   (void)tmap_a;
   (void)tmap_w;
+  (void)tmap_c;
   (void)p;
   (void)sched;
   (void)partials;
@@ -599,6 +689,12 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
   dispatch_config(a.dtype, s, [&](auto c) {
     using C = decltype(c);
     auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_persistent_sm90_kernel<C, decltype(op)::value>; });
+    // The output's map, for the epilogues that store by TMA (the others never read it).
+    const bool tma_store = dispatch_epilogue_op(a, [](auto op) { return persistent::kStoresByTma<C, decltype(op)::value>; });
+    const CUtensorMap tmap_c = tma_store ? make_tensor_map_2d_sw128(a.out, a.dtype, static_cast<uint64_t>(a.M),
+                                                                    static_cast<uint64_t>(a.N), C::kConsumerRows,
+                                                                    128 / static_cast<uint32_t>(sizeof(typename C::Elem)))
+                                         : CUtensorMap{};
     allow_dynamic_smem(kernel, C::kSmemBytes);
     const CUtensorMap tmap_a = make_tensor_map_2d_sw128(a.A, a.dtype, static_cast<uint64_t>(a.M),
                                                         static_cast<uint64_t>(a.K), C::BM, C::BK);
@@ -623,7 +719,7 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
       partials = {static_cast<float*>(ws.partials), ws.ready};
     }
     launch_kernel_with_pdl(pdl_for_grid(tiles, C::BM, ctas), kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads),
-                           C::kSmemBytes, stream, 1, tmap_a, tmap_w, a, sched, partials);
+                           C::kSmemBytes, stream, 1, tmap_a, tmap_w, tmap_c, a, sched, partials);
     TLB_LAUNCH_CHECK(stream);
   });
 }
