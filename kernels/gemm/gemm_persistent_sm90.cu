@@ -17,8 +17,8 @@
 // The parts, in the order a tile meets them: Schedule (which tiles, or runs of k-tiles, a CTA
 // owns), produce (the TMA loop), mma_tile (a consumer's k-loop), Partials (stream-K's
 // hand-over of a cut tile's k-tiles from the runs that meet it to the one that ends it),
-// store_tile (the epilogue, through the consumer's Staging; for 16-bit bias and activation
-// outputs store_tile_tma, from the accumulators by stmatrix and a TMA store), and, in
+// store_tile (the epilogue, through the consumer's Staging; for 16-bit outputs but the head
+// split store_tile_tma, from the accumulators by stmatrix and a TMA store), and, in
 // ping-pong, the turn barriers that keep the two consumers' MMAs from running at the same time.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -77,8 +77,9 @@ struct PersistentConfig {
   static constexpr int kStageCols = 32;  // fp32 columns of a staged chunk
   static constexpr int kStagingBytes = kConsumerRows * kStageCols * 4;
   // + 1024 to align the stages (the swizzle pattern is anchored at 1024-byte boundaries), the
-  // two consumers' staging, then a full and an empty barrier per stage.
-  static constexpr int kSmemBytes = 1024 + STAGES * kStageBytes + 2 * kStagingBytes + STAGES * 16;
+  // two consumers' staging, then a full and an empty barrier per stage and each consumer's
+  // residual barrier.
+  static constexpr int kSmemBytes = 1024 + STAGES * kStageBytes + 2 * kStagingBytes + STAGES * 16 + 2 * 8;
   // The 384-thread entry budget is 168 registers each; the producer gives back all but 40,
   // so the consumers' accumulators and epilogue get 232 (128 x 40 + 256 x 232 = 64 Ki).
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
@@ -430,78 +431,118 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
 }
 
 // Whether a tile of C's element type with operation kOp leaves through store_tile_tma: 16-bit
-// outputs of the plain epilogues (bias, activation), whose output is the [M, N] matrix a
-// tensor map can describe. The residual's operand and the head split's scattered rows keep the
-// staged path above.
+// outputs of every epilogue whose output is the [M, N] matrix a tensor map can describe (not
+// the head split's scattered rows); TF32's fp32 outputs keep the staged path.
 template <class C, EpilogueOp kOp>
-inline constexpr bool kStoresByTma = sizeof(typename C::Elem) == 2 && kOp != EpilogueOp::residual &&
-                                     kOp != EpilogueOp::qkv_split;
+inline constexpr bool kStoresByTma = sizeof(typename C::Elem) == 2 && kOp != EpilogueOp::qkv_split;
 
-// The epilogue of one consumer's 128 x 128 accumulators for kStoresByTma: the operation is
-// applied to the accumulators where they are, the results packed to 16 bits and written by
-// stmatrix into the staging as a [128 x 64] box swizzled as the tensor map's 128-byte swizzle
-// (16-byte chunk c of row r at c ^ r % 8: the eight rows of a stmatrix matrix on eight bank
-// groups), which thread 0 hands to a TMA store (rows and columns outside the output are not
-// written). Per element that is the operation, half a pack and a sixteenth of a stmatrix; the
-// staged path also stores and reloads the fp32 accumulators and forms an address per run,
-// about ten instructions an element in all, issue slots the other consumer's MMAs wait for
-// (results/perf-log.md, 2026-12-07). A box's values are computed before it waits for the
-// previous box's store to have read the staging, so that wait overlaps them.
+// What store_tile_tma needs beside the accumulators: the output's tensor map and, for the
+// residual, the residual's, the consumer's barrier its boxes land on and that barrier's phase.
+struct TmaEpilogue {
+  const CUtensorMap* out;
+  const CUtensorMap* residual;
+  uint32_t residual_bar;
+  uint32_t residual_phase;
+};
+
+// The epilogue of one consumer's 128 x 128 accumulators for kStoresByTma, a [128 x 64] box at
+// a time through the consumer's staging, which holds a box in the tensor maps' 128-byte swizzle
+// (16-byte chunk c of row r at c ^ r % 8: the eight rows of an 8 x 8 matrix on eight bank
+// groups). The operation is applied in the accumulator registers, pairs packed to 16 bits and
+// written by stmatrix; thread 0 hands the box to a TMA store (rows and columns outside the
+// output are not written). The residual comes the other way first: thread 0 loads its box by
+// TMA into the staging, and each thread takes its elements by ldmatrix from the very addresses
+// its stmatrix then overwrites. Per element that is the operation, half a pack and a sixteenth
+// of a stmatrix (and of an ldmatrix); the staged path also stores and reloads the fp32
+// accumulators and forms an address per run, about ten instructions an element in all, issue
+// slots the other consumer's MMAs wait for (results/perf-log.md, 2026-12-07). A box's values
+// are computed while the previous box's store reads the staging (and the residual lands).
 template <class C, EpilogueOp kOp>
-__device__ __forceinline__ void store_tile_tma(const GemmArgs& p, const CUtensorMap* tmap_c,
-                                               const float (&acc)[2][C::BN / 2], uint32_t staging, uint32_t barrier,
-                                               int64_t m0, int64_t n0) {
+__device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e, const float (&acc)[2][C::BN / 2],
+                                               uint32_t staging, uint32_t barrier, int64_t m0, int64_t n0) {
   using T = typename C::Elem;
+  constexpr bool kResidual = kOp == EpilogueOp::residual;
   constexpr int kBoxCols = 128 / static_cast<int>(sizeof(T));  // one swizzle span
   constexpr int kBlocks = kBoxCols / 8;                          // 8-column blocks of a box
-  static_assert(C::kConsumerRows * 128 <= C::kStagingBytes, "a box must fit the staging");
+  constexpr uint32_t kBoxBytes = C::kConsumerRows * 128;
+  static_assert(kBoxBytes <= C::kStagingBytes, "a box must fit the staging");
+  if (m0 >= p.M) return;  // a cooperative tile's upper half past the last row
   const int tid = static_cast<int>(threadIdx.x) % 128, lane = tid % 32, warp = tid / 32;
-  // The row whose address this lane gives stmatrix: matrix lane / 8 is rows g (even) or g + 8
-  // (odd) of the warp's 16, of column block lane / 16 of the pair.
+  // The row whose address this lane gives stmatrix and ldmatrix: matrix lane / 8 is rows g
+  // (even) or g + 8 (odd) of the warp's 16, of column block lane / 16 of the pair.
   const uint32_t row_addr = staging + static_cast<uint32_t>((16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1)) * 128);
 #pragma unroll
   for (int box = 0; box < C::BN / kBoxCols; ++box) {
-    // The bias of the thread's columns 8 jl + 2t, + 1 of the box, as loaded (N % 8 == 0: a pair
-    // is all in or all out). Widened where it is used: 8 registers instead of 16, at 168.
+    const int64_t n_box = n0 + box * kBoxCols;
+    if (n_box >= p.N) break;  // N % 8 == 0: a column pair is all in or all out
+    if (tid == 0) {
+      ptx::bulk_wait_group_read<0>();  // the previous box's store has read the staging
+      if constexpr (kResidual) {
+        ptx::mbarrier_arrive_expect_tx(e.residual_bar, kBoxBytes);
+        ptx::tma_load_2d(staging, e.residual, static_cast<int32_t>(n_box), static_cast<int32_t>(m0), e.residual_bar);
+      }
+    }
+    // The bias of the thread's columns 8 jl + 2t, + 1 of the box, as loaded, widened where it
+    // is used: 8 registers instead of 16, at 168.
     uint32_t bias_bits[kBlocks];
 #pragma unroll
     for (int jl = 0; jl < kBlocks; ++jl) {
-      const int64_t n = n0 + box * kBoxCols + 8 * jl + 2 * (lane % 4);
+      const int64_t n = n_box + 8 * jl + 2 * (lane % 4);
       bias_bits[jl] = p.bias != nullptr && n < p.N
                           ? __ldg(reinterpret_cast<const unsigned int*>(static_cast<const T*>(p.bias) + n))
                           : 0u;  // two zeros in either type
     }
-    // packed[h][jl]: rows g and g + 8 of half h, column block jl, as stmatrix takes them.
-    uint32_t packed[2][kBlocks][2];
+    // v[h][jl]: rows g (0, 1) and g + 8 (2, 3) of half h, column block jl, the operation
+    // applied (the residual's sum waits for it).
+    float v[2][kBlocks][4];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int jl = 0; jl < kBlocks; ++jl) {
-        const int j = box * kBlocks + jl;
+        const float* a = &acc[h][4 * (box * kBlocks + jl)];
         T pair[2];
         memcpy(pair, &bias_bits[jl], sizeof pair);
-        const float b0 = to_float(pair[0]), b1 = to_float(pair[1]);
-        float v[4] = {acc[h][4 * j], acc[h][4 * j + 1], acc[h][4 * j + 2], acc[h][4 * j + 3]};
-        const float b[4] = {b0, b1, b0, b1};
+        const float b[4] = {to_float(pair[0]), to_float(pair[1]), to_float(pair[0]), to_float(pair[1])};
         const float none[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        apply_epilogue_op<kOp>(v, b, none);
-        packed[h][jl][0] = pack2<T>(v[0], v[1]);
-        packed[h][jl][1] = pack2<T>(v[2], v[3]);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[h][jl][i] = a[i];
+        if constexpr (kResidual) {
+          apply_epilogue_op<EpilogueOp::bias>(v[h][jl], b, none);
+        } else {
+          apply_epilogue_op<kOp>(v[h][jl], b, none);
+        }
       }
-    if (tid == 0) ptx::bulk_wait_group_read<0>();  // the previous box's store has read the staging
-    ptx::named_barrier_sync(barrier, 128);
+    if constexpr (kResidual) {
+      ptx::mbarrier_wait(e.residual_bar, e.residual_phase);  // the residual's box has landed
+      e.residual_phase ^= 1u;
+    } else {
+      ptx::named_barrier_sync(barrier, 128);  // thread 0 has seen the staging free
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int jp = 0; jp < kBlocks; jp += 2) {
-        const uint32_t r[4] = {packed[h][jp][0], packed[h][jp][1], packed[h][jp + 1][0], packed[h][jp + 1][1]};
         const uint32_t chunk = static_cast<uint32_t>((jp + (lane >> 4)) ^ (lane & 7));
-        ptx::stmatrix_x4(row_addr + static_cast<uint32_t>(h * 64 * 128) + chunk * 16, r);
+        const uint32_t addr = row_addr + static_cast<uint32_t>(h * 64 * 128) + chunk * 16;
+        uint32_t r[4];
+        if constexpr (kResidual) ptx::ldmatrix_x4(r, addr);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {  // matrix q: column block jp + q / 2, rows g + 8 (q % 2)
+          float* x = &v[h][jp + q / 2][2 * (q % 2)];
+          if constexpr (kResidual) {
+            T pair[2];
+            memcpy(pair, &r[q], sizeof pair);
+            x[0] += to_float(pair[0]);
+            x[1] += to_float(pair[1]);
+          }
+          r[q] = pack2<T>(x[0], x[1]);
+        }
+        ptx::stmatrix_x4(addr, r);
       }
     ptx::fence_proxy_async_shared();
     ptx::named_barrier_sync(barrier, 128);
     if (tid == 0) {
-      ptx::tma_store_2d(tmap_c, staging, static_cast<int32_t>(n0 + box * kBoxCols), static_cast<int32_t>(m0));
+      ptx::tma_store_2d(e.out, staging, static_cast<int32_t>(n_box), static_cast<int32_t>(m0));
       ptx::bulk_commit_group();
     }
   }
@@ -514,7 +555,7 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, const CUtensor
 // of its tile's end goes to the workspace, and the one that ends a cut tile adds the earlier
 // runs' partials first; every other unit goes straight through the epilogue.
 template <class C, EpilogueOp kOp>
-__device__ void consume(const GemmArgs& p, const CUtensorMap* tmap_c, const Schedule& sched, const Ring<C>& ring,
+__device__ void consume(const GemmArgs& p, TmaEpilogue tma, const Schedule& sched, const Ring<C>& ring,
                         const Staging& staging, const Partials& partials, int consumer) {
   constexpr bool kPingpong = !C::kCooperative;
   constexpr int kStride = kPingpong ? 2 : 1;  // units between two of this consumer's
@@ -554,7 +595,7 @@ __device__ void consume(const GemmArgs& p, const CUtensorMap* tmap_c, const Sche
     }
     const int64_t m0 = static_cast<int64_t>(u.tile.m) * C::BM + row_in_tile, n0 = static_cast<int64_t>(u.tile.n) * C::BN;
     if constexpr (kStoresByTma<C, kOp>) {
-      store_tile_tma<C, kOp>(p, tmap_c, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
+      store_tile_tma<C, kOp>(p, tma, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
     } else {
       store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);
     }
@@ -575,7 +616,8 @@ using persistent::PersistentConfig;
 template <class C, EpilogueOp kOp>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemm_persistent_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_w,
-                                const __grid_constant__ CUtensorMap tmap_c, const GemmArgs p, const persistent::Schedule sched,
+                                const __grid_constant__ CUtensorMap tmap_c, const __grid_constant__ CUtensorMap tmap_r,
+                                const GemmArgs p, const persistent::Schedule sched,
                                 const persistent::Partials partials) {
 #if TLB_PTX_SM90A
   extern __shared__ unsigned char smem_raw[];
@@ -584,6 +626,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   using namespace persistent;
   const uint32_t bars = base + C::STAGES * C::kStageBytes + 2 * C::kStagingBytes;
   const Ring<C> ring{base, bars, bars + 8 * C::STAGES};
+  const uint32_t residual_bars = bars + 16 * C::STAGES;  // one a consumer (store_tile_tma)
   unsigned char* staging_bytes = smem_raw + (base - raw_addr) + C::STAGES * C::kStageBytes;
 
   if (threadIdx.x == 0) {
@@ -591,10 +634,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::mbarrier_init(ring.full(s), 1);
       ptx::mbarrier_init(ring.empty(s), 4 * C::kConsumersPerTile);  // one arrival per consumer warp reading it
     }
+    if constexpr (kStoresByTma<C, kOp> && kOp == EpilogueOp::residual) {
+      for (int c = 0; c < 2; ++c) ptx::mbarrier_init(residual_bars + 8 * c, 1);  // one TMA box each
+    }
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensor_map(&tmap_a);
     ptx::prefetch_tensor_map(&tmap_w);
     if constexpr (kStoresByTma<C, kOp>) ptx::prefetch_tensor_map(&tmap_c);
+    if constexpr (kStoresByTma<C, kOp> && kOp == EpilogueOp::residual) ptx::prefetch_tensor_map(&tmap_r);
   }
   __syncthreads();
   // Under PDL (pdl_for_grid) the set-up above overlaps the previous kernel's tail; A and the
@@ -613,12 +660,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = warpgroup - 1;
     const Staging staging{reinterpret_cast<float*>(staging_bytes + consumer * C::kStagingBytes)};
-    consume<C, kOp>(p, &tmap_c, sched, ring, staging, partials, consumer);
+    consume<C, kOp>(p, TmaEpilogue{&tmap_c, &tmap_r, residual_bars + 8 * consumer, 0u}, sched, ring, staging,
+                    partials, consumer);
   }
 #else
   (void)tmap_a;
   (void)tmap_w;
   (void)tmap_c;
+  (void)tmap_r;
   (void)p;
   (void)sched;
   (void)partials;
@@ -689,12 +738,16 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
   dispatch_config(a.dtype, s, [&](auto c) {
     using C = decltype(c);
     auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_persistent_sm90_kernel<C, decltype(op)::value>; });
-    // The output's map, for the epilogues that store by TMA (the others never read it).
+    // The output's map and the residual's, for the epilogues that store by TMA (the others
+    // never read them).
     const bool tma_store = dispatch_epilogue_op(a, [](auto op) { return persistent::kStoresByTma<C, decltype(op)::value>; });
-    const CUtensorMap tmap_c = tma_store ? make_tensor_map_2d_sw128(a.out, a.dtype, static_cast<uint64_t>(a.M),
-                                                                    static_cast<uint64_t>(a.N), C::kConsumerRows,
-                                                                    128 / static_cast<uint32_t>(sizeof(typename C::Elem)))
-                                         : CUtensorMap{};
+    auto box_map = [&](const void* matrix) {
+      return make_tensor_map_2d_sw128(matrix, a.dtype, static_cast<uint64_t>(a.M), static_cast<uint64_t>(a.N),
+                                      C::kConsumerRows, 128 / static_cast<uint32_t>(sizeof(typename C::Elem)));
+    };
+    const CUtensorMap tmap_c = tma_store ? box_map(a.out) : CUtensorMap{};
+    const CUtensorMap tmap_r =
+        tma_store && a.epilogue == GemmEpilogue::bias_residual ? box_map(a.residual) : CUtensorMap{};
     allow_dynamic_smem(kernel, C::kSmemBytes);
     const CUtensorMap tmap_a = make_tensor_map_2d_sw128(a.A, a.dtype, static_cast<uint64_t>(a.M),
                                                         static_cast<uint64_t>(a.K), C::BM, C::BK);
@@ -719,7 +772,7 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
       partials = {static_cast<float*>(ws.partials), ws.ready};
     }
     launch_kernel_with_pdl(pdl_for_grid(tiles, C::BM, ctas), kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads),
-                           C::kSmemBytes, stream, 1, tmap_a, tmap_w, tmap_c, a, sched, partials);
+                           C::kSmemBytes, stream, 1, tmap_a, tmap_w, tmap_c, tmap_r, a, sched, partials);
     TLB_LAUNCH_CHECK(stream);
   });
 }
