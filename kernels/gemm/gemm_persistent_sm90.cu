@@ -85,6 +85,7 @@ struct PersistentConfig {
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static_assert(kMmaGroupsInFlight < STAGES, "the queued k-tiles hold stages");
   static_assert(kATileBytes % 1024 == 0 && kStageBytes % 1024 == 0, "stages must stay 1024-byte aligned");
+  static_assert(kStagingBytes % 1024 == 0, "each consumer's staging holds a 128-byte-swizzled TMA box: 1024-aligned");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory must fit one CTA's limit");
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 64 * 1024, "registers must fit the SM's file");
 };

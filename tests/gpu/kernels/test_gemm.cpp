@@ -370,8 +370,11 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
   // over 7 CTAs), so partials are written and finished across CTAs; each such launch runs
   // twice and must give the same bits. The cooperative schedule's 256-row tiles leave M = 300
   // and 601 a last tile row in which consumer 1 (the upper 128 rows) has no row inside M.
+  // N = 392, 264 and 520 leave 8 columns of a last tile: the 16-bit epilogue's first 64-column
+  // TMA box partly inside, its second wholly outside; N = 200 leaves 72: the second box partly
+  // inside (and 2 x 2 or 3 x 2 tiles of 3 k-tiles, K's tail in the last).
   // Each schedule must have run, with stream-K, on its own.
-  const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}, {300, 520, 4000}};
+  const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}, {300, 520, 4000}, {333, 200, 136}};
   const struct {
     GemmEpilogue epi;
     tlb::Activation act;
