@@ -146,6 +146,16 @@ __device__ __forceinline__ void tma_store_2d(const void* tensor_map, uint32_t sm
                : "memory");
 #endif
 }
+// The same for a 4-D tensor (a box of one plane of one outer index: c2 and c3 pick them).
+__device__ __forceinline__ void tma_store_4d(const void* tensor_map, uint32_t smem_src, int32_t c0, int32_t c1,
+                                             int32_t c2, int32_t c3) {
+#if TLB_PTX_SM90
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(tensor_map)),
+               "r"(smem_src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+#endif
+}
 // Closes the calling thread's current bulk group (the TMA stores issued since the last one).
 __device__ __forceinline__ void bulk_commit_group() {
 #if TLB_PTX_SM90

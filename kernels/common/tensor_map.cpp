@@ -37,7 +37,7 @@ CUtensorMap encode_sw128(const void* base, DType dtype, cuuint32_t rank, const c
   const CUtensorMapDataType type = dtype == DType::fp16   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                    : dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   CUtensorMap map{};
   const CUresult r = encode_tiled_fn()(&map, type, rank, const_cast<void*>(base), dims, strides, box,
                                        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -69,6 +69,15 @@ CUtensorMap make_tensor_map_3d_sw128(const void* base, DType dtype, uint64_t pla
   const cuuint64_t strides[2] = {row_bytes, row_bytes * rows};
   const cuuint32_t box[3] = {box_cols, box_rows, 1};
   return encode_sw128(base, dtype, 3, dims, strides, box);
+}
+
+CUtensorMap make_tensor_map_4d_sw128(const void* base, DType dtype, uint64_t outer, uint64_t planes, uint64_t rows,
+                                     uint64_t cols, uint32_t box_rows, uint32_t box_cols) {
+  const uint64_t row_bytes = cols * static_cast<uint64_t>(dtype_bytes(dtype));
+  const cuuint64_t dims[4] = {cols, rows, planes, outer};
+  const cuuint64_t strides[3] = {row_bytes, row_bytes * rows, row_bytes * rows * planes};
+  const cuuint32_t box[4] = {box_cols, box_rows, 1, 1};
+  return encode_sw128(base, dtype, 4, dims, strides, box);
 }
 
 }  // namespace tlb

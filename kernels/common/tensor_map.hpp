@@ -25,4 +25,11 @@ CUtensorMap make_tensor_map_2d_sw128(const void* base, DType dtype, uint64_t row
 CUtensorMap make_tensor_map_3d_sw128(const void* base, DType dtype, uint64_t planes, uint64_t rows,
                                      uint64_t cols, uint32_t box_rows, uint32_t box_cols);
 
+// A [outer, planes, rows, cols] row-major tensor (the layout of q, k and v: [batch, heads,
+// seq, head_dim]), in boxes of box_rows x box_cols of one plane. Written by TMA stores, whose
+// coordinates may lie outside the tensor (negative ones too): only the box's part inside is
+// written, which lets one store cover the rows of a tile that fall in one (outer, plane).
+CUtensorMap make_tensor_map_4d_sw128(const void* base, DType dtype, uint64_t outer, uint64_t planes, uint64_t rows,
+                                     uint64_t cols, uint32_t box_rows, uint32_t box_cols);
+
 }  // namespace tlb

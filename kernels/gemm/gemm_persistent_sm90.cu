@@ -17,8 +17,8 @@
 // The parts, in the order a tile meets them: Schedule (which tiles, or runs of k-tiles, a CTA
 // owns), produce (the TMA loop), mma_tile (a consumer's k-loop), Partials (stream-K's
 // hand-over of a cut tile's k-tiles from the runs that meet it to the one that ends it),
-// store_tile (the epilogue, through the consumer's Staging; for 16-bit outputs but the head
-// split store_tile_tma, from the accumulators by stmatrix and a TMA store), and, in
+// store_tile (the epilogue, through the consumer's Staging; for 16-bit outputs store_tile_tma,
+// from the accumulators by stmatrix and TMA stores), and, in
 // ping-pong, the turn barriers that keep the two consumers' MMAs from running at the same time.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -432,19 +432,57 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
 }
 
 // Whether a tile of C's element type with operation kOp leaves through store_tile_tma: 16-bit
-// outputs of every epilogue whose output is the [M, N] matrix a tensor map can describe (not
-// the head split's scattered rows); TF32's fp32 outputs keep the staged path.
+// outputs (TF32's fp32 ones keep the staged path), the head split's where a 64-column box lies
+// in one head (tma_boxes_fit).
 template <class C, EpilogueOp kOp>
-inline constexpr bool kStoresByTma = sizeof(typename C::Elem) == 2 && kOp != EpilogueOp::qkv_split;
+inline constexpr bool kStoresByTma = sizeof(typename C::Elem) == 2;
 
-// What store_tile_tma needs beside the accumulators: the output's tensor map and, for the
-// residual, the residual's, the consumer's barrier its boxes land on and that barrier's phase.
+// The columns of store_tile_tma's box: one 128-byte swizzle span.
+template <class C>
+inline constexpr int kBoxCols = 128 / static_cast<int>(sizeof(typename C::Elem));
+
+// Whether store_tile_tma can take the tiles of `p`: every box of the head split must lie in
+// one head (head_dim a multiple of the box's columns; the others stage).
+template <class C, EpilogueOp kOp>
+__host__ __device__ inline bool tma_boxes_fit(const GemmArgs& p) {
+  return kStoresByTma<C, kOp> && (kOp != EpilogueOp::qkv_split || p.head_dim % kBoxCols<C> == 0);
+}
+
+// The head split's outputs q, k and v [batch, heads, seq, head_dim] as 4-D tensor maps.
+struct QkvMaps {
+  CUtensorMap q, k, v;
+};
+
+// What store_tile_tma needs beside the accumulators: the output's tensor map (q, k and v's
+// for the head split) and, for the residual, the residual's, the consumer's barrier its boxes
+// land on and that barrier's phase.
 struct TmaEpilogue {
   const CUtensorMap* out;
+  const QkvMaps* qkv;
   const CUtensorMap* residual;
   uint32_t residual_bar;
   uint32_t residual_phase;
 };
+
+// Thread 0's store of a staged box of output columns n_box.. and tile rows m0.. into the head
+// split's q, k or v: the box lies in one head, its rows may meet several batch elements (a
+// sequence boundary inside the tile), one store each, at the row the element's sequence starts
+// at relative to the box (rows outside the element, at negative or too large coordinates, are
+// not written).
+__device__ __forceinline__ void store_qkv_box(const GemmArgs& p, const QkvMaps& maps, uint32_t staging,
+                                              int64_t n_box, int64_t m0, int rows) {
+  const QkvSplitMap& map = p.split;
+  const auto n32 = static_cast<uint32_t>(n_box);
+  const uint32_t which = map.width.div(n32), within = n32 - which * map.width.divisor;
+  const uint32_t head = map.head_dim.div(within), dim = within - head * map.head_dim.divisor;
+  const CUtensorMap* t = which == 0 ? &maps.q : which == 1 ? &maps.k : &maps.v;
+  const int64_t seq = map.seq.divisor;
+#pragma unroll 1
+  for (int64_t b = map.seq.div(static_cast<uint32_t>(m0)); b < p.batch && b * seq < m0 + rows; ++b) {
+    ptx::tma_store_4d(t, staging, static_cast<int32_t>(dim), static_cast<int32_t>(m0 - b * seq),
+                      static_cast<int32_t>(head), static_cast<int32_t>(b));
+  }
+}
 
 // The epilogue of one consumer's 128 x 128 accumulators for kStoresByTma, a [128 x 64] box at
 // a time through the consumer's staging, which holds a box in the tensor maps' 128-byte swizzle
@@ -463,8 +501,8 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e
                                                uint32_t staging, uint32_t barrier, int64_t m0, int64_t n0) {
   using T = typename C::Elem;
   constexpr bool kResidual = kOp == EpilogueOp::residual;
-  constexpr int kBoxCols = 128 / static_cast<int>(sizeof(T));  // one swizzle span
-  constexpr int kBlocks = kBoxCols / 8;                          // 8-column blocks of a box
+  constexpr int kBoxCols = persistent::kBoxCols<C>;
+  constexpr int kBlocks = kBoxCols / 8;  // 8-column blocks of a box
   constexpr uint32_t kBoxBytes = C::kConsumerRows * 128;
   static_assert(kBoxBytes <= C::kStagingBytes, "a box must fit the staging");
   if (m0 >= p.M) return;  // a cooperative tile's upper half past the last row
@@ -543,7 +581,11 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e
     ptx::fence_proxy_async_shared();
     ptx::named_barrier_sync(barrier, 128);
     if (tid == 0) {
-      ptx::tma_store_2d(e.out, staging, static_cast<int32_t>(n_box), static_cast<int32_t>(m0));
+      if constexpr (kOp == EpilogueOp::qkv_split) {
+        store_qkv_box(p, *e.qkv, staging, n_box, m0, C::kConsumerRows);
+      } else {
+        ptx::tma_store_2d(e.out, staging, static_cast<int32_t>(n_box), static_cast<int32_t>(m0));
+      }
       ptx::bulk_commit_group();
     }
   }
@@ -595,10 +637,12 @@ __device__ void consume(const GemmArgs& p, TmaEpilogue tma, const Schedule& sche
       }
     }
     const int64_t m0 = static_cast<int64_t>(u.tile.m) * C::BM + row_in_tile, n0 = static_cast<int64_t>(u.tile.n) * C::BN;
-    if constexpr (kStoresByTma<C, kOp>) {
+    if constexpr (!kStoresByTma<C, kOp>) {
+      store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);
+    } else if (kOp != EpilogueOp::qkv_split || tma_boxes_fit<C, kOp>(p)) {
       store_tile_tma<C, kOp>(p, tma, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
     } else {
-      store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);
+      store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);  // a head narrower than a box
     }
   }
   // The staging must outlive the last TMA store's reads of it.
@@ -618,7 +662,7 @@ template <class C, EpilogueOp kOp>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemm_persistent_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_w,
                                 const __grid_constant__ CUtensorMap tmap_c, const __grid_constant__ CUtensorMap tmap_r,
-                                const GemmArgs p, const persistent::Schedule sched,
+                                const __grid_constant__ persistent::QkvMaps qkv_maps, const GemmArgs p, const persistent::Schedule sched,
                                 const persistent::Partials partials) {
 #if TLB_PTX_SM90A
   extern __shared__ unsigned char smem_raw[];
@@ -641,7 +685,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensor_map(&tmap_a);
     ptx::prefetch_tensor_map(&tmap_w);
-    if constexpr (kStoresByTma<C, kOp>) ptx::prefetch_tensor_map(&tmap_c);
+    if constexpr (kStoresByTma<C, kOp> && kOp != EpilogueOp::qkv_split) ptx::prefetch_tensor_map(&tmap_c);
     if constexpr (kStoresByTma<C, kOp> && kOp == EpilogueOp::residual) ptx::prefetch_tensor_map(&tmap_r);
   }
   __syncthreads();
@@ -661,14 +705,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = warpgroup - 1;
     const Staging staging{reinterpret_cast<float*>(staging_bytes + consumer * C::kStagingBytes)};
-    consume<C, kOp>(p, TmaEpilogue{&tmap_c, &tmap_r, residual_bars + 8 * consumer, 0u}, sched, ring, staging,
-                    partials, consumer);
+    consume<C, kOp>(p, TmaEpilogue{&tmap_c, &qkv_maps, &tmap_r, residual_bars + 8 * consumer, 0u}, sched, ring,
+                    staging, partials, consumer);
   }
 #else
   (void)tmap_a;
   (void)tmap_w;
   (void)tmap_c;
   (void)tmap_r;
+  (void)qkv_maps;
   (void)p;
   (void)sched;
   (void)partials;
@@ -739,16 +784,27 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
   dispatch_config(a.dtype, s, [&](auto c) {
     using C = decltype(c);
     auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_persistent_sm90_kernel<C, decltype(op)::value>; });
-    // The output's map and the residual's, for the epilogues that store by TMA (the others
+    // The output's maps and the residual's, for the epilogues that store by TMA (the others
     // never read them).
-    const bool tma_store = dispatch_epilogue_op(a, [](auto op) { return persistent::kStoresByTma<C, decltype(op)::value>; });
+    const bool tma_store = dispatch_epilogue_op(a, [&](auto op) { return persistent::tma_boxes_fit<C, decltype(op)::value>(a); });
+    const auto box_cols = static_cast<uint32_t>(persistent::kBoxCols<C>);
     auto box_map = [&](const void* matrix) {
       return make_tensor_map_2d_sw128(matrix, a.dtype, static_cast<uint64_t>(a.M), static_cast<uint64_t>(a.N),
-                                      C::kConsumerRows, 128 / static_cast<uint32_t>(sizeof(typename C::Elem)));
+                                      C::kConsumerRows, box_cols);
     };
-    const CUtensorMap tmap_c = tma_store ? box_map(a.out) : CUtensorMap{};
+    const bool split = a.epilogue == GemmEpilogue::bias_qkv_split;
+    const CUtensorMap tmap_c = tma_store && !split ? box_map(a.out) : CUtensorMap{};
     const CUtensorMap tmap_r =
         tma_store && a.epilogue == GemmEpilogue::bias_residual ? box_map(a.residual) : CUtensorMap{};
+    persistent::QkvMaps qkv_maps{};
+    if (tma_store && split) {
+      auto head_map = [&](const void* t) {
+        return make_tensor_map_4d_sw128(t, a.dtype, static_cast<uint64_t>(a.batch), static_cast<uint64_t>(a.heads),
+                                        static_cast<uint64_t>(a.seq), static_cast<uint64_t>(a.head_dim),
+                                        C::kConsumerRows, box_cols);
+      };
+      qkv_maps = {head_map(a.q), head_map(a.k), head_map(a.v)};
+    }
     allow_dynamic_smem(kernel, C::kSmemBytes);
     const CUtensorMap tmap_a = make_tensor_map_2d_sw128(a.A, a.dtype, static_cast<uint64_t>(a.M),
                                                         static_cast<uint64_t>(a.K), C::BM, C::BK);
@@ -773,7 +829,7 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
       partials = {static_cast<float*>(ws.partials), ws.ready};
     }
     launch_kernel_with_pdl(pdl_for_grid(tiles, C::BM, ctas), kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads),
-                           C::kSmemBytes, stream, 1, tmap_a, tmap_w, tmap_c, tmap_r, a, sched, partials);
+                           C::kSmemBytes, stream, 1, tmap_a, tmap_w, tmap_c, tmap_r, qkv_maps, a, sched, partials);
     TLB_LAUNCH_CHECK(stream);
   });
 }
