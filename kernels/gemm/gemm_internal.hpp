@@ -94,8 +94,13 @@ bool persistent_supported(int64_t M, int64_t N, PersistentSchedule s);
 // Whether the grid has a partial wave for stream-K to spread: more tiles than CTAs, and not a
 // multiple of them.
 bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int max_ctas);
+// How a 16-bit tile leaves the kernel: from the accumulator registers by stmatrix and TMA
+// stores (tma), or through an fp32 staging, stored run by run (staged: TF32's way, and the head
+// split's where head_dim is not a multiple of 64). TLBENCH_GEMM_STORE=tma|staged picks it for
+// launches that do not say (unset: tma), for A/B measurements; the results are bit-identical.
+enum class EpilogueStore { from_env, tma, staged };
 void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int max_ctas, int stream_k_waves,
-                                 cudaStream_t stream);
+                                 cudaStream_t stream, EpilogueStore store = EpilogueStore::from_env);
 // The cooperative schedule's time in the dispatcher's ranking, as a factor of ping-pong's on
 // the same grid: under 1 where it measured ahead (TF32 with K >= 8192), else just over 1, so
 // that it is offered and benchmarked but ranked behind ping-pong.

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -457,6 +458,7 @@ struct QkvMaps {
 // for the head split) and, for the residual, the residual's, the consumer's barrier its boxes
 // land on and that barrier's phase.
 struct TmaEpilogue {
+  bool enabled;  // the host's choice (EpilogueStore); off, every tile stages
   const CUtensorMap* out;
   const QkvMaps* qkv;
   const CUtensorMap* residual;
@@ -639,10 +641,10 @@ __device__ void consume(const GemmArgs& p, TmaEpilogue tma, const Schedule& sche
     const int64_t m0 = static_cast<int64_t>(u.tile.m) * C::BM + row_in_tile, n0 = static_cast<int64_t>(u.tile.n) * C::BN;
     if constexpr (!kStoresByTma<C, kOp>) {
       store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);
-    } else if (kOp != EpilogueOp::qkv_split || tma_boxes_fit<C, kOp>(p)) {
+    } else if (tma.enabled) {
       store_tile_tma<C, kOp>(p, tma, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
     } else {
-      store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);  // a head narrower than a box
+      store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);  // staged by choice, or a head narrower than a box
     }
   }
   // The staging must outlive the last TMA store's reads of it.
@@ -662,7 +664,8 @@ template <class C, EpilogueOp kOp>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemm_persistent_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_w,
                                 const __grid_constant__ CUtensorMap tmap_c, const __grid_constant__ CUtensorMap tmap_r,
-                                const __grid_constant__ persistent::QkvMaps qkv_maps, const GemmArgs p, const persistent::Schedule sched,
+                                const __grid_constant__ persistent::QkvMaps qkv_maps, const bool tma_store,
+                                const GemmArgs p, const persistent::Schedule sched,
                                 const persistent::Partials partials) {
 #if TLB_PTX_SM90A
   extern __shared__ unsigned char smem_raw[];
@@ -705,8 +708,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = warpgroup - 1;
     const Staging staging{reinterpret_cast<float*>(staging_bytes + consumer * C::kStagingBytes)};
-    consume<C, kOp>(p, TmaEpilogue{&tmap_c, &qkv_maps, &tmap_r, residual_bars + 8 * consumer, 0u}, sched, ring,
-                    staging, partials, consumer);
+    consume<C, kOp>(p, TmaEpilogue{tma_store, &tmap_c, &qkv_maps, &tmap_r, residual_bars + 8 * consumer, 0u}, sched,
+                    ring, staging, partials, consumer);
   }
 #else
   (void)tmap_a;
@@ -714,6 +717,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   (void)tmap_c;
   (void)tmap_r;
   (void)qkv_maps;
+  (void)tma_store;
   (void)p;
   (void)sched;
   (void)partials;
@@ -753,6 +757,15 @@ bool pdl_for_grid(int64_t tiles, int tile_rows, int64_t ctas) {
   return pdl_enabled() && (pdl_for_every_kernel() || tiles * (tile_rows / 128) <= kPdlMaxWaves * ctas);
 }
 
+// TLBENCH_GEMM_STORE (EpilogueStore), read at each launch.
+EpilogueStore epilogue_store_from_env() {
+  const char* env = std::getenv("TLBENCH_GEMM_STORE");
+  const std::string v = env != nullptr ? env : "";
+  if (v.empty() || v == "tma") return EpilogueStore::tma;
+  if (v == "staged") return EpilogueStore::staged;
+  throw std::invalid_argument("TLBENCH_GEMM_STORE must be tma or staged (got '" + v + "')");
+}
+
 int64_t persistent_ctas(int64_t tiles, int max_ctas) {
   int64_t ctas = std::min<int64_t>(tiles, device_caps().sms);
   return max_ctas > 0 ? std::min<int64_t>(ctas, max_ctas) : ctas;
@@ -779,14 +792,16 @@ bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int
 }
 
 void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int max_ctas, int stream_k_waves,
-                                 cudaStream_t stream) {
+                                 cudaStream_t stream, EpilogueStore store) {
+  if (store == EpilogueStore::from_env) store = epilogue_store_from_env();
   const GemmArgs a = with_split_map(args);
   dispatch_config(a.dtype, s, [&](auto c) {
     using C = decltype(c);
     auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_persistent_sm90_kernel<C, decltype(op)::value>; });
     // The output's maps and the residual's, for the epilogues that store by TMA (the others
     // never read them).
-    const bool tma_store = dispatch_epilogue_op(a, [&](auto op) { return persistent::tma_boxes_fit<C, decltype(op)::value>(a); });
+    const bool tma_store = store == EpilogueStore::tma &&
+                           dispatch_epilogue_op(a, [&](auto op) { return persistent::tma_boxes_fit<C, decltype(op)::value>(a); });
     const auto box_cols = static_cast<uint32_t>(persistent::kBoxCols<C>);
     auto box_map = [&](const void* matrix) {
       return make_tensor_map_2d_sw128(matrix, a.dtype, static_cast<uint64_t>(a.M), static_cast<uint64_t>(a.N),
@@ -829,7 +844,7 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
       partials = {static_cast<float*>(ws.partials), ws.ready};
     }
     launch_kernel_with_pdl(pdl_for_grid(tiles, C::BM, ctas), kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads),
-                           C::kSmemBytes, stream, 1, tmap_a, tmap_w, tmap_c, tmap_r, qkv_maps, a, sched, partials);
+                           C::kSmemBytes, stream, 1, tmap_a, tmap_w, tmap_c, tmap_r, qkv_maps, tma_store, a, sched, partials);
     TLB_LAUNCH_CHECK(stream);
   });
 }

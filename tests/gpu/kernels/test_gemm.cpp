@@ -381,6 +381,7 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
   } epilogues[] = {{GemmEpilogue::bias, tlb::Activation::gelu},
                    {GemmEpilogue::bias_activation, tlb::Activation::gelu},
                    {GemmEpilogue::bias_residual, tlb::Activation::gelu}};
+  using tlb::gemm_detail::EpilogueStore;
   using tlb::gemm_detail::PersistentSchedule;
   std::map<PersistentSchedule, int> runs, stream_k_runs;
   for (const Mode& mode : kModes) {
@@ -396,9 +397,9 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
         for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
           const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, schedule, 0);
           if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
-          auto run = [&](int ctas, int stream_k_waves) {
+          auto run = [&](int ctas, int stream_k_waves, EpilogueStore store = EpilogueStore::tma) {
             out.poison();
-            tlb::gemm_detail::launch_gemm_persistent_sm90(a, schedule, ctas, stream_k_waves, nullptr);
+            tlb::gemm_detail::launch_gemm_persistent_sm90(a, schedule, ctas, stream_k_waves, nullptr, store);
             TLB_CUDA_CHECK(cudaDeviceSynchronize());
             bool guards_intact = false;
             std::vector<float> got = out.read(&guards_intact);
@@ -412,7 +413,13 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
             INFO(mode.name << " " << name << " M=" << s.M << " N=" << s.N << " K=" << s.K << " epilogue "
                            << static_cast<int>(e.epi) << " CTAs " << ctas);
             if (ctas == 1 || ctas == 3 || ctas == 5) {
-              run(ctas, 0);
+              const std::vector<float> by_tma = run(ctas, 0);
+              // 16-bit tiles leave by stmatrix and TMA stores; through the fp32 staging they
+              // must come out the same, bit for bit (fp32 tiles always stage).
+              if (mode.dtype != tlb::DType::fp32) {
+                INFO("staged against TMA-stored");
+                CHECK(tlb::test::bit_identical(by_tma, run(ctas, 0, EpilogueStore::staged)));
+              }
               ++runs[schedule];
             }
             if (!tlb::gemm_detail::persistent_stream_k_applies(s.M, s.N, schedule, ctas)) continue;
