@@ -761,8 +761,8 @@ bool pdl_for_grid(int64_t tiles, int tile_rows, int64_t ctas) {
 EpilogueStore epilogue_store_from_env() {
   const char* env = std::getenv("TLBENCH_GEMM_STORE");
   const std::string v = env != nullptr ? env : "";
-  if (v.empty() || v == "tma") return EpilogueStore::tma;
-  if (v == "staged") return EpilogueStore::staged;
+  if (v.empty() || v == "staged") return EpilogueStore::staged;
+  if (v == "tma") return EpilogueStore::tma;
   throw std::invalid_argument("TLBENCH_GEMM_STORE must be tma or staged (got '" + v + "')");
 }
 

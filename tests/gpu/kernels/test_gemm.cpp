@@ -286,6 +286,28 @@ TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]",
       a.head_dim = sp.head_dim;
       INFO("batch " << sp.batch << " seq " << sp.seq << " heads " << sp.heads << " head_dim " << sp.head_dim);
       check_every_variant(mode, a, {&q, &k, &v}, refs);
+      // The persistent kernel's two ways out for 16-bit tiles: TMA stores into q, k and v as
+      // 4-D tensors (one per batch element a tile's rows meet; head_dim 80 stages anyway), and
+      // the fp32 staging. Both match the reference, and each other bit for bit.
+      if (mode.dtype == tlb::DType::fp32) continue;
+      using tlb::gemm_detail::EpilogueStore;
+      using tlb::gemm_detail::PersistentSchedule;
+      const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
+      for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
+        const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, schedule, 0);
+        if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
+        std::vector<std::vector<float>> outs[2];
+        for (const EpilogueStore store : {EpilogueStore::tma, EpilogueStore::staged}) {
+          INFO(name << (store == EpilogueStore::tma ? " storing by TMA" : " staged"));
+          for (GuardedOutput* o : {&q, &k, &v}) o->poison();
+          tlb::gemm_detail::launch_gemm_persistent_sm90(a, schedule, 0, 0, nullptr, store);
+          TLB_CUDA_CHECK(cudaDeviceSynchronize());
+          check_outputs(mode, {&q, &k, &v}, refs);
+          bool guards_intact = false;  // check_outputs has checked them
+          for (GuardedOutput* o : {&q, &k, &v}) outs[store == EpilogueStore::tma ? 0 : 1].push_back(o->read(&guards_intact));
+        }
+        for (size_t i = 0; i < 3; ++i) CHECK(tlb::test::bit_identical(outs[0][i], outs[1][i]));
+      }
     }
   }
 }
