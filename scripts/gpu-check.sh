@@ -11,7 +11,7 @@
 #       IEEE math beside PyTorch's. Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=380
 #       OFFICIAL_BUDGET=520, the build taking about 50 s on 16 cores)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
-# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
+# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, GEMM_AB, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # RERUN_SAME_MACHINE (rerun: run it on the baseline's own card too), SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
 # EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PEER_NEEDS, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES, REPEAT_ARGS, REPEAT_N, REPEAT_TIMEOUT.
@@ -201,6 +201,14 @@ for step in "${steps[@]}"; do
       echo "rc=$?" | tee -a "$OUT/summary.txt"
       grep -E "\] (gemm|      sm90)" "$OUT/gemmbench-clocks.log" | tee -a "$OUT/summary.txt"
       cat "$OUT/gemm-ours.jsonl" >>"$OUT/kernels.jsonl"
+      # GEMM_AB="VAR=VALUE ...": the table once more under those environment variables (e.g.
+      # TLBENCH_GEMM_STORE=tma), cuBLAS beside it again, for an A/B of two builds of one
+      # variant in one call (gemm-ab.jsonl, not a kernels.jsonl record).
+      if [[ -n ${GEMM_AB:-} ]]; then
+        log "GEMM speed table again under $GEMM_AB"
+        env $GEMM_AB timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-ab.jsonl" \
+          ${GEMM_MATCH:+--match "$GEMM_MATCH"} 2>&1 | grep -E "^ gemm|^gemm" | tee -a "$OUT/summary.txt"
+      fi
       ;;
     attnbench)
       # Ours, PyTorch SDPA (cuDNN, FlashAttention-2) on the same shapes, then ours again: the mean
