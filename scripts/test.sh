@@ -6,8 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="/usr/local/cuda/bin:$PATH"
-cmake --preset release
-cmake --build --preset release
+# ptxas names every kernel that spills registers; no kernel may spill more than the committed
+# budget allows (scripts/spill_check.py, configs/spill-budget.json).
+cmake --preset release -DTLBENCH_WARN_SPILLS=ON
+cmake --build --preset release 2>&1 | tee build/release/build.log
+python3 scripts/spill_check.py build/release/build.log
 ctest --preset release
 # The committed official results of each card must pass the committed thresholds (no GPU
 # needed), and a second sweep on another machine of that card (of the same kernels), where one
