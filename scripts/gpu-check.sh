@@ -11,6 +11,7 @@
 #       IEEE math beside PyTorch's. Within a 600 s call: BUILD_TARGETS=tlbench SWEEP_TIMEOUT=380
 #       OFFICIAL_BUDGET=520, the build taking about 50 s on 16 cores)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
+# PREBUILT (build: unpack scripts/prebuild-gpu.sh's pack instead of compiling),
 # SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, GEMM_AB, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # RERUN_SAME_MACHINE (rerun: run it on the baseline's own card too), SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
 # EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PEER_NEEDS, PROFILE_ARGS,
@@ -108,18 +109,35 @@ clocked() {
   return $rc
 }
 
+# `build_here`: configure and build BUILD_TARGETS (all where unset) with every core.
+build_here() {
+  log "configure + build"
+  cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTLBENCH_PTXAS_VERBOSE=ON ${CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 \
+    || { tail -30 "$OUT/build.log"; exit 1; }
+  local targets=() t
+  for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+  if ! cmake --build $BUILD -j "$(nproc)" "${targets[@]}" -- -k 0 >>"$OUT/build.log" 2>&1; then
+    grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1
+  fi
+}
+# `unpack_prebuilt`: the binaries scripts/prebuild-gpu.sh packed for this commit, where the
+# build would have put them, their libraries from .deps/.
+unpack_prebuilt() {
+  log "prebuilt binaries from $PREBUILT"
+  mkdir -p $BUILD && tar xzf "$PREBUILT" -C $BUILD || exit 1
+  if [[ -f .git-commit && $(cat $BUILD/commit) != $(cat .git-commit) ]]; then
+    echo "gpu-check: $PREBUILT was built from $(cat $BUILD/commit), this tree is $(cat .git-commit)" |
+      tee -a "$OUT/summary.txt"
+    exit 1
+  fi
+  export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
 for step in "${steps[@]}"; do
   case $step in
     build)
-      log "configure + build"
-      cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
-        -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DTLBENCH_PTXAS_VERBOSE=ON ${CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 \
-        || { tail -30 "$OUT/build.log"; exit 1; }
-      targets=()
-      for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
-      if ! cmake --build $BUILD -j "$(nproc)" "${targets[@]}" -- -k 0 >>"$OUT/build.log" 2>&1; then
-        grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1
-      fi
+      if [[ -n ${PREBUILT:-} ]]; then unpack_prebuilt; else build_here; fi
       $BIN --version | tee -a "$OUT/summary.txt"
       $BIN info | tee -a "$OUT/summary.txt"
       nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee -a "$OUT/summary.txt"
