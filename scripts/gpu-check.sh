@@ -132,6 +132,7 @@ unpack_prebuilt() {
     exit 1
   fi
   export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export TLBENCH_KERNEL_BENCH="$PWD/$BUILD/tlbench_kernel_bench"  # for the GPU test that runs it
 }
 
 for step in "${steps[@]}"; do

@@ -3,7 +3,8 @@
 # into build/prebuilt.tar.gz (about 25 MB), for a GPU host whose time is short: carried there
 # with .deps/, `PREBUILT=build/prebuilt.tar.gz scripts/gpu-check.sh build ...` unpacks them
 # instead of compiling (about 50 s on 16 cores). The pack names the commit it was built from;
-# gpu-check refuses it for another one, and for a tree with uncommitted changes here.
+# this script refuses a tree with uncommitted changes, gpu-check a pack of another commit. The
+# `test` step (ctest) needs a build tree on the host; `gputests` and the benchmarks do not.
 #   scripts/prebuild-gpu.sh [TARGET ...]   (default: tlbench tlbench_kernel_bench tlbench_gpu_tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
