@@ -327,8 +327,7 @@ std::string variant_name(const Plan& plan, int64_t head_dim) {
         return prefix + "sm90_tma_tf32_d" + d + "_q" + std::to_string(plan.sm90.q_rows) + "_kv" +
                std::to_string(plan.sm90.kv_cols) + (plan.persistent ? "_persistent" : "");
       return prefix + "tf32_d" + d + "_q64_kv32";
-    case Family::fp32fma:
-      return prefix + "fp32fma_d" + d + "_q64_kv" + std::to_string(kv_cols);
+    case Family::fp32fma: return prefix + "fp32fma_d" + d + "_q64_kv" + std::to_string(kv_cols);
   }
   return prefix;
 }
@@ -471,9 +470,7 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
       if (plan.engine == Engine::tma) attn::launch_flash_sm90_tf32(l, stream);
       else attn::launch_flash_tf32(l, stream);
       break;
-    case Family::fp32fma:
-      attn::launch_flash_fp32fma(l, stream);
-      break;
+    case Family::fp32fma: attn::launch_flash_fp32fma(l, stream); break;
   }
   if (plan.splits > 1) attn::launch_flash_combine(l, stream);
   return name;

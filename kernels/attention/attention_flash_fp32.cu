@@ -221,57 +221,6 @@ __device__ __forceinline__ void load_fma_tile(float* tile, const float* g, int64
   ptx::cp_async_commit();
 }
 
-// One online-softmax step of an S owner's row: its 8 scores become exp2 weights, the row's max
-// and this lane's share of its sum move on; returns the factor earlier outputs of the row scale
-// by. The 8 lanes sharing a row are lanes with the same lane / 8; max and sum are pairwise, not
-// chains (eight dependent steps a row were a step's longest wait).
-__device__ __forceinline__ float fma_softmax_row(float (&s)[8], float& m, float& l, float scale_log2) {
-  float mx = fmaxf(m, fmaxf(fmaxf(fmaxf(s[0], s[1]), fmaxf(s[2], s[3])), fmaxf(fmaxf(s[4], s[5]), fmaxf(s[6], s[7]))));
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-  const float ms = mx == neg_inf() ? 0.0f : mx * scale_log2;
-  const float alpha = ptx::ex2_approx(fmaf(m, scale_log2, -ms));
-#pragma unroll
-  for (int c = 0; c < 8; ++c) s[c] = ptx::ex2_approx(fmaf(s[c], scale_log2, -ms));
-  const float sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  l = fmaf(l, alpha, sum);
-  m = mx;
-  return alpha;
-}
-
-// The sum of a row's l over its 8 lanes (the lanes with the same lane / 8).
-__device__ __forceinline__ float fma_row_sum(float l) {
-  l += __shfl_xor_sync(0xffffffffu, l, 1);
-  l += __shfl_xor_sync(0xffffffffu, l, 2);
-  return l + __shfl_xor_sync(0xffffffffu, l, 4);
-}
-
-// One output row of an FMA kernel: columns col0 + kStep j .. +3 for j < kN from o, divided by the
-// row's sum; with split-KV the partials instead, and (max, sum) from the lane with `writes_stats`.
-template <int kD, int kN, int kStep>
-__device__ __forceinline__ void store_fma_row(const FlashParams& p, const BlockWork<float>& w, int64_t row,
-                                              const float (&o)[kN][4], int col0, float row_sum, float row_max,
-                                              bool writes_stats) {
-  if (row >= p.seq) return;
-  if (p.splits == 1) {
-    const float inv = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
-    float* dst = static_cast<float*>(p.o) + ((w.c.b * p.seq + row) * p.heads + w.c.h) * kD + col0;
-#pragma unroll
-    for (int j = 0; j < kN; ++j)
-      *reinterpret_cast<float4*>(dst + kStep * j) = make_float4(o[j][0] * inv, o[j][1] * inv, o[j][2] * inv, o[j][3] * inv);
-    return;
-  }
-  const int64_t prow = (static_cast<int64_t>(w.split) * p.batch * p.heads + w.c.bh) * p.seq + row;
-  float* dst = p.o_part + prow * kD + col0;
-#pragma unroll
-  for (int j = 0; j < kN; ++j) *reinterpret_cast<float4*>(dst + kStep * j) = make_float4(o[j][0], o[j][1], o[j][2], o[j][3]);
-  if (writes_stats) {
-    const float ms = row_max == neg_inf() ? neg_inf() : row_max * p.scale_log2;
-    *reinterpret_cast<float2*>(p.ml_part + prow * 2) = make_float2(ms, row_sum);
-  }
-}
-
 template <int kD>
 __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd_fp32fma(const FlashParams p) {
   ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
@@ -351,10 +300,22 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
             if (col >= w.kr.end || (w.causal && col > row0 + r)) s[r][c] = neg_inf();
           }
       }
-      // Online softmax, each row's outputs rescaled, P into the warp's own rows.
+      // Online softmax; the 8 lanes sharing a row are lanes with the same lane/8.
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const float alpha = fma_softmax_row(s[r], m[r], l[r], p.scale_log2);
+        // Pairwise, not a chain: eight dependent steps a row were the step's longest wait.
+        float mx = fmaxf(m[r], fmaxf(fmaxf(fmaxf(s[r][0], s[r][1]), fmaxf(s[r][2], s[r][3])),
+                                     fmaxf(fmaxf(s[r][4], s[r][5]), fmaxf(s[r][6], s[r][7]))));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        const float ms = mx == neg_inf() ? 0.0f : mx * p.scale_log2;
+        const float alpha = ptx::ex2_approx(fmaf(m[r], p.scale_log2, -ms));
+#pragma unroll
+        for (int c = 0; c < 8; ++c) s[r][c] = ptx::ex2_approx(fmaf(s[r][c], p.scale_log2, -ms));
+        const float sum = ((s[r][0] + s[r][1]) + (s[r][2] + s[r][3])) + ((s[r][4] + s[r][5]) + (s[r][6] + s[r][7]));
+        l[r] = fmaf(l[r], alpha, sum);
+        m[r] = mx;
 #pragma unroll
         for (int j = 0; j < kCols; ++j)
 #pragma unroll
@@ -403,8 +364,32 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
 
   // Epilogue: row sums over the 8 lanes of the row, then o / l (or the split partials).
 #pragma unroll
-  for (int r = 0; r < 4; ++r)
-    store_fma_row<kD, kCols, 32>(p, w, row0 + r, o[r], 4 * tx, fma_row_sum(l[r]), m[r], tx == 0);
+  for (int r = 0; r < 4; ++r) {
+    float lsum = l[r];
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 4);
+    const int64_t row = row0 + r;
+    if (row >= p.seq) continue;
+    if (p.splits == 1) {
+      const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+      float* dst = static_cast<float*>(p.o) + ((w.c.b * p.seq + row) * p.heads + w.c.h) * kD + 4 * tx;
+#pragma unroll
+      for (int j = 0; j < kCols; ++j)
+        *reinterpret_cast<float4*>(dst + 32 * j) =
+            make_float4(o[r][j][0] * inv, o[r][j][1] * inv, o[r][j][2] * inv, o[r][j][3] * inv);
+    } else {
+      const int64_t prow = (static_cast<int64_t>(w.split) * p.batch * p.heads + w.c.bh) * p.seq + row;
+      float* dst = p.o_part + prow * kD + 4 * tx;
+#pragma unroll
+      for (int j = 0; j < kCols; ++j)
+        *reinterpret_cast<float4*>(dst + 32 * j) = make_float4(o[r][j][0], o[r][j][1], o[r][j][2], o[r][j][3]);
+      if (tx == 0) {
+        const float ms = m[r] == neg_inf() ? neg_inf() : m[r] * p.scale_log2;
+        *reinterpret_cast<float2*>(p.ml_part + prow * 2) = make_float2(ms, lsum);
+      }
+    }
+  }
 }
 
 template <auto kKernel, int kSmem>
