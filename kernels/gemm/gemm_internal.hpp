@@ -97,10 +97,12 @@ bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int
 // How a 16-bit tile leaves the kernel: from the accumulator registers by stmatrix and TMA
 // stores (tma), or through an fp32 staging, stored run by run (staged: TF32's way, and the head
 // split's where head_dim is not a multiple of 64). TLBENCH_GEMM_STORE=tma|staged picks it for
-// launches that do not say, for A/B measurements; the results are bit-identical. Unset it is
-// staged: the TMA stores have not yet run on a GPU (results/perf-log.md, 2026-12-07), and the
-// default changes once their tests pass there and their speed is measured.
+// launches that do not say, for A/B measurements (read once; any other value is refused); the
+// results are bit-identical. Unset it is staged: the TMA stores have not yet run on a GPU
+// (results/perf-log.md, 2026-12-07), and the default changes once their tests pass there and
+// their speed is measured.
 enum class EpilogueStore { from_env, tma, staged };
+EpilogueStore epilogue_store_setting();
 void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int max_ctas, int stream_k_waves,
                                  cudaStream_t stream, EpilogueStore store = EpilogueStore::from_env);
 // The cooperative schedule's time in the dispatcher's ranking, as a factor of ping-pong's on

@@ -432,22 +432,14 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
   }
 }
 
-// Whether a tile of C's element type with operation kOp leaves through store_tile_tma: 16-bit
-// outputs (TF32's fp32 ones keep the staged path), the head split's where a 64-column box lies
-// in one head (tma_boxes_fit).
-template <class C, EpilogueOp kOp>
+// Whether C's tiles can leave through store_tile_tma: 16-bit outputs (TF32's fp32 ones always
+// stage). The host also stages head splits whose boxes would straddle heads.
+template <class C>
 inline constexpr bool kStoresByTma = sizeof(typename C::Elem) == 2;
 
 // The columns of store_tile_tma's box: one 128-byte swizzle span.
 template <class C>
 inline constexpr int kBoxCols = 128 / static_cast<int>(sizeof(typename C::Elem));
-
-// Whether store_tile_tma can take the tiles of `p`: every box of the head split must lie in
-// one head (head_dim a multiple of the box's columns; the others stage).
-template <class C, EpilogueOp kOp>
-__host__ __device__ inline bool tma_boxes_fit(const GemmArgs& p) {
-  return kStoresByTma<C, kOp> && (kOp != EpilogueOp::qkv_split || p.head_dim % kBoxCols<C> == 0);
-}
 
 // The head split's outputs q, k and v [batch, heads, seq, head_dim] as 4-D tensor maps.
 struct QkvMaps {
@@ -486,7 +478,7 @@ __device__ __forceinline__ void store_qkv_box(const GemmArgs& p, const QkvMaps& 
   }
 }
 
-// The epilogue of one consumer's 128 x 128 accumulators for kStoresByTma, a [128 x 64] box at
+// The epilogue of one consumer's 128 x 128 16-bit accumulators, a [128 x 64] box at
 // a time through the consumer's staging, which holds a box in the tensor maps' 128-byte swizzle
 // (16-byte chunk c of row r at c ^ r % 8: the eight rows of an 8 x 8 matrix on eight bank
 // groups). The operation is applied in the accumulator registers, pairs packed to 16 bits and
@@ -639,16 +631,16 @@ __device__ void consume(const GemmArgs& p, TmaEpilogue tma, const Schedule& sche
       }
     }
     const int64_t m0 = static_cast<int64_t>(u.tile.m) * C::BM + row_in_tile, n0 = static_cast<int64_t>(u.tile.n) * C::BN;
-    if constexpr (!kStoresByTma<C, kOp>) {
-      store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);
-    } else if (tma.enabled) {
-      store_tile_tma<C, kOp>(p, tma, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
-    } else {
-      store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);  // staged by choice, or a head narrower than a box
+    if constexpr (kStoresByTma<C>) {
+      if (tma.enabled) {
+        store_tile_tma<C, kOp>(p, tma, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
+        continue;
+      }
     }
+    store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);  // TF32, staged by choice, or heads narrower than a box
   }
   // The staging must outlive the last TMA store's reads of it.
-  if constexpr (kStoresByTma<C, kOp>) {
+  if constexpr (kStoresByTma<C>) {
     if (threadIdx.x % 128 == 0) ptx::bulk_wait_group<0>();
   }
 }
@@ -682,14 +674,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::mbarrier_init(ring.full(s), 1);
       ptx::mbarrier_init(ring.empty(s), 4 * C::kConsumersPerTile);  // one arrival per consumer warp reading it
     }
-    if constexpr (kStoresByTma<C, kOp> && kOp == EpilogueOp::residual) {
+    if constexpr (kStoresByTma<C> && kOp == EpilogueOp::residual) {
       for (int c = 0; c < 2; ++c) ptx::mbarrier_init(residual_bars + 8 * c, 1);  // one TMA box each
     }
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensor_map(&tmap_a);
     ptx::prefetch_tensor_map(&tmap_w);
-    if constexpr (kStoresByTma<C, kOp> && kOp != EpilogueOp::qkv_split) ptx::prefetch_tensor_map(&tmap_c);
-    if constexpr (kStoresByTma<C, kOp> && kOp == EpilogueOp::residual) ptx::prefetch_tensor_map(&tmap_r);
+    if (tma_store && kOp != EpilogueOp::qkv_split) ptx::prefetch_tensor_map(&tmap_c);
+    if (tma_store && kOp == EpilogueOp::residual) ptx::prefetch_tensor_map(&tmap_r);
   }
   __syncthreads();
   // Under PDL (pdl_for_grid) the set-up above overlaps the previous kernel's tail; A and the
@@ -757,21 +749,23 @@ bool pdl_for_grid(int64_t tiles, int tile_rows, int64_t ctas) {
   return pdl_enabled() && (pdl_for_every_kernel() || tiles * (tile_rows / 128) <= kPdlMaxWaves * ctas);
 }
 
-// TLBENCH_GEMM_STORE (EpilogueStore), read at each launch.
-EpilogueStore epilogue_store_from_env() {
-  const char* env = std::getenv("TLBENCH_GEMM_STORE");
-  const std::string v = env != nullptr ? env : "";
-  if (v.empty() || v == "staged") return EpilogueStore::staged;
-  if (v == "tma") return EpilogueStore::tma;
-  throw std::invalid_argument("TLBENCH_GEMM_STORE must be tma or staged (got '" + v + "')");
-}
-
 int64_t persistent_ctas(int64_t tiles, int max_ctas) {
   int64_t ctas = std::min<int64_t>(tiles, device_caps().sms);
   return max_ctas > 0 ? std::min<int64_t>(ctas, max_ctas) : ctas;
 }
 
 }  // namespace
+
+EpilogueStore epilogue_store_setting() {
+  static const EpilogueStore setting = [] {
+    const char* env = std::getenv("TLBENCH_GEMM_STORE");
+    const std::string v = env != nullptr ? env : "";
+    if (v.empty() || v == "staged") return EpilogueStore::staged;
+    if (v == "tma") return EpilogueStore::tma;
+    throw std::invalid_argument("TLBENCH_GEMM_STORE: unknown value '" + v + "' (expected staged or tma)");
+  }();
+  return setting;
+}
 
 std::string persistent_variant_name(DType d, PersistentSchedule s, int stream_k_waves) {
   return dispatch_config(d, s, [&](auto c) {
@@ -793,16 +787,16 @@ bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int
 
 void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int max_ctas, int stream_k_waves,
                                  cudaStream_t stream, EpilogueStore store) {
-  if (store == EpilogueStore::from_env) store = epilogue_store_from_env();
+  if (store == EpilogueStore::from_env) store = epilogue_store_setting();
   const GemmArgs a = with_split_map(args);
   dispatch_config(a.dtype, s, [&](auto c) {
     using C = decltype(c);
     auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_persistent_sm90_kernel<C, decltype(op)::value>; });
-    // The output's maps and the residual's, for the epilogues that store by TMA (the others
-    // never read them).
-    const bool tma_store = store == EpilogueStore::tma &&
-                           dispatch_epilogue_op(a, [&](auto op) { return persistent::tma_boxes_fit<C, decltype(op)::value>(a); });
+    // 16-bit tiles by TMA where asked, but for head splits whose 64-column boxes would straddle
+    // heads; the output's maps and the residual's for them (the staged path never reads them).
     const auto box_cols = static_cast<uint32_t>(persistent::kBoxCols<C>);
+    const bool tma_store = store == EpilogueStore::tma && persistent::kStoresByTma<C> &&
+                           (a.epilogue != GemmEpilogue::bias_qkv_split || a.head_dim % box_cols == 0);
     auto box_map = [&](const void* matrix) {
       return make_tensor_map_2d_sw128(matrix, a.dtype, static_cast<uint64_t>(a.M), static_cast<uint64_t>(a.N),
                                       C::kConsumerRows, box_cols);
