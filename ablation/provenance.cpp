@@ -15,6 +15,7 @@
 
 #include "common/cuda_check.hpp"
 #include "common/launch.hpp"
+#include "gemm/gemm.hpp"
 #include "tlbench_version.hpp"
 
 namespace tlb {
@@ -78,6 +79,7 @@ DeviceInfo query_device(int index) {
   TLB_CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &d.cublas_patch));
   const char* variant = std::getenv("TLBENCH_GEMM_VARIANT");
   if (variant != nullptr && *variant != '\0') d.gemm_variant = variant;
+  d.gemm_store = gemm_store_mode();  // refuses an unknown TLBENCH_GEMM_STORE before any run
   return d;
 }
 
@@ -105,7 +107,7 @@ nlohmann::json to_json(const DeviceInfo& d) {
       {"driver_version", cuda_version_string(d.driver_version)},
       {"runtime_version", cuda_version_string(d.runtime_version)},
       {"cublas_version", fmt::format("{}.{}.{}", d.cublas_major, d.cublas_minor, d.cublas_patch)},
-      {"kernel_launch", {{"pdl", d.pdl_mode != "off"}, {"pdl_mode", d.pdl_mode}, {"gemm_variant", d.gemm_variant}}},
+      {"kernel_launch", {{"pdl", d.pdl_mode != "off"}, {"pdl_mode", d.pdl_mode}, {"gemm_variant", d.gemm_variant}, {"gemm_store", d.gemm_store}}},
   };
 }
 

@@ -29,10 +29,12 @@ struct DeviceInfo {
   int cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
   // How our kernels launch here, which the results depend on: programmatic dependent launch
   // (off below compute capability 9.0 or with TLBENCH_PDL=0; "default": every kernel but the
-  // persistent GEMM's long grids, "all" with TLBENCH_PDL=all) and TLBENCH_GEMM_VARIANT.
-  // run.json also says `pdl`: whether it is on at all, i.e. pdl_mode is not "off".
+  // persistent GEMM's long grids, "all" with TLBENCH_PDL=all), TLBENCH_GEMM_VARIANT and
+  // TLBENCH_GEMM_STORE. run.json also says `pdl`: whether it is on at all, i.e. pdl_mode is
+  // not "off".
   std::string pdl_mode = "off";
   std::string gemm_variant = "auto";
+  std::string gemm_store = "staged";
 };
 // Throws DeviceError when the device cannot be queried.
 DeviceInfo query_device(int index = 0);

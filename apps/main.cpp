@@ -14,6 +14,7 @@
 #include "commands.hpp"
 #include "common/cuda_check.hpp"
 #include "common/launch.hpp"
+#include "gemm/gemm.hpp"
 #include "config.hpp"
 #include "tlbench_version.hpp"
 
@@ -87,10 +88,11 @@ int main(int argc, char** argv) {
     return kUsageOrConfig;
   }
 
-  // A switch that changes how every kernel launches: refused before any command runs, so
+  // Switches that change how kernels launch or store: refused before any command runs, so
   // nothing is measured or written under a value nobody meant.
   try {
     tlb::check_pdl_setting();
+    tlb::gemm_store_mode();
   } catch (const std::exception& e) {
     fmt::print(stderr, "tlbench: {}\n", e.what());
     return kUsageOrConfig;

@@ -446,6 +446,10 @@ GemmArgs gemm_detail::with_split_map(const GemmArgs& a) {
   return out;
 }
 
+const char* gemm_store_mode() {
+  return gemm_detail::epilogue_store_setting() == gemm_detail::EpilogueStore::tma ? "tma" : "staged";
+}
+
 std::string gemm_fused(const GemmArgs& a, cudaStream_t stream) {
   require_supported(a);
   const VariantPolicy policy = variant_policy();

@@ -219,6 +219,26 @@ TEST_CASE("tlbench under an unknown TLBENCH_PDL value: exit 2, one line naming i
   }
 }
 
+TEST_CASE("tlbench under an unknown TLBENCH_GEMM_STORE value: exit 2, one line naming it, nothing written", "[cli]") {
+  REQUIRE(has_subcommand("run"));
+  Scratch s("gemm-store");
+  const std::string good = s.write("good.json", std::string("{\"cases\": [") + kGoodCase + "]}");
+  const fs::path out = s.dir / "results";
+  for (const char* value : {"TMA", "staged ", "auto"}) {
+    INFO(value);
+    check_config_failure(run_tlbench("run --config " + shell_quote(good) + " --out " + shell_quote(out.string()), s,
+                                     std::string("TLBENCH_GEMM_STORE=") + shell_quote(value)),
+                         "TLBENCH_GEMM_STORE: unknown value", "expected staged or tma");
+    CHECK_FALSE(fs::exists(out));
+  }
+  for (const char* value : {"staged", "tma", ""}) {
+    INFO(value);
+    const Result r = run_tlbench("plan --mem-gib 80 --config " + shell_quote(good), s,
+                                 std::string("TLBENCH_GEMM_STORE=") + shell_quote(value));
+    CHECK(r.exit_code == 0);
+  }
+}
+
 TEST_CASE("tlbench run on out-of-range numeric options: exit 2, one line naming the option", "[cli]") {
   REQUIRE(has_subcommand("run"));
   Scratch s("run-ranges");
