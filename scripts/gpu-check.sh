@@ -125,6 +125,7 @@ build_here() {
 # build would have put them, their libraries from .deps/.
 unpack_prebuilt() {
   log "prebuilt binaries from $PREBUILT"
+  [[ -f $PREBUILT ]] || { echo "gpu-check: PREBUILT=$PREBUILT: no such file (scripts/prebuild-gpu.sh makes it)" | tee -a "$OUT/summary.txt"; exit 2; }
   mkdir -p $BUILD && tar xzf "$PREBUILT" -C $BUILD || exit 1
   if [[ -f .git-commit && $(cat $BUILD/commit) != $(cat .git-commit) ]]; then
     echo "gpu-check: $PREBUILT was built from $(cat $BUILD/commit), this tree is $(cat .git-commit)" |

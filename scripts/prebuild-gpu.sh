@@ -11,6 +11,16 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/cuda/bin:$PATH"
 targets=("$@")
 ((${#targets[@]})) || targets=(tlbench tlbench_kernel_bench tlbench_gpu_tests)
+for t in "${targets[@]}"; do
+  case $t in
+    tlbench | tlbench_kernel_bench | tlbench_gpu_tests) ;;
+    *) echo "prebuild-gpu: unknown target '$t' (expected tlbench, tlbench_kernel_bench or tlbench_gpu_tests)" >&2; exit 2 ;;
+  esac
+done
+if [[ -e build/prebuilt.tar.gz || -L build/prebuilt.tar.gz ]] && [[ ! -f build/prebuilt.tar.gz || -L build/prebuilt.tar.gz ]]; then
+  echo "prebuild-gpu: build/prebuilt.tar.gz is not a regular file; not replaced" >&2
+  exit 2
+fi
 if [[ -n $(git status --porcelain --untracked-files=no) ]]; then
   echo "prebuild-gpu: the tree has uncommitted changes: commit them first (the pack names a commit)" >&2
   exit 2

@@ -18,6 +18,7 @@ run it on the log of a full build).
 """
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -74,6 +75,9 @@ def main():
         print(f"spill_check: {args.log}: {e.strerror}", file=sys.stderr)
         return 2
     if args.write:
+        if os.path.islink(args.budget) or (os.path.exists(args.budget) and not os.path.isfile(args.budget)):
+            print(f"spill_check: {args.budget}: not a regular file; not replaced", file=sys.stderr)
+            return 2
         with open(args.budget, "w") as f:
             json.dump(dict(sorted(spills.items())), f, indent=1)
             f.write("\n")
