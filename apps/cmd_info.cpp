@@ -54,7 +54,7 @@ const bool kRegistered = tlb::cli::register_command(40, [](CLI::App& root, int& 
                             : d.pdl_mode == "default" ? "on but for long persistent GEMMs (TLBENCH_PDL=all: "
                                                         "every kernel, 0: off)"
                                                       : "off";
-    fmt::print("kernel launch      PDL {}, GEMM variants {}, GEMM 16-bit stores {}\n", pdl, d.gemm_variant,
+    fmt::print("kernel launch      PDL {}, GEMM variants {}, GEMM epilogue stores {}\n", pdl, d.gemm_variant,
                d.gemm_store);
     auto text = [](const nlohmann::json& v) { return v.is_null() ? std::string("?") : v.dump(); };
     fmt::print("host               {}, {} CPUs ({} allowed), on CPU {} (NUMA node {}), GPU on NUMA node {}, "

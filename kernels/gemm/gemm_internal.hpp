@@ -94,9 +94,10 @@ bool persistent_supported(int64_t M, int64_t N, PersistentSchedule s);
 // Whether the grid has a partial wave for stream-K to spread: more tiles than CTAs, and not a
 // multiple of them.
 bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int max_ctas);
-// How a 16-bit tile leaves the kernel: from the accumulator registers by stmatrix and TMA
-// stores (tma), or through an fp32 staging, stored run by run (staged: TF32's way, and the head
-// split's where head_dim is not a multiple of 64). TLBENCH_GEMM_STORE=tma|staged picks it for
+// How a tile leaves the kernel: from the accumulator registers by stmatrix (16-bit) or 8-byte
+// stores (fp32) and TMA stores (tma), or through an fp32 staging, stored run by run (staged; the
+// head split's way where head_dim is not a multiple of 64 16-bit or 32 fp32 columns).
+// TLBENCH_GEMM_STORE=tma|staged picks it for
 // launches that do not say, for A/B measurements (read once; any other value is refused); the
 // results are bit-identical. Unset it is staged: the TMA stores have not yet run on a GPU
 // (results/perf-log.md, 2026-12-07), and the default changes once their tests pass there and

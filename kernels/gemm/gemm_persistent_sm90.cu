@@ -17,8 +17,8 @@
 // The parts, in the order a tile meets them: Schedule (which tiles, or runs of k-tiles, a CTA
 // owns), produce (the TMA loop), mma_tile (a consumer's k-loop), Partials (stream-K's
 // hand-over of a cut tile's k-tiles from the runs that meet it to the one that ends it),
-// store_tile (the epilogue, through the consumer's Staging; for 16-bit outputs store_tile_tma,
-// from the accumulators by stmatrix and TMA stores), and, in
+// store_tile (the epilogue, through the consumer's Staging) or store_tile_tma (the same from
+// the accumulators by stmatrix or 8-byte stores and TMA stores), and, in
 // ping-pong, the turn barriers that keep the two consumers' MMAs from running at the same time.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -31,6 +31,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "common/cuda_check.hpp"
@@ -432,11 +433,6 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
   }
 }
 
-// Whether C's tiles can leave through store_tile_tma: 16-bit outputs (TF32's fp32 ones always
-// stage). The host also stages head splits whose boxes would straddle heads.
-template <class C>
-inline constexpr bool kStoresByTma = sizeof(typename C::Elem) == 2;
-
 // The columns of store_tile_tma's box: one 128-byte swizzle span.
 template <class C>
 inline constexpr int kBoxCols = 128 / static_cast<int>(sizeof(typename C::Elem));
@@ -478,15 +474,96 @@ __device__ __forceinline__ void store_qkv_box(const GemmArgs& p, const QkvMaps& 
   }
 }
 
-// The epilogue of one consumer's 128 x 128 16-bit accumulators, a [128 x 64] box at
-// a time through the consumer's staging, which holds a box in the tensor maps' 128-byte swizzle
-// (16-byte chunk c of row r at c ^ r % 8: the eight rows of an 8 x 8 matrix on eight bank
-// groups). The operation is applied in the accumulator registers, pairs packed to 16 bits and
-// written by stmatrix; thread 0 hands the box to a TMA store (rows and columns outside the
-// output are not written). The residual comes the other way first: thread 0 loads its box by
-// TMA into the staging, and each thread takes its elements by ldmatrix from the very addresses
-// its stmatrix then overwrites. Per element that is the operation, half a pack and a sixteenth
-// of a stmatrix (and of an ldmatrix); the staged path also stores and reloads the fp32
+// The bias of output columns n and n + 1 (n even) in one load: two 16-bit values as a 32-bit
+// word, widened where they are used (8 registers a box instead of 16, at 168), or two fp32s.
+template <typename T>
+struct BiasPair {
+  std::conditional_t<sizeof(T) == 2, uint32_t, float2> bits;
+
+  __device__ static BiasPair load(const GemmArgs& p, int64_t n) {
+    using Bits = decltype(bits);
+    if (p.bias == nullptr || n >= p.N) return {Bits{}};  // zeros in every type
+    return {__ldg(reinterpret_cast<const Bits*>(static_cast<const T*>(p.bias) + n))};
+  }
+  __device__ void widen(float (&lo_hi)[2]) const {
+    if constexpr (sizeof(T) == 2) {
+      T pair[2];
+      memcpy(pair, &bits, sizeof pair);
+      lo_hi[0] = to_float(pair[0]);
+      lo_hi[1] = to_float(pair[1]);
+    } else {
+      lo_hi[0] = bits.x;
+      lo_hi[1] = bits.y;
+    }
+  }
+};
+
+// A consumer's finished values of one box, v[h][jl] = rows g (0, 1) and g + 8 (2, 3) of the
+// warp's 16 in half h, columns 8 jl + 2t, + 1, written into the staging in the box's 128-byte
+// swizzle (16-byte chunk c of row r at c ^ r % 8); with kResidual each value first adds the
+// residual element the staging holds at its place (thread 0's TMA load). 16-bit pairs go by
+// stmatrix (and come by ldmatrix), eight of them a thread; `row_addr` is the row this lane
+// gives those (matrix lane / 8 is rows g (even) or g + 8 (odd) of column block lane / 16 of a
+// pair).
+template <typename T, bool kResidual, int kBlocks>
+__device__ __forceinline__ void write_box_16(float (&v)[2][kBlocks][4], uint32_t row_addr, int lane) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int jp = 0; jp < kBlocks; jp += 2) {
+      const uint32_t chunk = static_cast<uint32_t>((jp + (lane >> 4)) ^ (lane & 7));
+      const uint32_t addr = row_addr + static_cast<uint32_t>(h * 64 * 128) + chunk * 16;
+      uint32_t r[4];
+      if constexpr (kResidual) ptx::ldmatrix_x4(r, addr);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // matrix q: column block jp + q / 2, rows g + 8 (q % 2)
+        float* x = &v[h][jp + q / 2][2 * (q % 2)];
+        if constexpr (kResidual) {
+          T pair[2];
+          memcpy(pair, &r[q], sizeof pair);
+          x[0] += to_float(pair[0]);
+          x[1] += to_float(pair[1]);
+        }
+        r[q] = pack2<T>(x[0], x[1]);
+      }
+      ptx::stmatrix_x4(addr, r);
+    }
+}
+
+// The same for fp32: each pair an 8-byte store at its own place, `pair_addr` being the lane's
+// in row g of the warp's first 16, column block 0 (eight rows times four lanes, 32 bytes a
+// row, cover the 32 banks twice: two wavefronts, the least 256 bytes take).
+template <bool kResidual, int kBlocks>
+__device__ __forceinline__ void write_box_32(float (&v)[2][kBlocks][4], uint32_t pair_addr, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int jl = 0; jl < kBlocks; ++jl)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // rows g, g + 8: the same r % 8
+        const uint32_t chunk = static_cast<uint32_t>((2 * jl + (t >> 1)) ^ g);
+        const uint32_t addr = pair_addr + static_cast<uint32_t>((h * 64 + 8 * half) * 128) + chunk * 16;
+        float* x = &v[h][jl][2 * half];
+        if constexpr (kResidual) {
+          const uint64_t r = ptx::ld_shared_u64(addr);
+          x[0] += __uint_as_float(static_cast<uint32_t>(r));
+          x[1] += __uint_as_float(static_cast<uint32_t>(r >> 32));
+        }
+        ptx::st_shared_u64(addr, (static_cast<uint64_t>(__float_as_uint(x[1])) << 32) | __float_as_uint(x[0]));
+      }
+}
+
+// The epilogue of one consumer's 128 x 128 accumulators, a box of 128 rows x 128 bytes (64
+// 16-bit or 32 fp32 columns) at a time through the consumer's staging, which holds a box in
+// the tensor maps' 128-byte swizzle (16-byte chunk c of row r at c ^ r % 8: the eight rows of an
+// 8 x 8 matrix on eight bank groups). The operation is applied in the accumulator registers,
+// the pairs written by stmatrix (16-bit, packed) or 8-byte stores (fp32); thread 0 hands the box
+// to a TMA store (rows and columns outside the output are not written). The residual comes the
+// other way first: thread 0 loads its box by TMA into the staging, and each thread takes its
+// elements (by ldmatrix, or 8-byte loads) from the very addresses it then overwrites. Per
+// 16-bit element that is the operation, half a pack and a sixteenth of a stmatrix (and of an
+// ldmatrix); the staged path also stores and reloads the fp32
 // accumulators and forms an address per run, about ten instructions an element in all, issue
 // slots the other consumer's MMAs wait for (results/perf-log.md, 2026-12-07). A box's values
 // are computed while the previous box's store reads the staging (and the residual lands).
@@ -501,9 +578,11 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e
   static_assert(kBoxBytes <= C::kStagingBytes, "a box must fit the staging");
   if (m0 >= p.M) return;  // a cooperative tile's upper half past the last row
   const int tid = static_cast<int>(threadIdx.x) % 128, lane = tid % 32, warp = tid / 32;
-  // The row whose address this lane gives stmatrix and ldmatrix: matrix lane / 8 is rows g
-  // (even) or g + 8 (odd) of the warp's 16, of column block lane / 16 of the pair.
-  const uint32_t row_addr = staging + static_cast<uint32_t>((16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1)) * 128);
+  // The lane's address in the staging: for stmatrix and ldmatrix the row it gives them, for
+  // fp32 its pair in row g, column block 0 (write_box_16, write_box_32).
+  const uint32_t lane_addr =
+      sizeof(T) == 2 ? staging + static_cast<uint32_t>((16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1)) * 128)
+                     : staging + static_cast<uint32_t>((16 * warp + (lane >> 2)) * 128 + 8 * (lane & 1));
 #pragma unroll
   for (int box = 0; box < C::BN / kBoxCols; ++box) {
     const int64_t n_box = n0 + box * kBoxCols;
@@ -515,16 +594,10 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e
         ptx::tma_load_2d(staging, e.residual, static_cast<int32_t>(n_box), static_cast<int32_t>(m0), e.residual_bar);
       }
     }
-    // The bias of the thread's columns 8 jl + 2t, + 1 of the box, as loaded, widened where it
-    // is used: 8 registers instead of 16, at 168.
-    uint32_t bias_bits[kBlocks];
+    // The bias of the thread's columns 8 jl + 2t, + 1 of the box.
+    BiasPair<T> bias[kBlocks];
 #pragma unroll
-    for (int jl = 0; jl < kBlocks; ++jl) {
-      const int64_t n = n_box + 8 * jl + 2 * (lane % 4);
-      bias_bits[jl] = p.bias != nullptr && n < p.N
-                          ? __ldg(reinterpret_cast<const unsigned int*>(static_cast<const T*>(p.bias) + n))
-                          : 0u;  // two zeros in either type
-    }
+    for (int jl = 0; jl < kBlocks; ++jl) bias[jl] = BiasPair<T>::load(p, n_box + 8 * jl + 2 * (lane % 4));
     // v[h][jl]: rows g (0, 1) and g + 8 (2, 3) of half h, column block jl, the operation
     // applied (the residual's sum waits for it).
     float v[2][kBlocks][4];
@@ -533,9 +606,9 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e
 #pragma unroll
       for (int jl = 0; jl < kBlocks; ++jl) {
         const float* a = &acc[h][4 * (box * kBlocks + jl)];
-        T pair[2];
-        memcpy(pair, &bias_bits[jl], sizeof pair);
-        const float b[4] = {to_float(pair[0]), to_float(pair[1]), to_float(pair[0]), to_float(pair[1])};
+        float lo_hi[2];
+        bias[jl].widen(lo_hi);
+        const float b[4] = {lo_hi[0], lo_hi[1], lo_hi[0], lo_hi[1]};
         const float none[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int i = 0; i < 4; ++i) v[h][jl][i] = a[i];
@@ -551,27 +624,11 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e
     } else {
       ptx::named_barrier_sync(barrier, 128);  // thread 0 has seen the staging free
     }
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int jp = 0; jp < kBlocks; jp += 2) {
-        const uint32_t chunk = static_cast<uint32_t>((jp + (lane >> 4)) ^ (lane & 7));
-        const uint32_t addr = row_addr + static_cast<uint32_t>(h * 64 * 128) + chunk * 16;
-        uint32_t r[4];
-        if constexpr (kResidual) ptx::ldmatrix_x4(r, addr);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {  // matrix q: column block jp + q / 2, rows g + 8 (q % 2)
-          float* x = &v[h][jp + q / 2][2 * (q % 2)];
-          if constexpr (kResidual) {
-            T pair[2];
-            memcpy(pair, &r[q], sizeof pair);
-            x[0] += to_float(pair[0]);
-            x[1] += to_float(pair[1]);
-          }
-          r[q] = pack2<T>(x[0], x[1]);
-        }
-        ptx::stmatrix_x4(addr, r);
-      }
+    if constexpr (sizeof(T) == 2) {
+      write_box_16<T, kResidual>(v, lane_addr, lane);
+    } else {
+      write_box_32<kResidual>(v, lane_addr, lane);
+    }
     ptx::fence_proxy_async_shared();
     ptx::named_barrier_sync(barrier, 128);
     if (tid == 0) {
@@ -631,18 +688,14 @@ __device__ void consume(const GemmArgs& p, TmaEpilogue tma, const Schedule& sche
       }
     }
     const int64_t m0 = static_cast<int64_t>(u.tile.m) * C::BM + row_in_tile, n0 = static_cast<int64_t>(u.tile.n) * C::BN;
-    if constexpr (kStoresByTma<C>) {
-      if (tma.enabled) {
-        store_tile_tma<C, kOp>(p, tma, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
-        continue;
-      }
+    if (tma.enabled) {
+      store_tile_tma<C, kOp>(p, tma, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
+    } else {
+      store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);  // staged by choice, or heads narrower than a box
     }
-    store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);  // TF32, staged by choice, or heads narrower than a box
   }
   // The staging must outlive the last TMA store's reads of it.
-  if constexpr (kStoresByTma<C>) {
-    if (threadIdx.x % 128 == 0) ptx::bulk_wait_group<0>();
-  }
+  if (tma.enabled && threadIdx.x % 128 == 0) ptx::bulk_wait_group<0>();
 }
 
 }  // namespace tlb::gemm_detail::persistent
@@ -674,7 +727,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       ptx::mbarrier_init(ring.full(s), 1);
       ptx::mbarrier_init(ring.empty(s), 4 * C::kConsumersPerTile);  // one arrival per consumer warp reading it
     }
-    if constexpr (kStoresByTma<C> && kOp == EpilogueOp::residual) {
+    if constexpr (kOp == EpilogueOp::residual) {
       for (int c = 0; c < 2; ++c) ptx::mbarrier_init(residual_bars + 8 * c, 1);  // one TMA box each
     }
     ptx::fence_mbarrier_init();
@@ -792,10 +845,11 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
   dispatch_config(a.dtype, s, [&](auto c) {
     using C = decltype(c);
     auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_persistent_sm90_kernel<C, decltype(op)::value>; });
-    // 16-bit tiles by TMA where asked, but for head splits whose 64-column boxes would straddle
-    // heads; the output's maps and the residual's for them (the staged path never reads them).
+    // Tiles by TMA where asked, but for head splits whose boxes (64 16-bit or 32 fp32 columns)
+    // would straddle heads; the output's maps and the residual's for them (the staged path
+    // never reads them).
     const auto box_cols = static_cast<uint32_t>(persistent::kBoxCols<C>);
-    const bool tma_store = store == EpilogueStore::tma && persistent::kStoresByTma<C> &&
+    const bool tma_store = store == EpilogueStore::tma &&
                            (a.epilogue != GemmEpilogue::bias_qkv_split || a.head_dim % box_cols == 0);
     auto box_map = [&](const void* matrix) {
       return make_tensor_map_2d_sw128(matrix, a.dtype, static_cast<uint64_t>(a.M), static_cast<uint64_t>(a.N),

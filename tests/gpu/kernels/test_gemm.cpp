@@ -286,10 +286,11 @@ TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]",
       a.head_dim = sp.head_dim;
       INFO("batch " << sp.batch << " seq " << sp.seq << " heads " << sp.heads << " head_dim " << sp.head_dim);
       check_every_variant(mode, a, {&q, &k, &v}, refs);
-      // The persistent kernel's two ways out for 16-bit tiles: TMA stores into q, k and v as
-      // 4-D tensors (one per batch element a tile's rows meet; head_dim 80 stages anyway), and
-      // the fp32 staging. Both match the reference, and each other bit for bit.
-      if (mode.dtype == tlb::DType::fp32) continue;
+      // The persistent kernel's two ways out: TMA stores into q, k and v as 4-D tensors (one
+      // per batch element a tile's rows meet; head_dim 80 stages anyway, its heads not a whole
+      // number of 64 16-bit or 32 fp32 columns), and the fp32 staging. Both match the
+      // reference, and each other bit for bit. (IEEE fp32 runs no tensor-core kernel.)
+      if (mode.math == tlb::Fp32Math::ieee) continue;
       using tlb::gemm_detail::EpilogueStore;
       using tlb::gemm_detail::PersistentSchedule;
       const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
@@ -392,9 +393,10 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
   // over 7 CTAs), so partials are written and finished across CTAs; each such launch runs
   // twice and must give the same bits. The cooperative schedule's 256-row tiles leave M = 300
   // and 601 a last tile row in which consumer 1 (the upper 128 rows) has no row inside M.
-  // N = 392, 264 and 520 leave 8 columns of a last tile: the 16-bit epilogue's first 64-column
-  // TMA box partly inside, its second wholly outside; N = 200 leaves 72: the second box partly
-  // inside (and 2 x 2 or 3 x 2 tiles of 3 k-tiles, K's tail in the last).
+  // N = 392, 264 and 520 leave 8 columns of a last tile: the epilogue's first TMA box (64 16-bit
+  // or 32 fp32 columns) partly inside, the others wholly outside; N = 200 leaves 72: the second
+  // 16-bit box and the third fp32 one partly inside (and 2 x 2 or 3 x 2 tiles of 3 k-tiles, K's
+  // tail in the last).
   // Each schedule must have run, with stream-K, on its own.
   const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}, {300, 520, 4000}, {333, 200, 136}};
   const struct {
@@ -436,12 +438,10 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
                            << static_cast<int>(e.epi) << " CTAs " << ctas);
             if (ctas == 1 || ctas == 3 || ctas == 5) {
               const std::vector<float> by_tma = run(ctas, 0);
-              // 16-bit tiles leave by stmatrix and TMA stores; through the fp32 staging they
-              // must come out the same, bit for bit (fp32 tiles always stage).
-              if (mode.dtype != tlb::DType::fp32) {
-                INFO("staged against TMA-stored");
-                CHECK(tlb::test::bit_identical(by_tma, run(ctas, 0, EpilogueStore::staged)));
-              }
+              // Tiles leave by stmatrix (16-bit) or 8-byte stores (fp32) and TMA stores;
+              // through the fp32 staging they must come out the same, bit for bit.
+              INFO("staged against TMA-stored");
+              CHECK(tlb::test::bit_identical(by_tma, run(ctas, 0, EpilogueStore::staged)));
               ++runs[schedule];
             }
             if (!tlb::gemm_detail::persistent_stream_k_applies(s.M, s.N, schedule, ctas)) continue;
