@@ -96,12 +96,11 @@ bool persistent_supported(int64_t M, int64_t N, PersistentSchedule s);
 bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int max_ctas);
 // How a tile leaves the kernel: from the accumulator registers by stmatrix (16-bit) or 8-byte
 // stores (fp32) and TMA stores (tma), or through an fp32 staging, stored run by run (staged; the
-// head split's way where head_dim is not a multiple of 64 16-bit or 32 fp32 columns).
-// TLBENCH_GEMM_STORE=tma|staged picks it for
-// launches that do not say, for A/B measurements (read once; any other value is refused); the
-// results are bit-identical. Unset it is staged: the TMA stores have not yet run on a GPU
-// (results/perf-log.md, 2026-12-07), and the default changes once their tests pass there and
-// their speed is measured.
+// head split's way where a 128-row box of 64 16-bit or 32 fp32 columns would meet two heads or
+// two sequences). TLBENCH_GEMM_STORE=tma|staged picks it for launches that do not say, for A/B
+// measurements (read once; any other value is refused); the results are bit-identical. Unset
+// it is staged: on an H100 the TMA stores ran 0.86-1.03x the staged path's speed, most rows
+// slower (results/perf-log.md, 2026-12-07).
 enum class EpilogueStore { from_env, tma, staged };
 EpilogueStore epilogue_store_setting();
 void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int max_ctas, int stream_k_waves,

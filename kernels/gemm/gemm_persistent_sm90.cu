@@ -455,23 +455,18 @@ struct TmaEpilogue {
 };
 
 // Thread 0's store of a staged box of output columns n_box.. and tile rows m0.. into the head
-// split's q, k or v: the box lies in one head, its rows may meet several batch elements (a
-// sequence boundary inside the tile), one store each, at the row the element's sequence starts
-// at relative to the box (rows outside the element, at negative or too large coordinates, are
-// not written).
+// split's q, k or v: the box lies in one head and, seq being a multiple of its rows (the host's
+// condition), in one batch element's sequence.
 __device__ __forceinline__ void store_qkv_box(const GemmArgs& p, const QkvMaps& maps, uint32_t staging,
-                                              int64_t n_box, int64_t m0, int rows) {
+                                              int64_t n_box, int64_t m0) {
   const QkvSplitMap& map = p.split;
-  const auto n32 = static_cast<uint32_t>(n_box);
+  const auto n32 = static_cast<uint32_t>(n_box), m32 = static_cast<uint32_t>(m0);
   const uint32_t which = map.width.div(n32), within = n32 - which * map.width.divisor;
   const uint32_t head = map.head_dim.div(within), dim = within - head * map.head_dim.divisor;
+  const uint32_t b = map.seq.div(m32), row = m32 - b * map.seq.divisor;
   const CUtensorMap* t = which == 0 ? &maps.q : which == 1 ? &maps.k : &maps.v;
-  const int64_t seq = map.seq.divisor;
-#pragma unroll 1
-  for (int64_t b = map.seq.div(static_cast<uint32_t>(m0)); b < p.batch && b * seq < m0 + rows; ++b) {
-    ptx::tma_store_4d(t, staging, static_cast<int32_t>(dim), static_cast<int32_t>(m0 - b * seq),
-                      static_cast<int32_t>(head), static_cast<int32_t>(b));
-  }
+  ptx::tma_store_4d(t, staging, static_cast<int32_t>(dim), static_cast<int32_t>(row), static_cast<int32_t>(head),
+                    static_cast<int32_t>(b));
 }
 
 // The bias of output columns n and n + 1 (n even) in one load: two 16-bit values as a 32-bit
@@ -633,7 +628,7 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e
     ptx::named_barrier_sync(barrier, 128);
     if (tid == 0) {
       if constexpr (kOp == EpilogueOp::qkv_split) {
-        store_qkv_box(p, *e.qkv, staging, n_box, m0, C::kConsumerRows);
+        store_qkv_box(p, *e.qkv, staging, n_box, m0);
       } else {
         ptx::tma_store_2d(e.out, staging, static_cast<int32_t>(n_box), static_cast<int32_t>(m0));
       }
@@ -845,12 +840,15 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
   dispatch_config(a.dtype, s, [&](auto c) {
     using C = decltype(c);
     auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_persistent_sm90_kernel<C, decltype(op)::value>; });
-    // Tiles by TMA where asked, but for head splits whose boxes (64 16-bit or 32 fp32 columns)
-    // would straddle heads; the output's maps and the residual's for them (the staged path
-    // never reads them).
+    // Tiles by TMA where asked, but for head splits whose boxes (64 16-bit or 32 fp32 columns,
+    // 128 rows) would straddle heads or sequences: with several batch elements in a box, the
+    // stores at the negative row coordinates of the later ones faulted (illegal instruction) on
+    // an H100 (results/perf-log.md, 2026-12-07); the output's maps and the residual's for them
+    // (the staged path never reads them).
     const auto box_cols = static_cast<uint32_t>(persistent::kBoxCols<C>);
     const bool tma_store = store == EpilogueStore::tma &&
-                           (a.epilogue != GemmEpilogue::bias_qkv_split || a.head_dim % box_cols == 0);
+                           (a.epilogue != GemmEpilogue::bias_qkv_split ||
+                            (a.head_dim % box_cols == 0 && a.seq % C::kConsumerRows == 0));
     auto box_map = [&](const void* matrix) {
       return make_tensor_map_2d_sw128(matrix, a.dtype, static_cast<uint64_t>(a.M), static_cast<uint64_t>(a.N),
                                       C::kConsumerRows, box_cols);

@@ -258,6 +258,7 @@ TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]",
   };
   const Split splits[] = {
       {3, 7, 2, 64, 136}, {1, 257, 1, 128, 72}, {3, 63, 3, 80, 520}, {2, 1, 4, 80, 24}, {1, 1500, 2, 64, 40},
+      {2, 256, 2, 64, 72},
   };
   for (const Mode& mode : kModes) {
     for (const Split& sp : splits) {
@@ -286,10 +287,10 @@ TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]",
       a.head_dim = sp.head_dim;
       INFO("batch " << sp.batch << " seq " << sp.seq << " heads " << sp.heads << " head_dim " << sp.head_dim);
       check_every_variant(mode, a, {&q, &k, &v}, refs);
-      // The persistent kernel's two ways out: TMA stores into q, k and v as 4-D tensors (one
-      // per batch element a tile's rows meet; head_dim 80 stages anyway, its heads not a whole
-      // number of 64 16-bit or 32 fp32 columns), and the fp32 staging. Both match the
-      // reference, and each other bit for bit. (IEEE fp32 runs no tensor-core kernel.)
+      // The persistent kernel's two ways out: TMA stores into q, k and v as 4-D tensors (seq
+      // 256: every 128-row box in one sequence; the other splits stage anyway, their boxes
+      // meeting several sequences or, at head_dim 80, two heads), and the fp32 staging. Both
+      // match the reference, and each other bit for bit. (IEEE fp32 runs no tensor-core kernel.)
       if (mode.math == tlb::Fp32Math::ieee) continue;
       using tlb::gemm_detail::EpilogueStore;
       using tlb::gemm_detail::PersistentSchedule;
