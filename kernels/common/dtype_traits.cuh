@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "common/types.hpp"
@@ -64,6 +65,16 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t*>(&h);
   }
+}
+
+// The inverse: a 32-bit word of two 16-bit values, low half first, widened to floats.
+template <typename T>
+__device__ __forceinline__ void unpack2(uint32_t word, float (&lo_hi)[2]) {
+  static_assert(sizeof(T) == 2, "unpack2 unpacks 16-bit types");
+  T pair[2];
+  memcpy(pair, &word, sizeof pair);
+  lo_hi[0] = to_float(pair[0]);
+  lo_hi[1] = to_float(pair[1]);
 }
 
 // 16 bytes of T: 8 halves or 4 floats. Loads and stores through it compile to one 128-bit

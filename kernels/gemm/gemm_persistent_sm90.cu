@@ -482,10 +482,7 @@ struct BiasPair {
   }
   __device__ void widen(float (&lo_hi)[2]) const {
     if constexpr (sizeof(T) == 2) {
-      T pair[2];
-      memcpy(pair, &bits, sizeof pair);
-      lo_hi[0] = to_float(pair[0]);
-      lo_hi[1] = to_float(pair[1]);
+      unpack2<T>(bits, lo_hi);
     } else {
       lo_hi[0] = bits.x;
       lo_hi[1] = bits.y;
@@ -497,11 +494,12 @@ struct BiasPair {
 // warp's 16 in half h, columns 8 jl + 2t, + 1, written into the staging in the box's 128-byte
 // swizzle (16-byte chunk c of row r at c ^ r % 8); with kResidual each value first adds the
 // residual element the staging holds at its place (thread 0's TMA load). 16-bit pairs go by
-// stmatrix (and come by ldmatrix), eight of them a thread; `row_addr` is the row this lane
-// gives those (matrix lane / 8 is rows g (even) or g + 8 (odd) of column block lane / 16 of a
-// pair).
+// stmatrix (and come by ldmatrix), eight of them a thread.
 template <typename T, bool kResidual, int kBlocks>
-__device__ __forceinline__ void write_box_16(float (&v)[2][kBlocks][4], uint32_t row_addr, int lane) {
+__device__ __forceinline__ void write_box_16(float (&v)[2][kBlocks][4], uint32_t staging, int warp, int lane) {
+  // The row this lane gives stmatrix and ldmatrix: matrix lane / 8 is rows g (even) or g + 8
+  // (odd) of the warp's 16, of column block lane / 16 of a pair.
+  const uint32_t row_addr = staging + static_cast<uint32_t>((16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1)) * 128);
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -514,10 +512,10 @@ __device__ __forceinline__ void write_box_16(float (&v)[2][kBlocks][4], uint32_t
       for (int q = 0; q < 4; ++q) {  // matrix q: column block jp + q / 2, rows g + 8 (q % 2)
         float* x = &v[h][jp + q / 2][2 * (q % 2)];
         if constexpr (kResidual) {
-          T pair[2];
-          memcpy(pair, &r[q], sizeof pair);
-          x[0] += to_float(pair[0]);
-          x[1] += to_float(pair[1]);
+          float residual[2];
+          unpack2<T>(r[q], residual);
+          x[0] += residual[0];
+          x[1] += residual[1];
         }
         r[q] = pack2<T>(x[0], x[1]);
       }
@@ -525,19 +523,20 @@ __device__ __forceinline__ void write_box_16(float (&v)[2][kBlocks][4], uint32_t
     }
 }
 
-// The same for fp32: each pair an 8-byte store at its own place, `pair_addr` being the lane's
-// in row g of the warp's first 16, column block 0 (eight rows times four lanes, 32 bytes a
-// row, cover the 32 banks twice: two wavefronts, the least 256 bytes take).
+// The same for fp32: each pair an 8-byte store at its own place (eight rows times four lanes,
+// 32 bytes a row, cover the 32 banks twice: two wavefronts, the least 256 bytes take).
 template <bool kResidual, int kBlocks>
-__device__ __forceinline__ void write_box_32(float (&v)[2][kBlocks][4], uint32_t pair_addr, int lane) {
+__device__ __forceinline__ void write_box_32(float (&v)[2][kBlocks][4], uint32_t staging, int warp, int lane) {
   const int g = lane >> 2, t = lane & 3;
+  // The lane's pair in row g of the warp's 16, column block 0.
+  const uint32_t pair_addr = staging + static_cast<uint32_t>((16 * warp + g) * 128 + 8 * (t & 1));
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
-    for (int jl = 0; jl < kBlocks; ++jl)
+    for (int jl = 0; jl < kBlocks; ++jl) {
+      const uint32_t chunk = static_cast<uint32_t>((2 * jl + (t >> 1)) ^ g);  // rows g and g + 8 share r % 8
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {  // rows g, g + 8: the same r % 8
-        const uint32_t chunk = static_cast<uint32_t>((2 * jl + (t >> 1)) ^ g);
+      for (int half = 0; half < 2; ++half) {
         const uint32_t addr = pair_addr + static_cast<uint32_t>((h * 64 + 8 * half) * 128) + chunk * 16;
         float* x = &v[h][jl][2 * half];
         if constexpr (kResidual) {
@@ -547,6 +546,7 @@ __device__ __forceinline__ void write_box_32(float (&v)[2][kBlocks][4], uint32_t
         }
         ptx::st_shared_u64(addr, (static_cast<uint64_t>(__float_as_uint(x[1])) << 32) | __float_as_uint(x[0]));
       }
+    }
 }
 
 // The epilogue of one consumer's 128 x 128 accumulators, a box of 128 rows x 128 bytes (64
@@ -573,11 +573,6 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e
   static_assert(kBoxBytes <= C::kStagingBytes, "a box must fit the staging");
   if (m0 >= p.M) return;  // a cooperative tile's upper half past the last row
   const int tid = static_cast<int>(threadIdx.x) % 128, lane = tid % 32, warp = tid / 32;
-  // The lane's address in the staging: for stmatrix and ldmatrix the row it gives them, for
-  // fp32 its pair in row g, column block 0 (write_box_16, write_box_32).
-  const uint32_t lane_addr =
-      sizeof(T) == 2 ? staging + static_cast<uint32_t>((16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1)) * 128)
-                     : staging + static_cast<uint32_t>((16 * warp + (lane >> 2)) * 128 + 8 * (lane & 1));
 #pragma unroll
   for (int box = 0; box < C::BN / kBoxCols; ++box) {
     const int64_t n_box = n0 + box * kBoxCols;
@@ -620,9 +615,9 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e
       ptx::named_barrier_sync(barrier, 128);  // thread 0 has seen the staging free
     }
     if constexpr (sizeof(T) == 2) {
-      write_box_16<T, kResidual>(v, lane_addr, lane);
+      write_box_16<T, kResidual>(v, staging, warp, lane);
     } else {
-      write_box_32<kResidual>(v, lane_addr, lane);
+      write_box_32<kResidual>(v, staging, warp, lane);
     }
     ptx::fence_proxy_async_shared();
     ptx::named_barrier_sync(barrier, 128);
@@ -686,7 +681,8 @@ __device__ void consume(const GemmArgs& p, TmaEpilogue tma, const Schedule& sche
     if (tma.enabled) {
       store_tile_tma<C, kOp>(p, tma, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
     } else {
-      store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);  // staged by choice, or heads narrower than a box
+      // Staged by choice, or a head split whose boxes would meet two heads or sequences.
+      store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);
     }
   }
   // The staging must outlive the last TMA store's reads of it.
