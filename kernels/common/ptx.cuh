@@ -162,6 +162,15 @@ __device__ __forceinline__ uint64_t ld_shared_u64(uint32_t addr) {
   asm volatile("ld.shared.b64 %0, [%1];\n" : "=l"(v) : "r"(addr) : "memory");
   return v;
 }
+// 16 bytes (a 16-byte aligned address).
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
 
 // ---- Flags between CTAs of one grid (gpu scope, sm_70+): a CTA publishes what its threads
 // wrote to global memory by a barrier among them, then one thread's fence and store of the

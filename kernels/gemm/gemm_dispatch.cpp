@@ -447,7 +447,11 @@ GemmArgs gemm_detail::with_split_map(const GemmArgs& a) {
 }
 
 const char* gemm_store_mode() {
-  return gemm_detail::epilogue_store_setting() == gemm_detail::EpilogueStore::tma ? "tma" : "staged";
+  switch (gemm_detail::epilogue_store_setting()) {
+    case gemm_detail::EpilogueStore::tma: return "tma";
+    case gemm_detail::EpilogueStore::copy: return "copy";
+    default: return "staged";
+  }
 }
 
 std::string gemm_fused(const GemmArgs& a, cudaStream_t stream) {

@@ -95,13 +95,14 @@ bool persistent_supported(int64_t M, int64_t N, PersistentSchedule s);
 // multiple of them.
 bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int max_ctas);
 // How a tile leaves the kernel: from the accumulator registers by stmatrix (16-bit) or 8-byte
-// stores (fp32) and TMA stores (tma), or through an fp32 staging, stored run by run (staged; the
-// head split's way where a 128-row box of 64 16-bit or 32 fp32 columns would meet two heads or
-// two sequences). TLBENCH_GEMM_STORE=tma|staged picks it for launches that do not say, for A/B
-// measurements (read once; any other value is refused); the results are bit-identical. Unset
-// it is staged: on an H100 the TMA stores ran 0.86-1.03x the staged path's speed, most rows
-// slower (results/perf-log.md, 2026-12-07).
-enum class EpilogueStore { from_env, tma, staged };
+// stores (fp32) into boxes of shared memory, each box then stored by TMA (tma) or copied out
+// by the consumer's threads (copy), or through an fp32 staging, stored run by run (staged; also
+// tma's head split where a 128-row box of 64 16-bit or 32 fp32 columns would meet two heads or
+// two sequences). TLBENCH_GEMM_STORE=staged|tma|copy picks it for launches that do not say, for
+// A/B measurements (read once; any other value is refused); the results are bit-identical.
+// Unset it is staged: on an H100 the TMA stores ran 0.86-1.03x the staged path's speed, most
+// rows slower (results/perf-log.md, 2026-12-07).
+enum class EpilogueStore { from_env, tma, copy, staged };
 EpilogueStore epilogue_store_setting();
 void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int max_ctas, int stream_k_waves,
                                  cudaStream_t stream, EpilogueStore store = EpilogueStore::from_env);

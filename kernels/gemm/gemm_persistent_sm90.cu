@@ -17,8 +17,9 @@
 // The parts, in the order a tile meets them: Schedule (which tiles, or runs of k-tiles, a CTA
 // owns), produce (the TMA loop), mma_tile (a consumer's k-loop), Partials (stream-K's
 // hand-over of a cut tile's k-tiles from the runs that meet it to the one that ends it),
-// store_tile (the epilogue, through the consumer's Staging) or store_tile_tma (the same from
-// the accumulators by stmatrix or 8-byte stores and TMA stores), and, in
+// store_tile (the epilogue, through the consumer's fp32 Staging) or store_tile_boxed (the same
+// applied in the accumulators, written as boxes of output elements by stmatrix or 8-byte
+// stores, each box stored by TMA or copied out by the consumer's threads), and, in
 // ping-pong, the turn barriers that keep the two consumers' MMAs from running at the same time.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -433,7 +434,7 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)
   }
 }
 
-// The columns of store_tile_tma's box: one 128-byte swizzle span.
+// The columns of store_tile_boxed's box: one 128-byte swizzle span.
 template <class C>
 inline constexpr int kBoxCols = 128 / static_cast<int>(sizeof(typename C::Elem));
 
@@ -442,11 +443,15 @@ struct QkvMaps {
   CUtensorMap q, k, v;
 };
 
-// What store_tile_tma needs beside the accumulators: the output's tensor map (q, k and v's
-// for the head split) and, for the residual, the residual's, the consumer's barrier its boxes
-// land on and that barrier's phase.
-struct TmaEpilogue {
-  bool enabled;  // the host's choice (EpilogueStore); off, every tile stages
+// How a launch's tiles leave (the host's EpilogueStore): through the fp32 staging (staged), or
+// box by box, each box stored by TMA (tma) or copied out by the consumer's threads (copy).
+enum class BoxStore : uint8_t { staged, tma, copy };
+
+// What store_tile_boxed needs beside the accumulators: the output's tensor map (q, k and v's
+// for the head split; TMA stores only) and, for the residual, the residual's, the consumer's
+// barrier its boxes land on and that barrier's phase.
+struct BoxEpilogue {
+  BoxStore store;
   const CUtensorMap* out;
   const QkvMaps* qkv;
   const CUtensorMap* residual;
@@ -467,6 +472,30 @@ __device__ __forceinline__ void store_qkv_box(const GemmArgs& p, const QkvMaps& 
   const CUtensorMap* t = which == 0 ? &maps.q : which == 1 ? &maps.k : &maps.v;
   ptx::tma_store_4d(t, staging, static_cast<int32_t>(dim), static_cast<int32_t>(row), static_cast<int32_t>(head),
                     static_cast<int32_t>(b));
+}
+
+// The consumer's threads copy a box from the staging to output rows m0.. and columns n_box..
+// (any epilogue's layout, the head split's included: a 16-byte chunk never meets two heads).
+// Thread t takes chunk t % 8 of rows t / 8 + 16 i (i = 0..7); chunk c of row r sits at chunk
+// c ^ r % 8 of the swizzled row, the same place in each of the thread's rows, and a warp's
+// loads and stores cover four whole 128-byte rows. Rows past M and chunks past N are skipped.
+template <typename T>
+__device__ __forceinline__ void copy_out_box(const GemmArgs& p, uint32_t staging, int64_t m0, int64_t n_box, int tid) {
+  constexpr int kChunkElems = 16 / static_cast<int>(sizeof(T));
+  constexpr int kRowsPerPass = 128 / 8;
+  const int chunk = tid % 8, r0 = tid / 8;
+  const int64_t n = n_box + chunk * kChunkElems;
+  if (n >= p.N) return;  // N % 8 == 0: a chunk is all in or all out
+  const uint32_t src = staging + static_cast<uint32_t>(r0 * 128 + ((chunk ^ (r0 % 8)) * 16));
+  uint4 v[128 / kRowsPerPass];
+#pragma unroll
+  for (int i = 0; i < 128 / kRowsPerPass; ++i) v[i] = ptx::ld_shared_v4(src + i * kRowsPerPass * 128);
+  T* column = epilogue_column<T>(p, n);
+#pragma unroll
+  for (int i = 0; i < 128 / kRowsPerPass; ++i) {
+    const int64_t m = m0 + r0 + i * kRowsPerPass;
+    if (m < p.M) *reinterpret_cast<uint4*>(column + epilogue_row_offset(p, m)) = v[i];
+  }
 }
 
 // The bias of output columns n and n + 1 (n even) in one load: two 16-bit values as a 32-bit
@@ -553,18 +582,21 @@ __device__ __forceinline__ void write_box_32(float (&v)[2][kBlocks][4], uint32_t
 // 16-bit or 32 fp32 columns) at a time through the consumer's staging, which holds a box in
 // the tensor maps' 128-byte swizzle (16-byte chunk c of row r at c ^ r % 8: the eight rows of an
 // 8 x 8 matrix on eight bank groups). The operation is applied in the accumulator registers,
-// the pairs written by stmatrix (16-bit, packed) or 8-byte stores (fp32); thread 0 hands the box
-// to a TMA store (rows and columns outside the output are not written). The residual comes the
-// other way first: thread 0 loads its box by TMA into the staging, and each thread takes its
-// elements (by ldmatrix, or 8-byte loads) from the very addresses it then overwrites. Per
-// 16-bit element that is the operation, half a pack and a sixteenth of a stmatrix (and of an
-// ldmatrix); the staged path also stores and reloads the fp32
-// accumulators and forms an address per run, about ten instructions an element in all, issue
-// slots the other consumer's MMAs wait for (results/perf-log.md, 2026-12-07). A box's values
-// are computed while the previous box's store reads the staging (and the residual lands).
+// the pairs written by stmatrix (16-bit, packed) or 8-byte stores (fp32). Then the box leaves:
+// - tma: thread 0 hands it to a TMA store (rows and columns outside the output are not
+//   written), which the next box waits to have read the staging;
+// - copy: every thread copies its 16-byte chunks out (copy_out_box), stores that need no wait.
+// The residual comes the other way first: thread 0 loads its box by TMA into the staging, and
+// each thread takes its elements (by ldmatrix, or 8-byte loads) from the very addresses it
+// then overwrites. Per 16-bit element that is the operation, half a pack and a sixteenth of a
+// stmatrix (and of an ldmatrix), plus an eighth of a 16-byte copy; the staged path also stores
+// and reloads the fp32 accumulators and forms an address per run, about ten instructions an
+// element in all, issue slots the other consumer's MMAs wait for (results/perf-log.md,
+// 2026-12-07). A box's values are computed while the staging is still being read (and the
+// residual lands).
 template <class C, EpilogueOp kOp>
-__device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e, const float (&acc)[2][C::BN / 2],
-                                               uint32_t staging, uint32_t barrier, int64_t m0, int64_t n0) {
+__device__ __forceinline__ void store_tile_boxed(const GemmArgs& p, BoxEpilogue& e, const float (&acc)[2][C::BN / 2],
+                                                 uint32_t staging, uint32_t barrier, int64_t m0, int64_t n0) {
   using T = typename C::Elem;
   constexpr bool kResidual = kOp == EpilogueOp::residual;
   constexpr int kBoxCols = persistent::kBoxCols<C>;
@@ -572,14 +604,22 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e
   constexpr uint32_t kBoxBytes = C::kConsumerRows * 128;
   static_assert(kBoxBytes <= C::kStagingBytes, "a box must fit the staging");
   if (m0 >= p.M) return;  // a cooperative tile's upper half past the last row
+  const bool by_tma = e.store == BoxStore::tma;
   const int tid = static_cast<int>(threadIdx.x) % 128, lane = tid % 32, warp = tid / 32;
 #pragma unroll
   for (int box = 0; box < C::BN / kBoxCols; ++box) {
     const int64_t n_box = n0 + box * kBoxCols;
     if (n_box >= p.N) break;  // N % 8 == 0: a column pair is all in or all out
-    if (tid == 0) {
-      ptx::bulk_wait_group_read<0>();  // the previous box's store has read the staging
-      if constexpr (kResidual) {
+    // The staging is free once the previous box's TMA store has read it (thread 0 waits) or
+    // every thread has copied its chunks out (the barrier below; for the residual's load,
+    // here, after the copies' reads are ordered before the TMA's write).
+    if (by_tma && tid == 0) ptx::bulk_wait_group_read<0>();
+    if constexpr (kResidual) {
+      if (!by_tma) {
+        ptx::fence_proxy_async_shared();
+        ptx::named_barrier_sync(barrier, 128);
+      }
+      if (tid == 0) {
         ptx::mbarrier_arrive_expect_tx(e.residual_bar, kBoxBytes);
         ptx::tma_load_2d(staging, e.residual, static_cast<int32_t>(n_box), static_cast<int32_t>(m0), e.residual_bar);
       }
@@ -612,16 +652,18 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e
       ptx::mbarrier_wait(e.residual_bar, e.residual_phase);  // the residual's box has landed
       e.residual_phase ^= 1u;
     } else {
-      ptx::named_barrier_sync(barrier, 128);  // thread 0 has seen the staging free
+      ptx::named_barrier_sync(barrier, 128);  // the staging is free (see above)
     }
     if constexpr (sizeof(T) == 2) {
       write_box_16<T, kResidual>(v, staging, warp, lane);
     } else {
       write_box_32<kResidual>(v, staging, warp, lane);
     }
-    ptx::fence_proxy_async_shared();
-    ptx::named_barrier_sync(barrier, 128);
-    if (tid == 0) {
+    if (by_tma) ptx::fence_proxy_async_shared();
+    ptx::named_barrier_sync(barrier, 128);  // the box is written
+    if (!by_tma) {
+      copy_out_box<T>(p, staging, m0, n_box, tid);
+    } else if (tid == 0) {
       if constexpr (kOp == EpilogueOp::qkv_split) {
         store_qkv_box(p, *e.qkv, staging, n_box, m0);
       } else {
@@ -639,7 +681,7 @@ __device__ __forceinline__ void store_tile_tma(const GemmArgs& p, TmaEpilogue& e
 // of its tile's end goes to the workspace, and the one that ends a cut tile adds the earlier
 // runs' partials first; every other unit goes straight through the epilogue.
 template <class C, EpilogueOp kOp>
-__device__ void consume(const GemmArgs& p, TmaEpilogue tma, const Schedule& sched, const Ring<C>& ring,
+__device__ void consume(const GemmArgs& p, BoxEpilogue boxed, const Schedule& sched, const Ring<C>& ring,
                         const Staging& staging, const Partials& partials, int consumer) {
   constexpr bool kPingpong = !C::kCooperative;
   constexpr int kStride = kPingpong ? 2 : 1;  // units between two of this consumer's
@@ -678,15 +720,15 @@ __device__ void consume(const GemmArgs& p, TmaEpilogue tma, const Schedule& sche
       }
     }
     const int64_t m0 = static_cast<int64_t>(u.tile.m) * C::BM + row_in_tile, n0 = static_cast<int64_t>(u.tile.n) * C::BN;
-    if (tma.enabled) {
-      store_tile_tma<C, kOp>(p, tma, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
+    if (boxed.store != BoxStore::staged) {
+      store_tile_boxed<C, kOp>(p, boxed, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
     } else {
-      // Staged by choice, or a head split whose boxes would meet two heads or sequences.
+      // Staged by choice, or a head split whose TMA boxes would meet two heads or sequences.
       store_tile<C, kOp>(p, acc, staging, barrier, m0, n0);
     }
   }
   // The staging must outlive the last TMA store's reads of it.
-  if (tma.enabled && threadIdx.x % 128 == 0) ptx::bulk_wait_group<0>();
+  if (boxed.store == BoxStore::tma && threadIdx.x % 128 == 0) ptx::bulk_wait_group<0>();
 }
 
 }  // namespace tlb::gemm_detail::persistent
@@ -700,7 +742,7 @@ template <class C, EpilogueOp kOp>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemm_persistent_sm90_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_w,
                                 const __grid_constant__ CUtensorMap tmap_c, const __grid_constant__ CUtensorMap tmap_r,
-                                const __grid_constant__ persistent::QkvMaps qkv_maps, const bool tma_store,
+                                const __grid_constant__ persistent::QkvMaps qkv_maps, const persistent::BoxStore store,
                                 const GemmArgs p, const persistent::Schedule sched,
                                 const persistent::Partials partials) {
 #if TLB_PTX_SM90A
@@ -710,7 +752,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   using namespace persistent;
   const uint32_t bars = base + C::STAGES * C::kStageBytes + 2 * C::kStagingBytes;
   const Ring<C> ring{base, bars, bars + 8 * C::STAGES};
-  const uint32_t residual_bars = bars + 16 * C::STAGES;  // one a consumer (store_tile_tma)
+  const uint32_t residual_bars = bars + 16 * C::STAGES;  // one a consumer (store_tile_boxed)
   unsigned char* staging_bytes = smem_raw + (base - raw_addr) + C::STAGES * C::kStageBytes;
 
   if (threadIdx.x == 0) {
@@ -724,8 +766,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensor_map(&tmap_a);
     ptx::prefetch_tensor_map(&tmap_w);
-    if (tma_store && kOp != EpilogueOp::qkv_split) ptx::prefetch_tensor_map(&tmap_c);
-    if (tma_store && kOp == EpilogueOp::residual) ptx::prefetch_tensor_map(&tmap_r);
+    if (store == BoxStore::tma && kOp != EpilogueOp::qkv_split) ptx::prefetch_tensor_map(&tmap_c);
+    if (store != BoxStore::staged && kOp == EpilogueOp::residual) ptx::prefetch_tensor_map(&tmap_r);
   }
   __syncthreads();
   // Under PDL (pdl_for_grid) the set-up above overlaps the previous kernel's tail; A and the
@@ -744,7 +786,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     ptx::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = warpgroup - 1;
     const Staging staging{reinterpret_cast<float*>(staging_bytes + consumer * C::kStagingBytes)};
-    consume<C, kOp>(p, TmaEpilogue{tma_store, &tmap_c, &qkv_maps, &tmap_r, residual_bars + 8 * consumer, 0u}, sched,
+    consume<C, kOp>(p, BoxEpilogue{store, &tmap_c, &qkv_maps, &tmap_r, residual_bars + 8 * consumer, 0u}, sched,
                     ring, staging, partials, consumer);
   }
 #else
@@ -753,7 +795,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   (void)tmap_c;
   (void)tmap_r;
   (void)qkv_maps;
-  (void)tma_store;
+  (void)store;
   (void)p;
   (void)sched;
   (void)partials;
@@ -806,7 +848,8 @@ EpilogueStore epilogue_store_setting() {
     const std::string v = env != nullptr ? env : "";
     if (v.empty() || v == "staged") return EpilogueStore::staged;
     if (v == "tma") return EpilogueStore::tma;
-    throw std::invalid_argument("TLBENCH_GEMM_STORE: unknown value '" + v + "' (expected staged or tma)");
+    if (v == "copy") return EpilogueStore::copy;
+    throw std::invalid_argument("TLBENCH_GEMM_STORE: unknown value '" + v + "' (expected staged, tma or copy)");
   }();
   return setting;
 }
@@ -836,23 +879,29 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
   dispatch_config(a.dtype, s, [&](auto c) {
     using C = decltype(c);
     auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_persistent_sm90_kernel<C, decltype(op)::value>; });
-    // Tiles by TMA where asked, but for head splits whose boxes (64 16-bit or 32 fp32 columns,
-    // 128 rows) would straddle heads or sequences: with several batch elements in a box, the
-    // stores at the negative row coordinates of the later ones faulted (illegal instruction) on
-    // an H100 (results/perf-log.md, 2026-12-07); the output's maps and the residual's for them
-    // (the staged path never reads them).
+    // Boxes copied out by the threads go anywhere. Boxes stored by TMA, where asked, but for
+    // head splits whose boxes (64 16-bit or 32 fp32 columns, 128 rows) would straddle heads or
+    // sequences: with several batch elements in a box, the stores at the negative row
+    // coordinates of the later ones faulted (illegal instruction) on an H100
+    // (results/perf-log.md, 2026-12-07); those stage. The output's maps for TMA stores, the
+    // residual's for either way of boxes (the staged path reads neither).
+    using persistent::BoxStore;
     const auto box_cols = static_cast<uint32_t>(persistent::kBoxCols<C>);
-    const bool tma_store = store == EpilogueStore::tma &&
-                           (a.epilogue != GemmEpilogue::bias_qkv_split ||
-                            (a.head_dim % box_cols == 0 && a.seq % C::kConsumerRows == 0));
+    const bool split = a.epilogue == GemmEpilogue::bias_qkv_split;
+    const BoxStore box_store =
+        store == EpilogueStore::copy ? BoxStore::copy
+        : store == EpilogueStore::tma && (!split || (a.head_dim % box_cols == 0 && a.seq % C::kConsumerRows == 0))
+            ? BoxStore::tma
+            : BoxStore::staged;
+    const bool tma_store = box_store == BoxStore::tma;
     auto box_map = [&](const void* matrix) {
       return make_tensor_map_2d_sw128(matrix, a.dtype, static_cast<uint64_t>(a.M), static_cast<uint64_t>(a.N),
                                       C::kConsumerRows, box_cols);
     };
-    const bool split = a.epilogue == GemmEpilogue::bias_qkv_split;
     const CUtensorMap tmap_c = tma_store && !split ? box_map(a.out) : CUtensorMap{};
-    const CUtensorMap tmap_r =
-        tma_store && a.epilogue == GemmEpilogue::bias_residual ? box_map(a.residual) : CUtensorMap{};
+    const CUtensorMap tmap_r = box_store != BoxStore::staged && a.epilogue == GemmEpilogue::bias_residual
+                                   ? box_map(a.residual)
+                                   : CUtensorMap{};
     persistent::QkvMaps qkv_maps{};
     if (tma_store && split) {
       auto head_map = [&](const void* t) {
@@ -886,7 +935,7 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
       partials = {static_cast<float*>(ws.partials), ws.ready};
     }
     launch_kernel_with_pdl(pdl_for_grid(tiles, C::BM, ctas), kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads),
-                           C::kSmemBytes, stream, 1, tmap_a, tmap_w, tmap_c, tmap_r, qkv_maps, tma_store, a, sched, partials);
+                           C::kSmemBytes, stream, 1, tmap_a, tmap_w, tmap_c, tmap_r, qkv_maps, box_store, a, sched, partials);
     TLB_LAUNCH_CHECK(stream);
   });
 }

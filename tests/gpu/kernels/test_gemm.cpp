@@ -287,10 +287,11 @@ TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]",
       a.head_dim = sp.head_dim;
       INFO("batch " << sp.batch << " seq " << sp.seq << " heads " << sp.heads << " head_dim " << sp.head_dim);
       check_every_variant(mode, a, {&q, &k, &v}, refs);
-      // The persistent kernel's two ways out: TMA stores into q, k and v as 4-D tensors (seq
-      // 256: every 128-row box in one sequence; the other splits stage anyway, their boxes
-      // meeting several sequences or, at head_dim 80, two heads), and the fp32 staging. Both
-      // match the reference, and each other bit for bit. (IEEE fp32 runs no tensor-core kernel.)
+      // The persistent kernel's three ways out: boxes stored by TMA into q, k and v as 4-D
+      // tensors (seq 256: every 128-row box in one sequence; the other splits stage anyway,
+      // their boxes meeting several sequences or, at head_dim 80, two heads), boxes copied out
+      // by the threads (every split), and the fp32 staging. All match the reference, and each
+      // other bit for bit. (IEEE fp32 runs no tensor-core kernel.)
       if (mode.math == tlb::Fp32Math::ieee) continue;
       using tlb::gemm_detail::EpilogueStore;
       using tlb::gemm_detail::PersistentSchedule;
@@ -298,17 +299,21 @@ TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]",
       for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
         const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, schedule, 0);
         if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
-        std::vector<std::vector<float>> outs[2];
-        for (const EpilogueStore store : {EpilogueStore::tma, EpilogueStore::staged}) {
-          INFO(name << (store == EpilogueStore::tma ? " storing by TMA" : " staged"));
+        const EpilogueStore stores[] = {EpilogueStore::tma, EpilogueStore::copy, EpilogueStore::staged};
+        std::vector<std::vector<float>> outs[3];
+        for (int w = 0; w < 3; ++w) {
+          INFO(name << (w == 0 ? " storing boxes by TMA" : w == 1 ? " copying boxes out" : " staged"));
           for (GuardedOutput* o : {&q, &k, &v}) o->poison();
-          tlb::gemm_detail::launch_gemm_persistent_sm90(a, schedule, 0, 0, nullptr, store);
+          tlb::gemm_detail::launch_gemm_persistent_sm90(a, schedule, 0, 0, nullptr, stores[w]);
           TLB_CUDA_CHECK(cudaDeviceSynchronize());
           check_outputs(mode, {&q, &k, &v}, refs);
           bool guards_intact = false;  // check_outputs has checked them
-          for (GuardedOutput* o : {&q, &k, &v}) outs[store == EpilogueStore::tma ? 0 : 1].push_back(o->read(&guards_intact));
+          for (GuardedOutput* o : {&q, &k, &v}) outs[w].push_back(o->read(&guards_intact));
         }
-        for (size_t i = 0; i < 3; ++i) CHECK(tlb::test::bit_identical(outs[0][i], outs[1][i]));
+        for (size_t i = 0; i < 3; ++i) {
+          CHECK(tlb::test::bit_identical(outs[0][i], outs[2][i]));
+          CHECK(tlb::test::bit_identical(outs[1][i], outs[2][i]));
+        }
       }
     }
   }
@@ -439,10 +444,18 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
                            << static_cast<int>(e.epi) << " CTAs " << ctas);
             if (ctas == 1 || ctas == 3 || ctas == 5) {
               const std::vector<float> by_tma = run(ctas, 0);
-              // Tiles leave by stmatrix (16-bit) or 8-byte stores (fp32) and TMA stores;
-              // through the fp32 staging they must come out the same, bit for bit.
-              INFO("staged against TMA-stored");
-              CHECK(tlb::test::bit_identical(by_tma, run(ctas, 0, EpilogueStore::staged)));
+              // Tiles leave as boxes written by stmatrix (16-bit) or 8-byte stores (fp32),
+              // stored by TMA or copied out by the threads; through the fp32 staging they must
+              // come out the same, bit for bit.
+              const std::vector<float> staged = run(ctas, 0, EpilogueStore::staged);
+              {
+                INFO("staged against TMA-stored");
+                CHECK(tlb::test::bit_identical(by_tma, staged));
+              }
+              {
+                INFO("staged against copied out");
+                CHECK(tlb::test::bit_identical(run(ctas, 0, EpilogueStore::copy), staged));
+              }
               ++runs[schedule];
             }
             if (!tlb::gemm_detail::persistent_stream_k_applies(s.M, s.N, schedule, ctas)) continue;
