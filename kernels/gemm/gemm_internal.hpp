@@ -102,7 +102,7 @@ bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int
 // A/B measurements (read once; any other value is refused); the results are bit-identical.
 // Unset it is staged: on an H100 the TMA stores ran 0.86-1.03x the staged path's speed, most
 // rows slower (results/perf-log.md, 2026-12-07).
-enum class EpilogueStore { from_env, tma, copy, staged };
+enum class EpilogueStore { from_env, staged, tma, copy };
 EpilogueStore epilogue_store_setting();
 void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int max_ctas, int stream_k_waves,
                                  cudaStream_t stream, EpilogueStore store = EpilogueStore::from_env);

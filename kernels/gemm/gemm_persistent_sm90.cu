@@ -95,7 +95,7 @@ struct PersistentConfig {
 
 // Named barriers 1 and 2 (ping-pong): consumer c waits on 1 + c for its turn at the tensor
 // cores, which the other consumer grants once it has issued its own tile's last MMA. 3 and 4: consumer c's
-// 128 threads around each staged epilogue chunk.
+// 128 threads around each use of its staging (a staged chunk, a box) and stream-K's partials.
 inline constexpr uint32_t kTurnBarrier = 1;
 inline constexpr uint32_t kTurnThreads = 256;
 inline constexpr uint32_t kStagingBarrier = 3;
@@ -474,25 +474,27 @@ __device__ __forceinline__ void store_qkv_box(const GemmArgs& p, const QkvMaps& 
                     static_cast<int32_t>(b));
 }
 
-// The consumer's threads copy a box from the staging to output rows m0.. and columns n_box..
-// (any epilogue's layout, the head split's included: a 16-byte chunk never meets two heads).
-// Thread t takes chunk t % 8 of rows t / 8 + 16 i (i = 0..7); chunk c of row r sits at chunk
-// c ^ r % 8 of the swizzled row, the same place in each of the thread's rows, and a warp's
-// loads and stores cover four whole 128-byte rows. Rows past M and chunks past N are skipped.
-template <typename T>
+// The consumer's 128 threads copy a box of kRows rows from the staging to output rows m0.. and
+// columns n_box.. (any epilogue's layout, the head split's included: a 16-byte chunk never
+// meets two heads). Thread t takes chunk t % 8 of rows t / 8 + 16 i; chunk c of row r sits at
+// chunk c ^ r % 8 of the swizzled row, the same place in each of the thread's rows, and a
+// warp's loads and stores cover four whole 128-byte rows. Rows past M and chunks past N are
+// skipped.
+template <typename T, int kRows>
 __device__ __forceinline__ void copy_out_box(const GemmArgs& p, uint32_t staging, int64_t m0, int64_t n_box, int tid) {
   constexpr int kChunkElems = 16 / static_cast<int>(sizeof(T));
-  constexpr int kRowsPerPass = 128 / 8;
+  constexpr int kRowsPerPass = 128 / 8;  // the threads' rows at once: 8 chunks a row
+  constexpr int kPasses = kRows / kRowsPerPass;
   const int chunk = tid % 8, r0 = tid / 8;
   const int64_t n = n_box + chunk * kChunkElems;
   if (n >= p.N) return;  // N % 8 == 0: a chunk is all in or all out
   const uint32_t src = staging + static_cast<uint32_t>(r0 * 128 + ((chunk ^ (r0 % 8)) * 16));
-  uint4 v[128 / kRowsPerPass];
+  uint4 v[kPasses];
 #pragma unroll
-  for (int i = 0; i < 128 / kRowsPerPass; ++i) v[i] = ptx::ld_shared_v4(src + i * kRowsPerPass * 128);
+  for (int i = 0; i < kPasses; ++i) v[i] = ptx::ld_shared_v4(src + i * kRowsPerPass * 128);
   T* column = epilogue_column<T>(p, n);
 #pragma unroll
-  for (int i = 0; i < 128 / kRowsPerPass; ++i) {
+  for (int i = 0; i < kPasses; ++i) {
     const int64_t m = m0 + r0 + i * kRowsPerPass;
     if (m < p.M) *reinterpret_cast<uint4*>(column + epilogue_row_offset(p, m)) = v[i];
   }
@@ -610,9 +612,9 @@ __device__ __forceinline__ void store_tile_boxed(const GemmArgs& p, BoxEpilogue&
   for (int box = 0; box < C::BN / kBoxCols; ++box) {
     const int64_t n_box = n0 + box * kBoxCols;
     if (n_box >= p.N) break;  // N % 8 == 0: a column pair is all in or all out
-    // The staging is free once the previous box's TMA store has read it (thread 0 waits) or
-    // every thread has copied its chunks out (the barrier below; for the residual's load,
-    // here, after the copies' reads are ordered before the TMA's write).
+    // The staging is free once the previous box's TMA store has read it (thread 0 waits here)
+    // or every thread has copied its chunks out: a barrier, before the residual's TMA load
+    // here (the copies' reads fenced before its write), or before the box is written below.
     if (by_tma && tid == 0) ptx::bulk_wait_group_read<0>();
     if constexpr (kResidual) {
       if (!by_tma) {
@@ -662,7 +664,7 @@ __device__ __forceinline__ void store_tile_boxed(const GemmArgs& p, BoxEpilogue&
     if (by_tma) ptx::fence_proxy_async_shared();
     ptx::named_barrier_sync(barrier, 128);  // the box is written
     if (!by_tma) {
-      copy_out_box<T>(p, staging, m0, n_box, tid);
+      copy_out_box<T, C::kConsumerRows>(p, staging, m0, n_box, tid);
     } else if (tid == 0) {
       if constexpr (kOp == EpilogueOp::qkv_split) {
         store_qkv_box(p, *e.qkv, staging, n_box, m0);
@@ -888,11 +890,10 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
     using persistent::BoxStore;
     const auto box_cols = static_cast<uint32_t>(persistent::kBoxCols<C>);
     const bool split = a.epilogue == GemmEpilogue::bias_qkv_split;
-    const BoxStore box_store =
-        store == EpilogueStore::copy ? BoxStore::copy
-        : store == EpilogueStore::tma && (!split || (a.head_dim % box_cols == 0 && a.seq % C::kConsumerRows == 0))
-            ? BoxStore::tma
-            : BoxStore::staged;
+    const bool tma_fits = !split || (a.head_dim % box_cols == 0 && a.seq % C::kConsumerRows == 0);
+    BoxStore box_store = BoxStore::staged;
+    if (store == EpilogueStore::copy) box_store = BoxStore::copy;
+    if (store == EpilogueStore::tma && tma_fits) box_store = BoxStore::tma;
     const bool tma_store = box_store == BoxStore::tma;
     auto box_map = [&](const void* matrix) {
       return make_tensor_map_2d_sw128(matrix, a.dtype, static_cast<uint64_t>(a.M), static_cast<uint64_t>(a.N),

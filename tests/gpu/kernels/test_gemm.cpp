@@ -299,12 +299,18 @@ TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]",
       for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
         const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, schedule, 0);
         if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
-        const EpilogueStore stores[] = {EpilogueStore::tma, EpilogueStore::copy, EpilogueStore::staged};
+        // One CTA: its consumers take every tile in turn, each box reusing the staging.
+        const struct {
+          EpilogueStore store;
+          const char* name;
+        } stores[] = {{EpilogueStore::tma, " storing boxes by TMA"},
+                      {EpilogueStore::copy, " copying boxes out"},
+                      {EpilogueStore::staged, " staged"}};
         std::vector<std::vector<float>> outs[3];
         for (int w = 0; w < 3; ++w) {
-          INFO(name << (w == 0 ? " storing boxes by TMA" : w == 1 ? " copying boxes out" : " staged"));
+          INFO(name << stores[w].name);
           for (GuardedOutput* o : {&q, &k, &v}) o->poison();
-          tlb::gemm_detail::launch_gemm_persistent_sm90(a, schedule, 0, 0, nullptr, stores[w]);
+          tlb::gemm_detail::launch_gemm_persistent_sm90(a, schedule, 1, 0, nullptr, stores[w].store);
           TLB_CUDA_CHECK(cudaDeviceSynchronize());
           check_outputs(mode, {&q, &k, &v}, refs);
           bool guards_intact = false;  // check_outputs has checked them
@@ -410,6 +416,8 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
     tlb::Activation act;
   } epilogues[] = {{GemmEpilogue::bias, tlb::Activation::gelu},
                    {GemmEpilogue::bias_activation, tlb::Activation::gelu},
+                   {GemmEpilogue::bias_activation, tlb::Activation::gelu_tanh},
+                   {GemmEpilogue::bias_activation, tlb::Activation::relu},
                    {GemmEpilogue::bias_residual, tlb::Activation::gelu}};
   using tlb::gemm_detail::EpilogueStore;
   using tlb::gemm_detail::PersistentSchedule;
@@ -441,7 +449,7 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
           };
           for (int ctas : {1, 2, 3, 4, 5, 7}) {
             INFO(mode.name << " " << name << " M=" << s.M << " N=" << s.N << " K=" << s.K << " epilogue "
-                           << static_cast<int>(e.epi) << " CTAs " << ctas);
+                           << static_cast<int>(e.epi) << " activation " << static_cast<int>(e.act) << " CTAs " << ctas);
             if (ctas == 1 || ctas == 3 || ctas == 5) {
               const std::vector<float> by_tma = run(ctas, 0);
               // Tiles leave as boxes written by stmatrix (16-bit) or 8-byte stores (fp32),
@@ -463,6 +471,8 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
               INFO("stream-K over " << waves << " waves");
               const std::vector<float> first = run(ctas, waves);
               CHECK(tlb::test::bit_identical(first, run(ctas, waves)));
+              INFO("copied out against TMA-stored");
+              CHECK(tlb::test::bit_identical(first, run(ctas, waves, EpilogueStore::copy)));
               ++stream_k_runs[schedule];
             }
           }
