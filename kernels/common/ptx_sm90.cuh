@@ -214,6 +214,48 @@ __device__ __forceinline__ void named_barrier_sync_divergent(uint32_t id, uint32
   asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// ---- Thread-block clusters: a CTA's rank in its cluster, the cluster-wide barrier (every
+// thread of every CTA of the cluster; without .aligned, so a warp may reach it diverged), the
+// address of the same shared-memory location in another CTA of the cluster, and an mbarrier
+// arrival there (release at cluster scope: this CTA's reads of what the barrier guards are
+// done before the other CTA sees the arrival).
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t rank = 0;
+#if TLB_PTX_SM90
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+#endif
+  return rank;
+}
+__device__ __forceinline__ void cluster_sync() {
+#if TLB_PTX_SM90
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ uint32_t map_shared_rank(uint32_t smem_addr, uint32_t rank) {
+  uint32_t remote = smem_addr;
+#if TLB_PTX_SM90
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr), "r"(rank));
+#endif
+  return remote;
+}
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t remote_bar) {
+#if TLB_PTX_SM90
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
+#endif
+}
+// tma_load_2d's box into the same shared-memory offset of every CTA of the cluster in
+// `cta_mask` (bit r: rank r), each completing on its own barrier at `bar`'s offset.
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t smem_dst, const void* tensor_map, int32_t c_inner,
+                                                      int32_t c_outer, uint32_t bar, uint16_t cta_mask) {
+#if TLB_PTX_SM90
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_dst),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c_inner), "r"(c_outer), "r"(bar), "h"(cta_mask)
+      : "memory");
+#endif
+}
+
 // ---- Register reallocation between warpgroups (sm_90a; needs a register cap at entry).
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_inc() {

@@ -141,7 +141,8 @@ struct Candidate {
   enum Kind { mma, fma, wgmma, pingpong, cooperative } kind;
   int tile;  // pingpong, cooperative: the waves under stream-K (0: none)
   double time;
-  int split = 1;  // wgmma only: CTAs of a cluster sharing one output tile's K
+  int split = 1;    // wgmma only: CTAs of a cluster sharing one output tile's K
+  int cluster = 1;  // persistent only: CTAs of a cluster sharing W k-tiles
 
   bool persistent() const { return kind == pingpong || kind == cooperative; }
   bool sm90() const { return kind == wgmma || persistent(); }
@@ -193,14 +194,21 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
         [&](WgmmaTile t, int split) { return gemm_detail::wgmma_max_active_clusters(t, a.dtype, split); });
     const double inf = std::numeric_limits<double>::infinity();
     // The persistent kernel in both schedules, each plain (waves 0) and with stream-K over one
-    // or two waves, at `time(waves)` (never picked on a small grid).
+    // or two waves, at `time(waves)` (never picked on a small grid), without clusters and in
+    // clusters of two where the tile rows pair up. Clusters are not measured yet: they rank
+    // just behind the same schedule without.
+    constexpr double kClusterUnmeasured = 1.0 + 2e-5;
     auto offer_persistent = [&](Candidate::Kind kind, PersistentSchedule schedule, auto time) {
-      if (!gemm_detail::persistent_supported(a.M, a.N, schedule)) return;
-      const bool stream_k = gemm_detail::persistent_stream_k_applies(a.M, a.N, schedule, 0);
-      for (int waves : {0, 1, 2}) {
-        if (waves > 0 && !stream_k) break;
-        c.push_back({gemm_detail::persistent_variant_name(a.dtype, schedule, waves), kind, waves,
-                     small ? inf : time(waves)});
+      for (int cluster : {1, 2}) {
+        gemm_detail::PersistentLaunch l{.schedule = schedule, .cluster = cluster};
+        if (!gemm_detail::persistent_supported(a.M, a.N, l)) continue;
+        const bool stream_k = gemm_detail::persistent_stream_k_applies(a.M, a.N, l);
+        for (int waves : {0, 1, 2}) {
+          if (waves > 0 && !stream_k) break;
+          l.stream_k_waves = waves;
+          const double t = time(waves) * (cluster > 1 ? kClusterUnmeasured : 1.0);
+          c.push_back({gemm_detail::persistent_variant_name(a.dtype, l), kind, waves, small ? inf : t, 1, cluster});
+        }
       }
     };
     // Ping-pong at its model's time, stream-K as pingpong_stream_k_time ranks it.
@@ -262,7 +270,8 @@ void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
   if (c.kind == Candidate::fma) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
   } else if (c.persistent()) {
-    gemm_detail::launch_gemm_persistent_sm90(a, c.schedule(), 0, c.tile, stream);
+    gemm_detail::launch_gemm_persistent_sm90(
+        a, {.schedule = c.schedule(), .cluster = c.cluster, .stream_k_waves = c.tile}, stream);
   } else if (c.kind == Candidate::wgmma) {
     gemm_detail::launch_gemm_wgmma_sm90(a, static_cast<WgmmaTile>(c.tile), c.split, stream);
   } else {

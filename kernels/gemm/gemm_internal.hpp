@@ -82,18 +82,17 @@ int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
 //   48 KiB of operands feed twice the MMAs that a 128 x 128 tile's 32 KiB do (a quarter
 //   fewer bytes per FLOP through L2 and shared memory), but the epilogue stops the tensor
 //   cores. "sm90_coop_256x128x64_s4".
+// In clusters of two ("sm90_pingpong_cluster2_..."), the CTAs of a cluster take vertically
+// adjacent tiles, which share their W k-tiles: each CTA loads half of each and multicasts it
+// to both, a quarter fewer bytes per FLOP through L2 (ping-pong) without a taller tile. It
+// needs an even number of tile rows (persistent_supported).
 // With stream_k_waves 1 or 2 ("sm90_pingpong_streamk1_..."): the tiles of the partial wave
 // (1), or of the last full wave and the partial one (2), are shared out as equal runs of
-// k-tiles, one per CTA, so no SM idles through the partial wave; a tile cut between CTAs is
-// finished by the last of them, in a fixed order (results are deterministic). Stream-K needs
-// persistent_stream_k_applies. max_ctas > 0 caps the grid below one CTA per SM (tests use it
-// to give each CTA many tiles).
+// k-tiles, one per CTA (cluster), so no SM idles through the partial wave; a tile cut between
+// CTAs is finished by the last of them, in a fixed order (results are deterministic). Stream-K
+// needs persistent_stream_k_applies. max_ctas > 0 caps the grid below one CTA per SM (tests
+// use it to give each CTA many tiles).
 enum class PersistentSchedule { pingpong, cooperative };
-std::string persistent_variant_name(DType d, PersistentSchedule s, int stream_k_waves);
-bool persistent_supported(int64_t M, int64_t N, PersistentSchedule s);
-// Whether the grid has a partial wave for stream-K to spread: more tiles than CTAs, and not a
-// multiple of them.
-bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int max_ctas);
 // How a tile leaves the kernel: from the accumulator registers by stmatrix (16-bit) or 8-byte
 // stores (fp32) into boxes of shared memory, each box then stored by TMA (tma) or copied out
 // by the consumer's threads (copy), or through an fp32 staging, stored run by run (staged; also
@@ -104,8 +103,19 @@ bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int
 // rows slower (results/perf-log.md, 2026-12-07).
 enum class EpilogueStore { from_env, staged, tma, copy };
 EpilogueStore epilogue_store_setting();
-void launch_gemm_persistent_sm90(const GemmArgs& a, PersistentSchedule s, int max_ctas, int stream_k_waves,
-                                 cudaStream_t stream, EpilogueStore store = EpilogueStore::from_env);
+struct PersistentLaunch {
+  PersistentSchedule schedule = PersistentSchedule::pingpong;
+  int cluster = 1;  // CTAs of a cluster: 1, or 2 sharing W k-tiles
+  int stream_k_waves = 0;
+  int max_ctas = 0;
+  EpilogueStore store = EpilogueStore::from_env;
+};
+std::string persistent_variant_name(DType d, const PersistentLaunch& l);
+bool persistent_supported(int64_t M, int64_t N, const PersistentLaunch& l);
+// Whether the grid has a partial wave for stream-K to spread: more tiles (pairs of tiles, in
+// clusters of two) than CTAs (clusters), and not a multiple of them.
+bool persistent_stream_k_applies(int64_t M, int64_t N, const PersistentLaunch& l);
+void launch_gemm_persistent_sm90(const GemmArgs& a, const PersistentLaunch& l, cudaStream_t stream);
 // The cooperative schedule's time in the dispatcher's ranking, as a factor of ping-pong's on
 // the same grid: under 1 where it measured ahead (TF32 with K >= 8192), else just over 1, so
 // that it is offered and benchmarked but ranked behind ping-pong.

@@ -30,8 +30,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -127,19 +130,26 @@ struct WorkUnit {
 //   consumer (a ping-pong CTA's units alternate between its two consumers, and writing never
 //   waits). That order is ping-pong's; a cooperative CTA takes the unit it leaves a partial of
 //   first (Schedule::partial_first).
+// In clusters of two CTAs (cluster == 2) the schedule is the same over pairs of tiles: the
+// cluster is one "CTA" of it (group()), taking a pair of vertically adjacent tiles where a CTA
+// takes one, rank r the pair's tile r; tiles_m counts tile pairs then. Both CTAs of a cluster
+// run the same units over the same k-tiles, so their rings step in lockstep and the W k-tile
+// they share is loaded once for both (produce).
 struct Schedule {
   int tiles_m, tiles_n, k_tiles;
   int dp_rounds, sk_tiles;
   // The order of a run's tiles: longest first (ping-pong), or the one it leaves a partial of
   // first and the one it adds partials to last (cooperative: see unit()).
   bool partial_first;
+  int cluster;  // CTAs of a cluster along x: 1 or 2
 
-  // Where CTA `cta`'s run starts, in k-tiles from the first stream-K tile's first.
-  __device__ int64_t run_begin(int cta) const {
-    return static_cast<int64_t>(sk_tiles) * k_tiles * cta / static_cast<int>(gridDim.x);
-  }
+  __device__ int group() const { return static_cast<int>(blockIdx.x) / cluster; }
+  __device__ int groups() const { return static_cast<int>(gridDim.x) / cluster; }
+  __device__ int rank() const { return static_cast<int>(blockIdx.x) % cluster; }
+  // Where group c's run starts, in k-tiles from the first stream-K tile's first.
+  __device__ int64_t run_begin(int c) const { return static_cast<int64_t>(sk_tiles) * k_tiles * c / groups(); }
   __device__ int units_of_this_cta() const {
-    const int c = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
+    const int c = group(), g = groups();
     if (sk_tiles == 0) {
       const int total = tiles_m * tiles_n;
       return c < total ? (total - c + g - 1) / g : 0;
@@ -149,8 +159,8 @@ struct Schedule {
     return dp_rounds + 1 + static_cast<int>((hi - 1) / k_tiles - lo / k_tiles);
   }
   __device__ WorkUnit unit(int j) const {
-    const int c = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
-    if (sk_tiles == 0 || j < dp_rounds) return {raster_tile(c + j * g, tiles_m, tiles_n), 0, k_tiles};
+    const int c = group(), g = groups();
+    if (sk_tiles == 0 || j < dp_rounds) return {own(raster_tile(c + j * g, tiles_m, tiles_n)), 0, k_tiles};
     const int64_t lo = run_begin(c), hi = run_begin(c + 1);
     const int64_t first = lo / k_tiles, last = (hi - 1) / k_tiles;
     const int i = j - dp_rounds;
@@ -170,16 +180,26 @@ struct Schedule {
       s = (i == 0) == last_longer ? last : first;
     }
     const int64_t base = s * k_tiles;
-    return {raster_tile(dp_rounds * g + static_cast<int>(s), tiles_m, tiles_n),
+    return {own(raster_tile(dp_rounds * g + static_cast<int>(s), tiles_m, tiles_n)),
             static_cast<int>(max(lo, base) - base), static_cast<int>(min(hi, base + k_tiles) - base)};
   }
+  // This CTA's tile of the group's tile (pair) t.
+  __device__ TileCoord own(TileCoord t) const { return {t.m * cluster + rank(), t.n}; }
 };
 
 // The producer: one thread issues every TMA load of the CTA's units, k-tile by k-tile, each
-// into the next stage once its consumer has released it.
+// into the next stage once its consumers have released it. In a cluster of two, each CTA
+// loads its own A k-tile and its half of the W k-tile both tiles share (tmap_w's box is half
+// as tall), multicast into the same place of both CTAs' stages: a stage is free once the
+// consumers of both CTAs have released it (they arrive on both empty barriers), and complete
+// when its own A and both halves of W have landed (the peer's half may land before this
+// thread expects the bytes: the phase's transaction count goes below zero meanwhile).
 template <class C>
 __device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, const Schedule& sched,
                         const Ring<C>& ring) {
+  constexpr uint16_t kBothCtas = 0b11;
+  const int w_rows = C::BN / sched.cluster;  // rows of W this CTA loads
+  const uint32_t w_half = static_cast<uint32_t>(sched.rank() * w_rows * C::kRowBytes);
   RingSlot<C::STAGES> slot;
   const int units = sched.units_of_this_cta();
   for (int j = 0; j < units; ++j) {
@@ -194,10 +214,29 @@ __device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, co
       const uint32_t dst = ring.stage(slot.stage), full = ring.full(slot.stage);
       ptx::mbarrier_arrive_expect_tx(full, C::kStageBytes);
       ptx::tma_load_2d(dst, tmap_a, kt * C::BK, t.m * C::BM, full);
-      ptx::tma_load_2d(dst + C::kATileBytes, tmap_w, kt * C::BK, t.n * C::BN, full);
+      const int w_row = t.n * C::BN + sched.rank() * w_rows;
+      if (sched.cluster == 1) {
+        ptx::tma_load_2d(dst + C::kATileBytes, tmap_w, kt * C::BK, w_row, full);
+      } else {
+        ptx::tma_load_2d_multicast(dst + C::kATileBytes + w_half, tmap_w, kt * C::BK, w_row, full, kBothCtas);
+      }
       slot.advance(1);
     }
   }
+}
+
+// A consumer warp is done with stage `stage`: one arrival on its empty barrier, and in a
+// cluster of two on the peer's too (whose producer multicasts half of W into this CTA's
+// stage), lane r arriving on rank r's.
+template <class C>
+__device__ __forceinline__ void release_stage(const Ring<C>& ring, int stage, int cluster) {
+  const uint32_t lane = threadIdx.x & 31;
+  if (cluster == 1) {
+    if (lane == 0) ptx::mbarrier_arrive(ring.empty(stage));
+  } else if (lane < static_cast<uint32_t>(cluster)) {
+    ptx::mbarrier_arrive_cluster(ptx::map_shared_rank(ring.empty(stage), lane));
+  }
+  __syncwarp();
 }
 
 // One consumer's k-loop over its rows of a tile (`a_rows_bytes` into the stage's A k-tile):
@@ -208,10 +247,9 @@ __device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, co
 // turn on first (ping-pong), then waits for the MMAs and releases them (release_held).
 template <class C>
 __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(float (&acc)[2][C::BN / 2], int k_tiles, const Ring<C>& ring,
-                                                        RingSlot<C::STAGES>& slot, uint32_t a_rows_bytes) {
+                                                        RingSlot<C::STAGES>& slot, uint32_t a_rows_bytes, int cluster) {
   using T = typename C::Elem;
   constexpr int kInFlight = C::kMmaGroupsInFlight;
-  const bool lane0 = (threadIdx.x & 31) == 0;
   RingSlot<C::STAGES> held = slot;  // the oldest stage not yet released
   for (int kt = 0; kt < k_tiles; ++kt) {
     ptx::mbarrier_wait(ring.full(slot.stage), slot.phase);
@@ -231,10 +269,10 @@ __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(float (&acc)[2][C::BN / 
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<kInFlight>();
     // One arrival per warp (the empty barriers count every consumer warp that reads the
-    // stage): this warp's MMAs of k-tile kt - kInFlight are done, so it is done with the stage.
+    // stage, in every CTA of the cluster): this warp's MMAs of k-tile kt - kInFlight are
+    // done, so it is done with the stage.
     if (kt >= kInFlight) {
-      if (lane0) ptx::mbarrier_arrive(ring.empty(held.stage));
-      __syncwarp();
+      release_stage(ring, held.stage, cluster);
       held.advance(1);
     }
     slot.advance(1);
@@ -244,13 +282,11 @@ __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(float (&acc)[2][C::BN / 
 
 // After wgmma_wait_group<0>: releases the stages mma_tile returned held.
 template <class C>
-__device__ __forceinline__ void release_held(const Ring<C>& ring, RingSlot<C::STAGES> held, int k_tiles) {
-  const bool lane0 = (threadIdx.x & 31) == 0;
+__device__ __forceinline__ void release_held(const Ring<C>& ring, RingSlot<C::STAGES> held, int k_tiles, int cluster) {
   for (int i = 0; i < k_tiles && i < C::kMmaGroupsInFlight; ++i) {
-    if (lane0) ptx::mbarrier_arrive(ring.empty(held.stage));
+    release_stage(ring, held.stage, cluster);
     held.advance(1);
   }
-  __syncwarp();
 }
 
 // Stream-K's hand-over between CTAs (Schedule): the workspace holds one partial 128 x 128 tile
@@ -690,32 +726,34 @@ __device__ void consume(const GemmArgs& p, BoxEpilogue boxed, const Schedule& sc
   float acc[2][C::BN / 2];
   const int units = sched.units_of_this_cta();
   const uint32_t barrier = kStagingBarrier + consumer;
-  const int cta = static_cast<int>(blockIdx.x);
   // The consumer's rows: where they start in the tile, and in the stage's A k-tile.
   const int row_in_tile = C::kCooperative ? consumer * C::kConsumerRows : 0;
   const uint32_t a_rows_bytes = static_cast<uint32_t>(row_in_tile * C::kRowBytes);
-  // The workspace slot of this consumer's partials, and of CTA c's for the same rows.
-  auto partial_slot = [&](int c) { return c * C::kConsumersPerTile + (C::kCooperative ? consumer : 0); };
+  // The workspace slot of this consumer's partials, and of group c's for the same rows (this
+  // CTA's rank of c's cluster).
+  auto partial_slot = [&](int c) {
+    return (c * sched.cluster + sched.rank()) * C::kConsumersPerTile + (C::kCooperative ? consumer : 0);
+  };
   RingSlot<C::STAGES> slot;
   if (kPingpong && consumer == 1 && units > 0) slot.advance(sched.unit(0).k_count());  // unit 0 is the other's
   for (int j = kPingpong ? consumer : 0; j < units; j += kStride) {
     const WorkUnit u = sched.unit(j);
     if (kPingpong && j > 0) ptx::named_barrier_sync(kTurnBarrier + consumer, kTurnThreads);
-    const RingSlot<C::STAGES> held = mma_tile<C>(acc, u.k_count(), ring, slot, a_rows_bytes);
+    const RingSlot<C::STAGES> held = mma_tile<C>(acc, u.k_count(), ring, slot, a_rows_bytes, sched.cluster);
     if (kPingpong && j + 1 < units) ptx::named_barrier_arrive(kTurnBarrier + (1 - consumer), kTurnThreads);
     ptx::wgmma_wait_group<0>();
-    release_held(ring, held, u.k_count());
+    release_held(ring, held, u.k_count(), sched.cluster);
     if (kPingpong && j + 1 < units) slot.advance(sched.unit(j + 1).k_count());  // past the other's next unit
     if (u.k_end < sched.k_tiles) {
-      partials.publish(acc, partial_slot(cta), barrier);
+      partials.publish(acc, partial_slot(sched.group()), barrier);
       continue;
     }
     if (u.k_begin > 0) {
       // The runs before this one that meet the tile, nearest first (a run may be empty).
-      int64_t end = sched.run_begin(cta);
+      int64_t end = sched.run_begin(sched.group());
       const int64_t tile_begin = end - u.k_begin;
 #pragma unroll 1
-      for (int c = cta - 1; end > tile_begin; --c) {
+      for (int c = sched.group() - 1; end > tile_begin; --c) {
         const int64_t begin = sched.run_begin(c);
         if (begin < end) partials.accumulate(acc, partial_slot(c), barrier);
         end = begin;
@@ -760,7 +798,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
       ptx::mbarrier_init(ring.full(s), 1);
-      ptx::mbarrier_init(ring.empty(s), 4 * C::kConsumersPerTile);  // one arrival per consumer warp reading it
+      // One arrival per consumer warp reading it, in each CTA of the cluster.
+      ptx::mbarrier_init(ring.empty(s), 4 * C::kConsumersPerTile * sched.cluster);
     }
     if constexpr (kOp == EpilogueOp::residual) {
       for (int c = 0; c < 2; ++c) ptx::mbarrier_init(residual_bars + 8 * c, 1);  // one TMA box each
@@ -771,7 +810,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (store == BoxStore::tma && kOp != EpilogueOp::qkv_split) ptx::prefetch_tensor_map(&tmap_c);
     if (store != BoxStore::staged && kOp == EpilogueOp::residual) ptx::prefetch_tensor_map(&tmap_r);
   }
-  __syncthreads();
+  // In a cluster, the peer's barriers must be initialised before this CTA's consumers arrive
+  // on them or its producer's multicasts complete on them.
+  if (sched.cluster > 1) {
+    ptx::cluster_sync();
+  } else {
+    __syncthreads();
+  }
   // Under PDL (pdl_for_grid) the set-up above overlaps the previous kernel's tail; A and the
   // residual may be its output.
   ptx::pdl_wait();
@@ -791,6 +836,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     consume<C, kOp>(p, BoxEpilogue{store, &tmap_c, &qkv_maps, &tmap_r, residual_bars + 8 * consumer, 0u}, sched,
                     ring, staging, partials, consumer);
   }
+  // No CTA of a cluster leaves while the other may still arrive on its barriers.
+  if (sched.cluster > 1) ptx::cluster_sync();
 #else
   (void)tmap_a;
   (void)tmap_w;
@@ -815,12 +862,60 @@ decltype(auto) dispatch_config(DType d, PersistentSchedule s, F&& f) {
   });
 }
 
-// Every dtype's tile is the same size.
-int64_t persistent_tiles(int64_t M, int64_t N, PersistentSchedule s) {
+// The schedule's tiles over an M x N output: tile rows and columns (every dtype's tile is the
+// same size).
+struct TileGrid {
+  int64_t m, n;
+  int64_t count() const { return m * n; }
+};
+TileGrid persistent_tile_grid(int64_t M, int64_t N, PersistentSchedule s) {
   return dispatch_config(DType::fp16, s, [&](auto c) {
     using C = decltype(c);
-    return ((M + C::BM - 1) / C::BM) * ((N + C::BN - 1) / C::BN);
+    return TileGrid{(M + C::BM - 1) / C::BM, (N + C::BN - 1) / C::BN};
   });
+}
+
+// How many clusters of `cluster` CTAs of the schedule's kernel the device runs at once (one
+// CTA a cluster: its SMs). A cluster's CTAs share a GPC, so a GPC with an odd number of free
+// SMs leaves one idle. Asked of the device once per schedule and cluster size.
+int persistent_capacity(PersistentSchedule s, int cluster) {
+  if (cluster == 1) return device_caps().sms;
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int>, int> known;  // device, schedule, cluster
+  int dev = 0;
+  TLB_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(dev, static_cast<int>(s), cluster);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  const int n = dispatch_config(DType::fp16, s, [&](auto c) {
+    using C = decltype(c);
+    const auto kernel = gemm_persistent_sm90_kernel<C, EpilogueOp::bias>;
+    allow_dynamic_smem(reinterpret_cast<const void*>(kernel), C::kSmemBytes);
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(cluster));
+    cfg.blockDim = dim3(C::kThreads);
+    cfg.dynamicSmemBytes = C::kSmemBytes;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(cluster);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    TLB_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+    return clusters;
+  });
+  known.emplace(key, n);
+  return n;
+}
+
+// The clusters (CTAs, without clusters) of a launch: one per tile (pair), at most as many as
+// run at once, capped at max_ctas' worth.
+int64_t persistent_groups(const TileGrid& g, const PersistentLaunch& l) {
+  int64_t groups = std::min<int64_t>(g.count() / l.cluster, persistent_capacity(l.schedule, l.cluster));
+  if (l.max_ctas > 0) groups = std::min<int64_t>(groups, std::max(1, l.max_ctas / l.cluster));
+  return groups;
 }
 
 // Whether a launch of `tiles` tiles of `tile_rows` rows over `ctas` CTAs takes PDL. Each CTA takes a whole SM, so
@@ -837,11 +932,6 @@ bool pdl_for_grid(int64_t tiles, int tile_rows, int64_t ctas) {
   return pdl_enabled() && (pdl_for_every_kernel() || tiles * (tile_rows / 128) <= kPdlMaxWaves * ctas);
 }
 
-int64_t persistent_ctas(int64_t tiles, int max_ctas) {
-  int64_t ctas = std::min<int64_t>(tiles, device_caps().sms);
-  return max_ctas > 0 ? std::min<int64_t>(ctas, max_ctas) : ctas;
-}
-
 }  // namespace
 
 EpilogueStore epilogue_store_setting() {
@@ -856,29 +946,40 @@ EpilogueStore epilogue_store_setting() {
   return setting;
 }
 
-std::string persistent_variant_name(DType d, PersistentSchedule s, int stream_k_waves) {
-  return dispatch_config(d, s, [&](auto c) {
+std::string persistent_variant_name(DType d, const PersistentLaunch& l) {
+  return dispatch_config(d, l.schedule, [&](auto c) {
     using C = decltype(c);
     const std::string kind = C::kCooperative ? "coop_" : "pingpong_";
-    const std::string schedule = stream_k_waves > 0 ? "streamk" + std::to_string(stream_k_waves) + "_" : "";
-    return "sm90_" + kind + schedule + std::to_string(C::BM) + "x" + std::to_string(C::BN) + "x" +
+    const std::string cluster = l.cluster > 1 ? "cluster" + std::to_string(l.cluster) + "_" : "";
+    const std::string stream_k = l.stream_k_waves > 0 ? "streamk" + std::to_string(l.stream_k_waves) + "_" : "";
+    return "sm90_" + kind + cluster + stream_k + std::to_string(C::BM) + "x" + std::to_string(C::BN) + "x" +
            std::to_string(C::BK) + "_s" + std::to_string(C::STAGES) + (sizeof(typename C::Elem) == 4 ? "_tf32" : "");
   });
 }
 
-// Linear tile indices are 32-bit.
-bool persistent_supported(int64_t M, int64_t N, PersistentSchedule s) { return persistent_tiles(M, N, s) <= INT_MAX; }
-
-bool persistent_stream_k_applies(int64_t M, int64_t N, PersistentSchedule s, int max_ctas) {
-  const int64_t tiles = persistent_tiles(M, N, s), ctas = persistent_ctas(tiles, max_ctas);
-  return tiles > ctas && tiles % ctas != 0;
+// Linear tile indices are 32-bit; a cluster of two takes pairs of tile rows, so there must be
+// an even number of them, and the device must run such clusters.
+bool persistent_supported(int64_t M, int64_t N, const PersistentLaunch& l) {
+  const TileGrid g = persistent_tile_grid(M, N, l.schedule);
+  if (g.count() > INT_MAX) return false;
+  if (l.cluster == 1) return true;
+  return l.cluster == 2 && g.m % 2 == 0 && persistent_capacity(l.schedule, l.cluster) > 0;
 }
 
-void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int max_ctas, int stream_k_waves,
-                                 cudaStream_t stream, EpilogueStore store) {
-  if (store == EpilogueStore::from_env) store = epilogue_store_setting();
+bool persistent_stream_k_applies(int64_t M, int64_t N, const PersistentLaunch& l) {
+  const TileGrid g = persistent_tile_grid(M, N, l.schedule);
+  const int64_t units = g.count() / l.cluster, groups = persistent_groups(g, l);
+  return units > groups && units % groups != 0;
+}
+
+void launch_gemm_persistent_sm90(const GemmArgs& args, const PersistentLaunch& l, cudaStream_t stream) {
+  const EpilogueStore store = l.store == EpilogueStore::from_env ? epilogue_store_setting() : l.store;
   const GemmArgs a = with_split_map(args);
-  dispatch_config(a.dtype, s, [&](auto c) {
+  if (!persistent_supported(a.M, a.N, l)) {
+    throw std::logic_error("persistent GEMM asked for " + persistent_variant_name(a.dtype, l) + " on M=" +
+                           std::to_string(a.M) + ", N=" + std::to_string(a.N) + ", which it cannot tile");
+  }
+  dispatch_config(a.dtype, l.schedule, [&](auto c) {
     using C = decltype(c);
     auto kernel = dispatch_epilogue_op(a, [](auto op) { return gemm_persistent_sm90_kernel<C, decltype(op)::value>; });
     // Boxes copied out by the threads go anywhere. Boxes stored by TMA, where asked, but for
@@ -915,28 +1016,37 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, PersistentSchedule s, int
     allow_dynamic_smem(kernel, C::kSmemBytes);
     const CUtensorMap tmap_a = make_tensor_map_2d_sw128(a.A, a.dtype, static_cast<uint64_t>(a.M),
                                                         static_cast<uint64_t>(a.K), C::BM, C::BK);
+    // In a cluster of two each CTA loads half of the W k-tile they share (produce).
     const CUtensorMap tmap_w = make_tensor_map_2d_sw128(a.W, a.dtype, static_cast<uint64_t>(a.N),
-                                                        static_cast<uint64_t>(a.K), C::BN, C::BK);
-    const int64_t tiles = persistent_tiles(a.M, a.N, s), ctas = persistent_ctas(tiles, max_ctas);
-    persistent::Schedule sched{static_cast<int>((a.M + C::BM - 1) / C::BM),
-                               static_cast<int>((a.N + C::BN - 1) / C::BN),
-                               static_cast<int>((a.K + C::BK - 1) / C::BK), 0, 0, C::kCooperative};
+                                                        static_cast<uint64_t>(a.K), C::BN / l.cluster, C::BK);
+    // The schedule runs over groups: clusters, each taking a pair of tiles where a CTA of a
+    // launch without clusters takes one.
+    const TileGrid g = persistent_tile_grid(a.M, a.N, l.schedule);
+    const int64_t units = g.count() / l.cluster, groups = persistent_groups(g, l), ctas = groups * l.cluster;
+    persistent::Schedule sched{static_cast<int>(g.m / l.cluster),
+                               static_cast<int>(g.n),
+                               static_cast<int>((a.K + C::BK - 1) / C::BK),
+                               0,
+                               0,
+                               C::kCooperative,
+                               l.cluster};
     persistent::Partials partials{nullptr, nullptr};
-    if (stream_k_waves > 0) {
-      if (stream_k_waves > 2 || !persistent_stream_k_applies(a.M, a.N, s, max_ctas)) {
+    if (l.stream_k_waves > 0) {
+      if (l.stream_k_waves > 2 || !persistent_stream_k_applies(a.M, a.N, l)) {
         throw std::logic_error("stream-K persistent GEMM asked for a grid with no partial wave, or over " +
-                               std::to_string(stream_k_waves) + " waves");
+                               std::to_string(l.stream_k_waves) + " waves");
       }
-      sched.dp_rounds = static_cast<int>(tiles / ctas) - (stream_k_waves - 1);
-      sched.sk_tiles = static_cast<int>(tiles - static_cast<int64_t>(sched.dp_rounds) * ctas);
+      sched.dp_rounds = static_cast<int>(units / groups) - (l.stream_k_waves - 1);
+      sched.sk_tiles = static_cast<int>(units - static_cast<int64_t>(sched.dp_rounds) * groups);
       const StreamKWorkspace ws = stream_k_workspace(stream);
       static_assert(C::kConsumerRows * C::BN * 4 <= kStreamKPartialBytes,
                     "a consumer's partial tile must fit its workspace slot");
       if (ctas * C::kConsumersPerTile > ws.slots) throw std::logic_error("stream-K workspace has too few slots");
       partials = {static_cast<float*>(ws.partials), ws.ready};
     }
-    launch_kernel_with_pdl(pdl_for_grid(tiles, C::BM, ctas), kernel, dim3(static_cast<unsigned>(ctas)), dim3(C::kThreads),
-                           C::kSmemBytes, stream, 1, tmap_a, tmap_w, tmap_c, tmap_r, qkv_maps, box_store, a, sched, partials);
+    launch_kernel_with_pdl(pdl_for_grid(g.count(), C::BM, ctas), kernel, dim3(static_cast<unsigned>(ctas)),
+                           dim3(C::kThreads), C::kSmemBytes, stream, static_cast<unsigned>(l.cluster), tmap_a, tmap_w,
+                           tmap_c, tmap_r, qkv_maps, box_store, a, sched, partials);
     TLB_LAUNCH_CHECK(stream);
   });
 }

@@ -297,7 +297,7 @@ TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]",
       using tlb::gemm_detail::PersistentSchedule;
       const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
       for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
-        const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, schedule, 0);
+        const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, {.schedule = schedule});
         if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
         // One CTA: its consumers take every tile in turn, each box reusing the staging.
         const struct {
@@ -310,7 +310,8 @@ TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]",
         for (int w = 0; w < 3; ++w) {
           INFO(name << stores[w].name);
           for (GuardedOutput* o : {&q, &k, &v}) o->poison();
-          tlb::gemm_detail::launch_gemm_persistent_sm90(a, schedule, 1, 0, nullptr, stores[w].store);
+          tlb::gemm_detail::launch_gemm_persistent_sm90(
+              a, {.schedule = schedule, .max_ctas = 1, .store = stores[w].store}, nullptr);
           TLB_CUDA_CHECK(cudaDeviceSynchronize());
           check_outputs(mode, {&q, &k, &v}, refs);
           bool guards_intact = false;  // check_outputs has checked them
@@ -409,8 +410,13 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
   // or 32 fp32 columns) partly inside, the others wholly outside; N = 200 leaves 72: the second
   // 16-bit box and the third fp32 one partly inside (and 2 x 2 or 3 x 2 tiles of 3 k-tiles, K's
   // tail in the last).
-  // Each schedule must have run, with stream-K, on its own.
-  const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}, {300, 520, 4000}, {333, 200, 136}};
+  // In clusters of two (where the tile rows pair up: M = 1000 in both schedules, 300 and 333
+  // in the cooperative one) a cluster of each pair of the CTA counts above plus one takes the
+  // same tiles two by two, and must give the same bits; 1000 x 520 x 1000 gives stream-K's
+  // cut tiles to clusters too (20 pairs of ping-pong tiles, 10 of cooperative ones, over 3).
+  // Each schedule must have run, with stream-K, on its own and in clusters.
+  const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}, {300, 520, 4000}, {333, 200, 136},
+                                     {1000, 520, 1000}};
   const struct {
     GemmEpilogue epi;
     tlb::Activation act;
@@ -420,8 +426,9 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
                    {GemmEpilogue::bias_activation, tlb::Activation::relu},
                    {GemmEpilogue::bias_residual, tlb::Activation::gelu}};
   using tlb::gemm_detail::EpilogueStore;
+  using tlb::gemm_detail::PersistentLaunch;
   using tlb::gemm_detail::PersistentSchedule;
-  std::map<PersistentSchedule, int> runs, stream_k_runs;
+  std::map<std::pair<PersistentSchedule, int>, int> runs, stream_k_runs;  // by schedule and cluster
   for (const Mode& mode : kModes) {
     if (mode.math == tlb::Fp32Math::ieee) continue;  // no tensor cores: not this kernel's
     for (const Shape& s : shapes) {
@@ -433,11 +440,17 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
         a.out = out.ptr();
         const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
         for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
-          const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, schedule, 0);
+          const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, {.schedule = schedule});
           if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
-          auto run = [&](int ctas, int stream_k_waves, EpilogueStore store = EpilogueStore::tma) {
+          const bool pairs = tlb::gemm_detail::persistent_supported(s.M, s.N, {.schedule = schedule, .cluster = 2});
+          auto run = [&](int ctas, int stream_k_waves, EpilogueStore store = EpilogueStore::tma, int cluster = 1) {
             out.poison();
-            tlb::gemm_detail::launch_gemm_persistent_sm90(a, schedule, ctas, stream_k_waves, nullptr, store);
+            const PersistentLaunch l{.schedule = schedule,
+                                     .cluster = cluster,
+                                     .stream_k_waves = stream_k_waves,
+                                     .max_ctas = ctas,
+                                     .store = store};
+            tlb::gemm_detail::launch_gemm_persistent_sm90(a, l, nullptr);
             TLB_CUDA_CHECK(cudaDeviceSynchronize());
             bool guards_intact = false;
             std::vector<float> got = out.read(&guards_intact);
@@ -464,16 +477,27 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
                 INFO("staged against copied out");
                 CHECK(tlb::test::bit_identical(run(ctas, 0, EpilogueStore::copy), staged));
               }
-              ++runs[schedule];
+              ++runs[{schedule, 1}];
+              if (pairs) {
+                INFO("staged against " << (ctas + 1) / 2 << " clusters of two, staged and copied out");
+                CHECK(tlb::test::bit_identical(run(ctas + 1, 0, EpilogueStore::staged, 2), staged));
+                CHECK(tlb::test::bit_identical(run(ctas + 1, 0, EpilogueStore::copy, 2), staged));
+                ++runs[{schedule, 2}];
+              }
             }
-            if (!tlb::gemm_detail::persistent_stream_k_applies(s.M, s.N, schedule, ctas)) continue;
-            for (int waves : {1, 2}) {
-              INFO("stream-K over " << waves << " waves");
-              const std::vector<float> first = run(ctas, waves);
-              CHECK(tlb::test::bit_identical(first, run(ctas, waves)));
-              INFO("copied out against TMA-stored");
-              CHECK(tlb::test::bit_identical(first, run(ctas, waves, EpilogueStore::copy)));
-              ++stream_k_runs[schedule];
+            for (int cluster : {1, 2}) {
+              if (cluster == 2 && !pairs) continue;
+              const PersistentLaunch l{.schedule = schedule, .cluster = cluster, .max_ctas = ctas};
+              if (!tlb::gemm_detail::persistent_stream_k_applies(s.M, s.N, l)) continue;
+              for (int waves : {1, 2}) {
+                INFO("stream-K over " << waves << " waves, clusters of " << cluster);
+                const std::vector<float> first = run(ctas, waves, EpilogueStore::staged, cluster);
+                CHECK(tlb::test::bit_identical(first, run(ctas, waves, EpilogueStore::staged, cluster)));
+                INFO("copied out and TMA-stored against staged");
+                CHECK(tlb::test::bit_identical(first, run(ctas, waves, EpilogueStore::copy, cluster)));
+                CHECK(tlb::test::bit_identical(first, run(ctas, waves, EpilogueStore::tma, cluster)));
+                ++stream_k_runs[{schedule, cluster}];
+              }
             }
           }
         }
@@ -485,9 +509,11 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
     return;
   }
   for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
-    INFO(tlb::gemm_detail::persistent_variant_name(tlb::DType::fp16, schedule, 0));
-    CHECK(runs[schedule] > 0);
-    CHECK(stream_k_runs[schedule] > 0);
+    for (int cluster : {1, 2}) {
+      INFO(tlb::gemm_detail::persistent_variant_name(tlb::DType::fp16, {.schedule = schedule, .cluster = cluster}));
+      CHECK(runs[{schedule, cluster}] > 0);
+      CHECK(stream_k_runs[{schedule, cluster}] > 0);
+    }
   }
 }
 
