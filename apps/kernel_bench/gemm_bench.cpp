@@ -155,6 +155,13 @@ std::vector<GemmCase> gemm_table() {
 }
 
 void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c) {
+  static bool once = [] {
+    for (int cl : {1, 2}) fmt::print("persistent capacity cluster {}: pingpong {} coop {}\n", cl,
+      tlb::gemm_detail::persistent_capacity(tlb::gemm_detail::PersistentSchedule::pingpong, cl),
+      tlb::gemm_detail::persistent_capacity(tlb::gemm_detail::PersistentSchedule::cooperative, cl));
+    return true;
+  }();
+  (void)once;
   const auto [label, M, N, K, dt, epi, heads, bias, math, act] = c;
   const std::string dtype = c.dtype_name();
   GemmBench b(M, N, K, dt, epi, heads, math);

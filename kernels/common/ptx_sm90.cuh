@@ -240,7 +240,7 @@ __device__ __forceinline__ uint32_t map_shared_rank(uint32_t smem_addr, uint32_t
 }
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t remote_bar) {
 #if TLB_PTX_SM90
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
 #endif
 }
 // tma_load_2d's box into the same shared-memory offset of every CTA of the cluster in

@@ -116,6 +116,7 @@ bool persistent_supported(int64_t M, int64_t N, const PersistentLaunch& l);
 // clusters of two) than CTAs (clusters), and not a multiple of them.
 bool persistent_stream_k_applies(int64_t M, int64_t N, const PersistentLaunch& l);
 void launch_gemm_persistent_sm90(const GemmArgs& a, const PersistentLaunch& l, cudaStream_t stream);
+int persistent_capacity(PersistentSchedule s, int cluster);
 // The cooperative schedule's time in the dispatcher's ranking, as a factor of ping-pong's on
 // the same grid: under 1 where it measured ahead (TF32 with K >= 8192), else just over 1, so
 // that it is offered and benchmarked but ranked behind ping-pong.
