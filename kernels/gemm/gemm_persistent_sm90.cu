@@ -1037,7 +1037,7 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, const PersistentLaunch& l
                                0,
                                C::kCooperative,
                                l.cluster,
-                               std::getenv("TLBENCH_GEMM_SUSPEND_NS") ? static_cast<uint32_t>(std::atoi(std::getenv("TLBENCH_GEMM_SUSPEND_NS"))) : kProducerSuspendNs};
+                               std::getenv("TLBENCH_GEMM_SUSPEND_NS") ? static_cast<uint32_t>(std::atoi(std::getenv("TLBENCH_GEMM_SUSPEND_NS"))) : persistent::kProducerSuspendNs};
     persistent::Partials partials{nullptr, nullptr};
     if (l.stream_k_waves > 0) {
       if (l.stream_k_waves > 2 || !persistent_stream_k_applies(a.M, a.N, l)) {
