@@ -154,14 +154,16 @@ std::vector<GemmCase> gemm_table() {
   return t;
 }
 
+void print_persistent_capacity() {
+  using tlb::gemm_detail::PersistentSchedule;
+  for (const PersistentSchedule s : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
+    fmt::print("{}: {} CTAs at once, {} clusters of two\n",
+               tlb::gemm_detail::persistent_variant_name(DType::fp16, {.schedule = s}),
+               tlb::gemm_detail::persistent_capacity(s, 1), tlb::gemm_detail::persistent_capacity(s, 2));
+  }
+}
+
 void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c) {
-  static bool once = [] {
-    for (int cl : {1, 2}) fmt::print("persistent capacity cluster {}: pingpong {} coop {}\n", cl,
-      tlb::gemm_detail::persistent_capacity(tlb::gemm_detail::PersistentSchedule::pingpong, cl),
-      tlb::gemm_detail::persistent_capacity(tlb::gemm_detail::PersistentSchedule::cooperative, cl));
-    return true;
-  }();
-  (void)once;
   const auto [label, M, N, K, dt, epi, heads, bias, math, act] = c;
   const std::string dtype = c.dtype_name();
   GemmBench b(M, N, K, dt, epi, heads, math);

@@ -49,6 +49,10 @@ struct GemmRecordContext {
 // out-projection.
 std::vector<GemmCase> gemm_table();
 
+// The persistent kernel's grid on this device (compute capability 9.0): how many CTAs of each
+// schedule, and how many clusters of two, run at once.
+void print_persistent_capacity();
+
 // One GEMM: cuBLAS on the same product without epilogue, the dispatcher's pick and every other
 // sm_90a variant for grids that fill the chip (the A/B behind the dispatcher's ranking), all
 // taking turns. One line per GEMM, and one kernels.jsonl record with the pick as `ours` and

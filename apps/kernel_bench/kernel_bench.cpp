@@ -173,6 +173,7 @@ void run_benchmarks(const BenchArgs& a) {
     const GemmRecordContext ctx{jsonl, p.name,
                                 fmt::format("{}.{}.{}", cublas_version / 10000, cublas_version / 100 % 100,
                                             cublas_version % 100)};
+    if (p.major == 9) print_persistent_capacity();
     for (const GemmCase& c : a.gemms) bench_gemm(h, st, ctx, c);
   }
   if (only == "small") bench_small_gemms(h, st);

@@ -217,8 +217,10 @@ __device__ __forceinline__ void named_barrier_sync_divergent(uint32_t id, uint32
 // ---- Thread-block clusters: a CTA's rank in its cluster, the cluster-wide barrier (every
 // thread of every CTA of the cluster; without .aligned, so a warp may reach it diverged), the
 // address of the same shared-memory location in another CTA of the cluster, and an mbarrier
-// arrival there (release at cluster scope: this CTA's reads of what the barrier guards are
-// done before the other CTA sees the arrival).
+// arrival there. The arrival keeps the default semantics (release, CTA scope), as a stage
+// release needs: the reads it vouches for are wgmma's, complete at wgmma.wait_group. With
+// .release.cluster the persistent GEMM's clusters ran at 0.4x their speed without (an H100,
+// results/perf-log.md, 2026-12-07).
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t rank = 0;
 #if TLB_PTX_SM90

@@ -195,10 +195,9 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
     const double inf = std::numeric_limits<double>::infinity();
     // The persistent kernel in both schedules, each plain (waves 0) and with stream-K over one
     // or two waves, at `time(waves)` (never picked on a small grid), without clusters and in
-    // clusters of two where the tile rows pair up. Clusters are not measured yet: they rank
-    // just behind the same schedule without.
-    constexpr double kClusterUnmeasured = 1.0 + 2e-5;
+    // clusters of two where the tile rows pair up, at cluster_factor times the same time.
     auto offer_persistent = [&](Candidate::Kind kind, PersistentSchedule schedule, auto time) {
+      const double pair_factor = gemm_detail::cluster_factor(a.dtype, a.fp32_math, schedule, a.M, a.K);
       for (int cluster : {1, 2}) {
         gemm_detail::PersistentLaunch l{.schedule = schedule, .cluster = cluster};
         if (!gemm_detail::persistent_supported(a.M, a.N, l)) continue;
@@ -206,7 +205,7 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
         for (int waves : {0, 1, 2}) {
           if (waves > 0 && !stream_k) break;
           l.stream_k_waves = waves;
-          const double t = time(waves) * (cluster > 1 ? kClusterUnmeasured : 1.0);
+          const double t = time(waves) * (cluster > 1 ? pair_factor : 1.0);
           c.push_back({gemm_detail::persistent_variant_name(a.dtype, l), kind, waves, small ? inf : t, 1, cluster});
         }
       }
@@ -300,6 +299,21 @@ namespace gemm_detail {
 double cooperative_factor(DType d, Fp32Math math, int64_t K) {
   const bool tf32 = d == DType::fp32 && math == Fp32Math::tf32;
   return tf32 && K >= 8192 ? 0.9 : 1.0 + 1e-5;
+}
+
+// Measured on an H100 (tlbench_kernel_bench gemm, results/perf-log.md 2026-12-07), each
+// persistent variant in clusters of two against itself without: ping-pong in TF32, whose
+// k-tiles carry half the MMAs per byte, ran 1.07-1.14x from K = 1600 on (cases 9, 10 and 13,
+// level on the 4096^2 out-projection) and 0.94-0.99x at K = 1024 (case 4); in fp16 and bf16
+// it ran 1.01-1.07x on case 13's 32768-row GEMMs, 0.93-1.01x on every other (K = 1024 the
+// worst, the pair's shared ring making each CTA wait for the slower of the two). The
+// cooperative schedule, whose 256-row tiles already share each W k-tile between two
+// consumers, stayed within 0.97-1.03x. Ahead, then, for ping-pong in TF32 past K = 1024 and
+// on 32768 rows and more; just behind everywhere else (offered and measured, not picked).
+double cluster_factor(DType d, Fp32Math math, PersistentSchedule s, int64_t M, int64_t K) {
+  const bool tf32 = d == DType::fp32 && math == Fp32Math::tf32;
+  const bool ahead = s == PersistentSchedule::pingpong && ((tf32 && K > 1024) || M >= 32768);
+  return ahead ? 0.97 : 1.0 + 2e-5;
 }
 
 // A grid is small when even the 128x128 wgmma tile leaves half the SMs idle (case 1's

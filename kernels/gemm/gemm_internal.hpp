@@ -116,11 +116,18 @@ bool persistent_supported(int64_t M, int64_t N, const PersistentLaunch& l);
 // clusters of two) than CTAs (clusters), and not a multiple of them.
 bool persistent_stream_k_applies(int64_t M, int64_t N, const PersistentLaunch& l);
 void launch_gemm_persistent_sm90(const GemmArgs& a, const PersistentLaunch& l, cudaStream_t stream);
+// How many clusters of `cluster` CTAs of the schedule's kernel the current device runs at
+// once (cluster 1: CTAs, one per SM). A cluster's CTAs share a GPC, so a GPC with an odd
+// number of SMs leaves one of them out.
 int persistent_capacity(PersistentSchedule s, int cluster);
 // The cooperative schedule's time in the dispatcher's ranking, as a factor of ping-pong's on
 // the same grid: under 1 where it measured ahead (TF32 with K >= 8192), else just over 1, so
 // that it is offered and benchmarked but ranked behind ping-pong.
 double cooperative_factor(DType d, Fp32Math math, int64_t K);
+// The same for a variant in clusters of two, as a factor of its time without: under 1 where
+// the pairs measured ahead (ping-pong in TF32 past K = 1024, and on 32768 rows or more), else
+// just over 1.
+double cluster_factor(DType d, Fp32Math math, PersistentSchedule s, int64_t M, int64_t K);
 
 // Stream-K's scratch (gemm_workspace.cpp): a 128 x 128 fp32 partial tile and a ready flag
 // (zero between launches) in each of `slots` slots, two per SM (a cooperative CTA's consumers

@@ -142,7 +142,6 @@ struct Schedule {
   // first and the one it adds partials to last (cooperative: see unit()).
   bool partial_first;
   int cluster;  // CTAs of a cluster along x: 1 or 2
-  uint32_t producer_suspend_ns;
 
   __device__ int group() const { return static_cast<int>(blockIdx.x) / cluster; }
   __device__ int groups() const { return static_cast<int>(gridDim.x) / cluster; }
@@ -211,11 +210,7 @@ __device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, co
       // Past the first round the ring is mostly full and this waits about one k-tile's MMAs;
       // suspended, this thread's retries leave the issue slots of its scheduler to the
       // consumer warps beside it.
-      if (sched.producer_suspend_ns > 0) {
-        ptx::mbarrier_wait_suspended(ring.empty(slot.stage), slot.phase ^ 1u, sched.producer_suspend_ns);
-      } else {
-        ptx::mbarrier_wait(ring.empty(slot.stage), slot.phase ^ 1u);
-      }
+      ptx::mbarrier_wait_suspended(ring.empty(slot.stage), slot.phase ^ 1u, kProducerSuspendNs);
       const uint32_t dst = ring.stage(slot.stage), full = ring.full(slot.stage);
       ptx::mbarrier_arrive_expect_tx(full, C::kStageBytes);
       ptx::tma_load_2d(dst, tmap_a, kt * C::BK, t.m * C::BM, full);
@@ -1036,8 +1031,7 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, const PersistentLaunch& l
                                0,
                                0,
                                C::kCooperative,
-                               l.cluster,
-                               std::getenv("TLBENCH_GEMM_SUSPEND_NS") ? static_cast<uint32_t>(std::atoi(std::getenv("TLBENCH_GEMM_SUSPEND_NS"))) : persistent::kProducerSuspendNs};
+                               l.cluster};
     persistent::Partials partials{nullptr, nullptr};
     if (l.stream_k_waves > 0) {
       if (l.stream_k_waves > 2 || !persistent_stream_k_applies(a.M, a.N, l)) {

@@ -517,6 +517,28 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
   }
 }
 
+// Clusters of two in the ranking, without a device: ahead of the same variant without for
+// ping-pong in TF32 past K = 1024 (cases 9, 10 and 13 measured 1.07-1.14x, case 4's K = 1024
+// 0.94-0.99x) and on 32768 rows (case 13, 1.01-1.07x), just behind everywhere else.
+TEST_CASE("gemm clusters of two rank ahead only for TF32 ping-pong past K = 1024 and very tall grids",
+          "[kernels][gemm]") {
+  using tlb::DType;
+  using tlb::Fp32Math;
+  using tlb::gemm_detail::cluster_factor;
+  using tlb::gemm_detail::PersistentSchedule;
+  const PersistentSchedule pingpong = PersistentSchedule::pingpong, coop = PersistentSchedule::cooperative;
+  CHECK(cluster_factor(DType::fp32, Fp32Math::tf32, pingpong, 8192, 1600) < 1.0);   // case 9
+  CHECK(cluster_factor(DType::fp32, Fp32Math::tf32, pingpong, 4096, 1024) > 1.0);   // case 4
+  CHECK(cluster_factor(DType::fp32, Fp32Math::tf32, coop, 8192, 1600) > 1.0);
+  CHECK(cluster_factor(DType::fp32, Fp32Math::ieee, pingpong, 8192, 4096) > 1.0);   // no tensor cores
+  for (const DType d : {DType::fp16, DType::bf16}) {
+    CHECK(cluster_factor(d, Fp32Math::tf32, pingpong, 32768, 2048) < 1.0);  // case 13
+    CHECK(cluster_factor(d, Fp32Math::tf32, pingpong, 16384, 1024) > 1.0);  // case 12
+    CHECK(cluster_factor(d, Fp32Math::tf32, pingpong, 8192, 8192) > 1.0);   // case 8 down
+    CHECK(cluster_factor(d, Fp32Math::tf32, coop, 32768, 2048) > 1.0);
+  }
+}
+
 // The cooperative schedule's place in the ranking, without a device: ahead of ping-pong for
 // TF32 from K = 8192 on (case 13's down projection measured 1.10x, case 10's level to 1.03x),
 // just behind it everywhere else.
