@@ -34,7 +34,7 @@ struct DeviceInfo {
   // not "off".
   std::string pdl_mode = "off";
   std::string gemm_variant = "auto";
-  std::string gemm_store = "staged";
+  std::string gemm_store = "auto";
 };
 // Throws DeviceError when the device cannot be queried.
 DeviceInfo query_device(int index = 0);

@@ -473,7 +473,8 @@ const char* gemm_store_mode() {
   switch (gemm_detail::epilogue_store_setting()) {
     case gemm_detail::EpilogueStore::tma: return "tma";
     case gemm_detail::EpilogueStore::copy: return "copy";
-    default: return "staged";
+    case gemm_detail::EpilogueStore::staged: return "staged";
+    default: return "auto";
   }
 }
 

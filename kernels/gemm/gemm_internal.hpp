@@ -97,12 +97,16 @@ enum class PersistentSchedule { pingpong, cooperative };
 // stores (fp32) into boxes of shared memory, each box then stored by TMA (tma) or copied out
 // by the consumer's threads (copy), or through an fp32 staging, stored run by run (staged; also
 // tma's head split where a 128-row box of 64 16-bit or 32 fp32 columns would meet two heads or
-// two sequences). TLBENCH_GEMM_STORE=staged|tma|copy picks it for launches that do not say, for
-// A/B measurements (read once; any other value is refused); the results are bit-identical.
-// Unset it is staged: on an H100 the TMA stores ran 0.86-1.03x the staged path's speed, most
-// rows slower (results/perf-log.md, 2026-12-07).
-enum class EpilogueStore { from_env, staged, tma, copy };
+// two sequences); the results are bit-identical. automatic chooses per launch
+// (automatic_store); TLBENCH_GEMM_STORE=auto|staged|tma|copy picks for launches that do not
+// say, for A/B measurements (read once; unset is auto, any other value is refused). The TMA
+// stores ran 0.86-1.03x the staged path's speed on an H100, most rows slower
+// (results/perf-log.md, 2026-12-07), and are never chosen automatically.
+enum class EpilogueStore { from_env, automatic, staged, tma, copy };
 EpilogueStore epilogue_store_setting();
+// automatic's choice for a launch: copied out for head splits and for the GELUs of 16-bit
+// products with K <= 1024, staged for everything else.
+EpilogueStore automatic_store(const GemmArgs& a);
 struct PersistentLaunch {
   PersistentSchedule schedule = PersistentSchedule::pingpong;
   int cluster = 1;  // CTAs of a cluster: 1, or 2 sharing W k-tiles

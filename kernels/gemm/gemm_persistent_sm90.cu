@@ -940,12 +940,27 @@ EpilogueStore epilogue_store_setting() {
   static const EpilogueStore setting = [] {
     const char* env = std::getenv("TLBENCH_GEMM_STORE");
     const std::string v = env != nullptr ? env : "";
-    if (v.empty() || v == "staged") return EpilogueStore::staged;
+    if (v.empty() || v == "auto") return EpilogueStore::automatic;
+    if (v == "staged") return EpilogueStore::staged;
     if (v == "tma") return EpilogueStore::tma;
     if (v == "copy") return EpilogueStore::copy;
-    throw std::invalid_argument("TLBENCH_GEMM_STORE: unknown value '" + v + "' (expected staged, tma or copy)");
+    throw std::invalid_argument("TLBENCH_GEMM_STORE: unknown value '" + v + "' (expected auto, staged, tma or copy)");
   }();
   return setting;
+}
+
+// Measured on an H100 (tlbench_kernel_bench gemm, both orders, results/perf-log.md
+// 2026-12-07), boxes copied out against staged: head splits 1.01-1.13x (case 13's 1.12x in
+// fp16 and bf16, TF32's 1.04-1.07x), the GELUs at K = 1024 1.03-1.09x (tanh's the most), where
+// the staged path's per-element work is what the other consumer's MMAs wait for; but bias-only
+// and ReLU tiles 0.90-0.98x and the GELUs from K = 2048 on 0.96-0.99x, where the copies' burst
+// of stores slows the loads that feed the MMAs and leaves the per-box bias loads exposed.
+EpilogueStore automatic_store(const GemmArgs& a) {
+  const bool gelu = a.epilogue == GemmEpilogue::bias_activation &&
+                    (a.activation == Activation::gelu || a.activation == Activation::gelu_tanh);
+  const bool half = a.dtype == DType::fp16 || a.dtype == DType::bf16;
+  if (a.epilogue == GemmEpilogue::bias_qkv_split || (gelu && half && a.K <= 1024)) return EpilogueStore::copy;
+  return EpilogueStore::staged;
 }
 
 std::string persistent_variant_name(DType d, const PersistentLaunch& l) {
@@ -975,7 +990,8 @@ bool persistent_stream_k_applies(int64_t M, int64_t N, const PersistentLaunch& l
 }
 
 void launch_gemm_persistent_sm90(const GemmArgs& args, const PersistentLaunch& l, cudaStream_t stream) {
-  const EpilogueStore store = l.store == EpilogueStore::from_env ? epilogue_store_setting() : l.store;
+  EpilogueStore store = l.store == EpilogueStore::from_env ? epilogue_store_setting() : l.store;
+  if (store == EpilogueStore::automatic) store = automatic_store(args);
   const GemmArgs a = with_split_map(args);
   if (!persistent_supported(a.M, a.N, l)) {
     throw std::logic_error("persistent GEMM asked for " + persistent_variant_name(a.dtype, l) + " on M=" +

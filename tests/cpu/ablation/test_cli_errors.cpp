@@ -224,14 +224,14 @@ TEST_CASE("tlbench under an unknown TLBENCH_GEMM_STORE value: exit 2, one line n
   Scratch s("gemm-store");
   const std::string good = s.write("good.json", std::string("{\"cases\": [") + kGoodCase + "]}");
   const fs::path out = s.dir / "results";
-  for (const char* value : {"TMA", "staged ", "auto"}) {
+  for (const char* value : {"TMA", "staged ", "automatic"}) {
     INFO(value);
     check_config_failure(run_tlbench("run --config " + shell_quote(good) + " --out " + shell_quote(out.string()), s,
                                      std::string("TLBENCH_GEMM_STORE=") + shell_quote(value)),
-                         "TLBENCH_GEMM_STORE: unknown value", "expected staged, tma or copy");
+                         "TLBENCH_GEMM_STORE: unknown value", "expected auto, staged, tma or copy");
     CHECK_FALSE(fs::exists(out));
   }
-  for (const char* value : {"staged", "tma", "copy", ""}) {
+  for (const char* value : {"auto", "staged", "tma", "copy", ""}) {
     INFO(value);
     const Result r = run_tlbench("plan --mem-gib 80 --config " + shell_quote(good), s,
                                  std::string("TLBENCH_GEMM_STORE=") + shell_quote(value));
