@@ -104,8 +104,8 @@ enum class PersistentSchedule { pingpong, cooperative };
 // (results/perf-log.md, 2026-12-07), and are never chosen automatically.
 enum class EpilogueStore { from_env, automatic, staged, tma, copy };
 EpilogueStore epilogue_store_setting();
-// automatic's choice for a launch: copied out for head splits and for the GELUs of 16-bit
-// products with K <= 1024, staged for everything else.
+// automatic's choice for a launch: copied out for the head splits and GELUs of 16-bit products
+// with K <= 1024, staged for everything else.
 EpilogueStore automatic_store(const GemmArgs& a);
 struct PersistentLaunch {
   PersistentSchedule schedule = PersistentSchedule::pingpong;

@@ -949,18 +949,20 @@ EpilogueStore epilogue_store_setting() {
   return setting;
 }
 
-// Measured on an H100 (tlbench_kernel_bench gemm, both orders, results/perf-log.md
-// 2026-12-07), boxes copied out against staged: head splits 1.01-1.13x (case 13's 1.12x in
-// fp16 and bf16, TF32's 1.04-1.07x), the GELUs at K = 1024 1.03-1.09x (tanh's the most), where
-// the staged path's per-element work is what the other consumer's MMAs wait for; but bias-only
-// and ReLU tiles 0.90-0.98x and the GELUs from K = 2048 on 0.96-0.99x, where the copies' burst
-// of stores slows the loads that feed the MMAs and leaves the per-box bias loads exposed.
+// Measured on H100s (tlbench_kernel_bench gemm, results/perf-log.md 2026-12-07; two cards,
+// three tables), boxes copied out against staged: in fp16 and bf16 at K = 1024 (case 12) the
+// GELUs ran 1.02-1.09x (tanh's the most) and the head split 1.01-1.02x, where the staged
+// path's per-element work is what the other consumer's MMAs wait for; bias-only and ReLU tiles
+// ran 0.90-0.98x and, from K = 2048 on, the GELUs 0.96-1.01x, where the copies' burst of stores
+// slows the loads that feed the MMAs and leaves the per-box bias loads exposed. Head splits
+// from K = 2048 on ran 1.12x on one card and 0.98-1.00x on the other, TF32's 0.97-1.07x:
+// staged until they agree.
 EpilogueStore automatic_store(const GemmArgs& a) {
   const bool gelu = a.epilogue == GemmEpilogue::bias_activation &&
                     (a.activation == Activation::gelu || a.activation == Activation::gelu_tanh);
   const bool half = a.dtype == DType::fp16 || a.dtype == DType::bf16;
-  if (a.epilogue == GemmEpilogue::bias_qkv_split || (gelu && half && a.K <= 1024)) return EpilogueStore::copy;
-  return EpilogueStore::staged;
+  const bool heavy = gelu || a.epilogue == GemmEpilogue::bias_qkv_split;
+  return half && heavy && a.K <= 1024 ? EpilogueStore::copy : EpilogueStore::staged;
 }
 
 std::string persistent_variant_name(DType d, const PersistentLaunch& l) {
