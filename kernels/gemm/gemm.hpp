@@ -70,8 +70,8 @@ std::vector<std::string> gemm_fused_variants(const GemmArgs& a);
 // way, benchmarks compare them. Throws std::invalid_argument for a name that cannot run `a`.
 void gemm_fused_variant(const GemmArgs& a, const std::string& variant, cudaStream_t stream);
 // TLBENCH_GEMM_STORE as in effect, "auto" (chosen per launch), "staged", "tma" or "copy": how
-// the persistent GEMM's tiles leave it (gemm_internal.hpp). Throws std::invalid_argument for any other value, so that a run
-// can refuse it before it starts.
+// the persistent GEMM's tiles leave it (gemm_internal.hpp). Throws std::invalid_argument for
+// any other value, so that a run can refuse it before it starts.
 const char* gemm_store_mode();
 
 }  // namespace tlb

@@ -303,7 +303,7 @@ double cooperative_factor(DType d, Fp32Math math, int64_t K) {
 
 // Measured on an H100 (tlbench_kernel_bench gemm, results/perf-log.md 2026-12-07), each
 // persistent variant in clusters of two against itself without: ping-pong in TF32, whose
-// k-tiles carry half the MMAs per byte, ran 1.07-1.14x from K = 1600 on (cases 9, 10 and 13,
+// k-tiles carry half the MMAs per byte, ran 1.07-1.16x from K = 1600 on (cases 9, 10 and 13,
 // level on the 4096^2 out-projection) and 0.94-0.99x at K = 1024 (case 4); in fp16 and bf16
 // it ran 1.01-1.07x on case 13's 32768-row GEMMs, 0.93-1.01x on every other (K = 1024 the
 // worst, the pair's shared ring making each CTA wait for the slower of the two). The
@@ -474,7 +474,8 @@ const char* gemm_store_mode() {
     case gemm_detail::EpilogueStore::tma: return "tma";
     case gemm_detail::EpilogueStore::copy: return "copy";
     case gemm_detail::EpilogueStore::staged: return "staged";
-    default: return "auto";
+    case gemm_detail::EpilogueStore::automatic: return "auto";
+    default: throw std::logic_error("gemm_store_mode: TLBENCH_GEMM_STORE read as no way out");
   }
 }
 

@@ -91,7 +91,7 @@ int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
 // k-tiles, one per CTA (cluster), so no SM idles through the partial wave; a tile cut between
 // CTAs is finished by the last of them, in a fixed order (results are deterministic). Stream-K
 // needs persistent_stream_k_applies. max_ctas > 0 caps the grid below one CTA per SM (tests
-// use it to give each CTA many tiles).
+// use it to give each CTA many tiles), rounded down to whole clusters but at least one.
 enum class PersistentSchedule { pingpong, cooperative };
 // How a tile leaves the kernel: from the accumulator registers by stmatrix (16-bit) or 8-byte
 // stores (fp32) into boxes of shared memory, each box then stored by TMA (tma) or copied out

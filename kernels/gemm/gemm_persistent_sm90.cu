@@ -11,11 +11,13 @@
 //   operands feed twice the MMAs of a 128 x 128 tile's 32 KiB, so a quarter fewer bytes per
 //   FLOP cross L2 and shared memory (what the power cap charges for, results/perf-log.md),
 //   but the tensor cores wait while both consumers run the epilogue.
+// Either schedule may run in clusters of two CTAs (one per SM still) that take vertically
+// adjacent tiles, sharing each W k-tile: each CTA loads half of it and multicasts it to both.
 // fp16/bf16 k16, tf32 k8, fp32 accumulation; any M (TMA zero-fills the tails); N and K
 // multiples of 8. sm_90a only; elsewhere the kernel body traps and the host never launches it.
 //
 // The parts, in the order a tile meets them: Schedule (which tiles, or runs of k-tiles, a CTA
-// owns), produce (the TMA loop), mma_tile (a consumer's k-loop), Partials (stream-K's
+// or cluster owns), produce (the TMA loop), mma_tile (a consumer's k-loop), Partials (stream-K's
 // hand-over of a cut tile's k-tiles from the runs that meet it to the one that ends it),
 // store_tile (the epilogue, through the consumer's fp32 Staging) or store_tile_boxed (the same
 // applied in the accumulators, written as boxes of output elements by stmatrix or 8-byte
@@ -197,7 +199,7 @@ struct Schedule {
 template <class C>
 __device__ void produce(const CUtensorMap* tmap_a, const CUtensorMap* tmap_w, const Schedule& sched,
                         const Ring<C>& ring) {
-  constexpr uint16_t kBothCtas = 0b11;
+  constexpr uint16_t kBothCtas = 0b11;  // clusters are of one or two CTAs (persistent_supported)
   const int w_rows = C::BN / sched.cluster;  // rows of W this CTA loads
   const uint32_t w_half = static_cast<uint32_t>(sched.rank() * w_rows * C::kRowBytes);
   RingSlot<C::STAGES> slot;
@@ -268,8 +270,8 @@ __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(float (&acc)[2][C::BN / 
     }
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<kInFlight>();
-    // One arrival per warp (the empty barriers count every consumer warp that reads the
-    // stage, in every CTA of the cluster): this warp's MMAs of k-tile kt - kInFlight are
+    // One arrival per warp on each CTA's empty barrier (they count every consumer warp that
+    // reads the stage, in every CTA of the cluster): this warp's MMAs of k-tile kt - kInFlight are
     // done, so it is done with the stage.
     if (kt >= kInFlight) {
       release_stage(ring, held.stage, cluster);
@@ -875,10 +877,10 @@ TileGrid persistent_tile_grid(int64_t M, int64_t N, PersistentSchedule s) {
   });
 }
 
-// How many clusters of `cluster` CTAs of the schedule's kernel the device runs at once (one
-// CTA a cluster: its SMs). A cluster's CTAs share a GPC, so a GPC with an odd number of free
-// SMs leaves one idle. Asked of the device once per schedule and cluster size.
 }  // namespace
+
+// Clusters of one are the SM count; larger ones are asked of the device (once per device,
+// schedule and cluster size).
 int persistent_capacity(PersistentSchedule s, int cluster) {
   if (cluster == 1) return device_caps().sms;
   static std::mutex mu;

@@ -397,11 +397,12 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
   // The variant tests above give each CTA one tile at most. Capping the grid gives every CTA
   // a long run of tiles, odd and even counts, so that the ping-pong consumers take turns many
   // times, the cooperative ones share many tiles, and the ring's stages and phases run on
-  // across tile boundaries: 1 CTA (all tiles, one after the other), 3 and 5 (uneven shares). K = 8 is one k-tile per tile (every stage of the ring
-  // turns over every few tiles), K = 1000 has a K tail; M and N leave partial tiles.
+  // across tile boundaries: 1 CTA (all tiles, one after the other), 3 and 5 (uneven shares).
+  // K = 8 is one k-tile per tile (every stage of the ring turns over every few tiles), K = 1000
+  // has a K tail; M and N leave partial tiles.
   // Stream-K, over the partial wave and over it and the last full one, runs on every capped
-  // grid with a partial wave (2, 3, 4, 5 and 7 CTAs over ping-pong's 32, 15 and 15 tiles, the
-  // cooperative schedule's 16, 9 and 10): with 16 and 63 k-tiles per tile its runs cut tiles
+  // grid with a partial wave (2, 3, 4, 5 and 7 CTAs over ping-pong's 32, 15, 15, 6 and 40
+  // tiles, the cooperative schedule's 16, 9, 10, 4 and 20): with 16 and 63 k-tiles per tile its runs cut tiles
   // at many places, on either consumer, a tile meeting up to seven runs (one partial-wave tile
   // over 7 CTAs), so partials are written and finished across CTAs; each such launch runs
   // twice and must give the same bits. The cooperative schedule's 256-row tiles leave M = 300
@@ -411,10 +412,12 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
   // 16-bit box and the third fp32 one partly inside (and 2 x 2 or 3 x 2 tiles of 3 k-tiles, K's
   // tail in the last).
   // In clusters of two (where the tile rows pair up: M = 1000 in both schedules, 300 and 333
-  // in the cooperative one) a cluster of each pair of the CTA counts above plus one takes the
-  // same tiles two by two, and must give the same bits; 1000 x 520 x 1000 gives stream-K's
-  // cut tiles to clusters too (20 pairs of ping-pong tiles, 10 of cooperative ones, over 3).
-  // Each schedule must have run, with stream-K, on its own and in clusters.
+  // in the cooperative one) 1, 2 and 3 clusters (for 1, 3 and 5 CTAs) take the same tiles pair
+  // by pair and must give the same bits, however the boxes leave; stream-K runs on as many
+  // clusters as the CTA counts above, so that 1000 x 520 x 1000 (20 pairs of ping-pong tiles,
+  // 10 of cooperative ones) and 300 x 520 x 4000 hand cut tiles between clusters. Each
+  // schedule must have run, and cut tiles under stream-K (more than one k-tile a tile), on its
+  // own and in clusters.
   const std::vector<Shape> shapes = {{1000, 392, 8}, {601, 264, 1000}, {300, 520, 4000}, {333, 200, 136},
                                      {1000, 520, 1000}};
   const struct {
@@ -479,24 +482,26 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
               }
               ++runs[{schedule, 1}];
               if (pairs) {
-                INFO("staged against " << (ctas + 1) / 2 << " clusters of two, staged and copied out");
+                INFO("staged against " << (ctas + 1) / 2 << " clusters of two, every way out");
                 CHECK(tlb::test::bit_identical(run(ctas + 1, 0, EpilogueStore::staged, 2), staged));
                 CHECK(tlb::test::bit_identical(run(ctas + 1, 0, EpilogueStore::copy, 2), staged));
+                CHECK(tlb::test::bit_identical(run(ctas + 1, 0, EpilogueStore::tma, 2), staged));
                 ++runs[{schedule, 2}];
               }
             }
             for (int cluster : {1, 2}) {
               if (cluster == 2 && !pairs) continue;
-              const PersistentLaunch l{.schedule = schedule, .cluster = cluster, .max_ctas = ctas};
+              // As many clusters as CTAs above.
+              const PersistentLaunch l{.schedule = schedule, .cluster = cluster, .max_ctas = ctas * cluster};
               if (!tlb::gemm_detail::persistent_stream_k_applies(s.M, s.N, l)) continue;
               for (int waves : {1, 2}) {
                 INFO("stream-K over " << waves << " waves, clusters of " << cluster);
-                const std::vector<float> first = run(ctas, waves, EpilogueStore::staged, cluster);
-                CHECK(tlb::test::bit_identical(first, run(ctas, waves, EpilogueStore::staged, cluster)));
+                const std::vector<float> first = run(l.max_ctas, waves, EpilogueStore::staged, cluster);
+                CHECK(tlb::test::bit_identical(first, run(l.max_ctas, waves, EpilogueStore::staged, cluster)));
                 INFO("copied out and TMA-stored against staged");
-                CHECK(tlb::test::bit_identical(first, run(ctas, waves, EpilogueStore::copy, cluster)));
-                CHECK(tlb::test::bit_identical(first, run(ctas, waves, EpilogueStore::tma, cluster)));
-                ++stream_k_runs[{schedule, cluster}];
+                CHECK(tlb::test::bit_identical(first, run(l.max_ctas, waves, EpilogueStore::copy, cluster)));
+                CHECK(tlb::test::bit_identical(first, run(l.max_ctas, waves, EpilogueStore::tma, cluster)));
+                if (s.K > 128) ++stream_k_runs[{schedule, cluster}];  // several k-tiles a tile: some cut
               }
             }
           }
@@ -556,8 +561,9 @@ TEST_CASE("gemm epilogue copies boxes out for short-K 16-bit head splits and GEL
 }
 
 // Clusters of two in the ranking, without a device: ahead of the same variant without for
-// ping-pong in TF32 past K = 1024 (cases 9, 10 and 13 measured 1.07-1.14x, case 4's K = 1024
-// 0.94-0.99x) and on 32768 rows (case 13, 1.01-1.07x), just behind everywhere else.
+// ping-pong in TF32 past K = 1024 (cases 9, 10 and 13 measured 1.07-1.16x, case 4's K = 1024
+// 0.94-0.99x) and on 32768 rows (case 13, 1.01-1.07x), just behind everywhere else. An odd
+// number of tile rows cannot pair up: no such variant, and a launch asking for one throws.
 TEST_CASE("gemm clusters of two rank ahead only for TF32 ping-pong past K = 1024 and very tall grids",
           "[kernels][gemm]") {
   using tlb::DType;
@@ -569,6 +575,16 @@ TEST_CASE("gemm clusters of two rank ahead only for TF32 ping-pong past K = 1024
   CHECK(cluster_factor(DType::fp32, Fp32Math::tf32, pingpong, 4096, 1024) > 1.0);   // case 4
   CHECK(cluster_factor(DType::fp32, Fp32Math::tf32, coop, 8192, 1600) > 1.0);
   CHECK(cluster_factor(DType::fp32, Fp32Math::ieee, pingpong, 8192, 4096) > 1.0);   // no tensor cores
+  using tlb::gemm_detail::persistent_supported;
+  CHECK_FALSE(persistent_supported(601, 264, {.schedule = pingpong, .cluster = 2}));  // 5 tile rows
+  CHECK_FALSE(persistent_supported(601, 264, {.schedule = coop, .cluster = 2}));      // 3
+  CHECK_FALSE(persistent_supported(1000, 264, {.schedule = pingpong, .cluster = 3}));
+  GemmArgs odd;
+  odd.M = 601;
+  odd.N = 264;
+  odd.K = 64;
+  CHECK_THROWS_AS(tlb::gemm_detail::launch_gemm_persistent_sm90(odd, {.schedule = pingpong, .cluster = 2}, nullptr),
+                  std::logic_error);
   for (const DType d : {DType::fp16, DType::bf16}) {
     CHECK(cluster_factor(d, Fp32Math::tf32, pingpong, 32768, 2048) < 1.0);  // case 13
     CHECK(cluster_factor(d, Fp32Math::tf32, pingpong, 16384, 1024) > 1.0);  // case 12
