@@ -162,7 +162,7 @@ struct Schedule {
   }
   __device__ WorkUnit unit(int j) const {
     const int c = group(), g = groups();
-    if (sk_tiles == 0 || j < dp_rounds) return {own(raster(c + j * g)), 0, k_tiles};
+    if (sk_tiles == 0 || j < dp_rounds) return {own(raster_tile(c + j * g, tiles_m, tiles_n)), 0, k_tiles};
     const int64_t lo = run_begin(c), hi = run_begin(c + 1);
     const int64_t first = lo / k_tiles, last = (hi - 1) / k_tiles;
     const int i = j - dp_rounds;
@@ -182,12 +182,9 @@ struct Schedule {
       s = (i == 0) == last_longer ? last : first;
     }
     const int64_t base = s * k_tiles;
-    return {own(raster(dp_rounds * g + static_cast<int>(s))),
+    return {own(raster_tile(dp_rounds * g + static_cast<int>(s), tiles_m, tiles_n)),
             static_cast<int>(max(lo, base) - base), static_cast<int>(min(hi, base + k_tiles) - base)};
   }
-  // The group's i-th tile (pair), in raster order over as many rows of A a raster group as
-  // without clusters.
-  __device__ TileCoord raster(int i) const { return raster_tile(i, tiles_m, tiles_n, kRasterRows / cluster); }
   // This CTA's tile of the group's tile (pair) t.
   __device__ TileCoord own(TileCoord t) const { return {t.m * cluster + rank(), t.n}; }
 };

@@ -12,13 +12,11 @@ struct TileCoord {
   int m, n;  // tile row and tile column
 };
 
-// `group_rows` tile-rows a group (persistent clusters of two walk pairs of tile-rows, half as
-// many of them, so that a group covers as many rows of A).
-__device__ __forceinline__ TileCoord raster_tile(int linear, int tiles_m, int tiles_n, int group_rows = kRasterRows) {
-  const int per_group = group_rows * tiles_n;
+__device__ __forceinline__ TileCoord raster_tile(int linear, int tiles_m, int tiles_n) {
+  const int per_group = kRasterRows * tiles_n;
   const int group = linear / per_group, in_group = linear % per_group;
-  const int first_m = group * group_rows;
-  const int rows = min(tiles_m - first_m, group_rows);
+  const int first_m = group * kRasterRows;
+  const int rows = min(tiles_m - first_m, kRasterRows);
   return {first_m + in_group % rows, in_group / rows};
 }
 
