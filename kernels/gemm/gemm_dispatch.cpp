@@ -305,8 +305,9 @@ double cooperative_factor(DType d, Fp32Math math, int64_t K) {
 // persistent variant in clusters of two against itself without: ping-pong in TF32, whose
 // k-tiles carry half the MMAs per byte, ran 1.07-1.16x from K = 1600 on (cases 9, 10 and 13,
 // level on the 4096^2 out-projection) and 0.94-0.99x at K = 1024 (case 4); in fp16 and bf16
-// it ran 1.01-1.07x on case 13's 32768-row GEMMs, 0.93-1.01x on every other (K = 1024 the
-// worst, the pair's shared ring making each CTA wait for the slower of the two). The
+// it ran 1.01-1.07x on case 13's 32768-row GEMMs (mostly through the pairs' raster groups of
+// twice the tile rows: with groups of the same height the pairs lost there too), 0.93-1.01x on
+// every other (K = 1024 the worst, the pair's shared ring making each CTA wait for the slower). The
 // cooperative schedule, whose 256-row tiles already share each W k-tile between two
 // consumers, stayed within 0.97-1.03x. Ahead, then, for ping-pong in TF32 past K = 1024 and
 // on 32768 rows and more; just behind everywhere else (offered and measured, not picked).
