@@ -143,6 +143,7 @@ struct Candidate {
   double time;
   int split = 1;    // wgmma only: CTAs of a cluster sharing one output tile's K
   int cluster = 1;  // persistent only: CTAs of a cluster sharing W k-tiles
+  int raster_rows = gemm_detail::kPersistentRasterRows;  // persistent only
 
   bool persistent() const { return kind == pingpong || kind == cooperative; }
   bool sm90() const { return kind == wgmma || persistent(); }
@@ -195,18 +196,28 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
     const double inf = std::numeric_limits<double>::infinity();
     // The persistent kernel in both schedules, each plain (waves 0) and with stream-K over one
     // or two waves, at `time(waves)` (never picked on a small grid), without clusters and in
-    // clusters of two where the tile rows pair up, at cluster_factor times the same time.
+    // clusters of two where the tile rows pair up, at cluster_factor times the same time; and
+    // ping-pong without clusters in raster groups of 16 tile rows, the height of a cluster's
+    // 8 pairs, which is not measured yet and ranks just behind.
+    constexpr double kTallRasterUnmeasured = 1.0 + 3e-5;
     auto offer_persistent = [&](Candidate::Kind kind, PersistentSchedule schedule, auto time) {
       const double pair_factor = gemm_detail::cluster_factor(a.dtype, a.fp32_math, schedule, a.M, a.K);
-      for (int cluster : {1, 2}) {
-        gemm_detail::PersistentLaunch l{.schedule = schedule, .cluster = cluster};
+      struct Form {
+        int cluster, raster_rows;
+        double factor;
+      };
+      std::vector<Form> forms = {{1, gemm_detail::kPersistentRasterRows, 1.0},
+                                   {2, gemm_detail::kPersistentRasterRows, pair_factor}};
+      if (schedule == PersistentSchedule::pingpong) forms.push_back({1, 16, kTallRasterUnmeasured});
+      for (const Form& sh : forms) {
+        gemm_detail::PersistentLaunch l{.schedule = schedule, .cluster = sh.cluster, .raster_rows = sh.raster_rows};
         if (!gemm_detail::persistent_supported(a.M, a.N, l)) continue;
         const bool stream_k = gemm_detail::persistent_stream_k_applies(a.M, a.N, l);
         for (int waves : {0, 1, 2}) {
           if (waves > 0 && !stream_k) break;
           l.stream_k_waves = waves;
-          const double t = time(waves) * (cluster > 1 ? pair_factor : 1.0);
-          c.push_back({gemm_detail::persistent_variant_name(a.dtype, l), kind, waves, small ? inf : t, 1, cluster});
+          c.push_back({gemm_detail::persistent_variant_name(a.dtype, l), kind, waves,
+                       small ? inf : time(waves) * sh.factor, 1, sh.cluster, sh.raster_rows});
         }
       }
     };
@@ -270,7 +281,8 @@ void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
   } else if (c.persistent()) {
     gemm_detail::launch_gemm_persistent_sm90(
-        a, {.schedule = c.schedule(), .cluster = c.cluster, .stream_k_waves = c.tile}, stream);
+        a, {.schedule = c.schedule(), .cluster = c.cluster, .stream_k_waves = c.tile, .raster_rows = c.raster_rows},
+        stream);
   } else if (c.kind == Candidate::wgmma) {
     gemm_detail::launch_gemm_wgmma_sm90(a, static_cast<WgmmaTile>(c.tile), c.split, stream);
   } else {

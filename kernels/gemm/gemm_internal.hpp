@@ -107,12 +107,18 @@ EpilogueStore epilogue_store_setting();
 // automatic's choice for a launch: copied out for the head splits and GELUs of 16-bit products
 // with K <= 1024, staged for everything else.
 EpilogueStore automatic_store(const GemmArgs& a);
+// Rows of tiles (of tile pairs, in clusters of two) a raster group walks column by column
+// (gemm_raster.cuh) by default. "…_raster16_…" variants walk 16: each W k-tile then serves
+// twice the rows of A while it is in L2, which is what a cluster of two's groups of 8 pairs
+// do too (results/perf-log.md, 2026-12-07).
+inline constexpr int kPersistentRasterRows = 8;
 struct PersistentLaunch {
   PersistentSchedule schedule = PersistentSchedule::pingpong;
   int cluster = 1;  // CTAs of a cluster: 1, or 2 sharing W k-tiles
   int stream_k_waves = 0;
   int max_ctas = 0;
   EpilogueStore store = EpilogueStore::from_env;
+  int raster_rows = kPersistentRasterRows;
 };
 std::string persistent_variant_name(DType d, const PersistentLaunch& l);
 bool persistent_supported(int64_t M, int64_t N, const PersistentLaunch& l);

@@ -145,7 +145,8 @@ struct Schedule {
   // The order of a run's tiles: longest first (ping-pong), or the one it leaves a partial of
   // first and the one it adds partials to last (cooperative: see unit()).
   bool partial_first;
-  int cluster;  // CTAs of a cluster along x: 1 or 2
+  int cluster;      // CTAs of a cluster along x: 1 or 2
+  int raster_rows;  // rows of tiles (pairs) a raster group (gemm_raster.cuh)
 
   __device__ int group() const { return static_cast<int>(blockIdx.x) / cluster; }
   __device__ int groups() const { return static_cast<int>(gridDim.x) / cluster; }
@@ -164,7 +165,7 @@ struct Schedule {
   }
   __device__ WorkUnit unit(int j) const {
     const int c = group(), g = groups();
-    if (sk_tiles == 0 || j < dp_rounds) return {own(raster_tile(c + j * g, tiles_m, tiles_n)), 0, k_tiles};
+    if (sk_tiles == 0 || j < dp_rounds) return {own(raster(c + j * g)), 0, k_tiles};
     const int64_t lo = run_begin(c), hi = run_begin(c + 1);
     const int64_t first = lo / k_tiles, last = (hi - 1) / k_tiles;
     const int i = j - dp_rounds;
@@ -184,9 +185,11 @@ struct Schedule {
       s = (i == 0) == last_longer ? last : first;
     }
     const int64_t base = s * k_tiles;
-    return {own(raster_tile(dp_rounds * g + static_cast<int>(s), tiles_m, tiles_n)),
+    return {own(raster(dp_rounds * g + static_cast<int>(s))),
             static_cast<int>(max(lo, base) - base), static_cast<int>(min(hi, base + k_tiles) - base)};
   }
+  // The group's i-th tile (pair), in raster order.
+  __device__ TileCoord raster(int i) const { return raster_tile(i, tiles_m, tiles_n, raster_rows); }
   // This CTA's tile of the group's tile (pair) t.
   __device__ TileCoord own(TileCoord t) const { return {t.m * cluster + rank(), t.n}; }
 };
@@ -866,6 +869,8 @@ decltype(auto) dispatch_config(DType d, PersistentSchedule s, F&& f) {
   });
 }
 
+static_assert(kPersistentRasterRows == kRasterRows, "the persistent kernel's default raster is every kernel's");
+
 // The schedule's tiles over an M x N output: tile rows and columns (every dtype's tile is the
 // same size).
 struct TileGrid {
@@ -975,7 +980,8 @@ std::string persistent_variant_name(DType d, const PersistentLaunch& l) {
     const std::string kind = C::kCooperative ? "coop_" : "pingpong_";
     const std::string cluster = l.cluster > 1 ? "cluster" + std::to_string(l.cluster) + "_" : "";
     const std::string stream_k = l.stream_k_waves > 0 ? "streamk" + std::to_string(l.stream_k_waves) + "_" : "";
-    return "sm90_" + kind + cluster + stream_k + std::to_string(C::BM) + "x" + std::to_string(C::BN) + "x" +
+    const std::string raster = l.raster_rows != kPersistentRasterRows ? "raster" + std::to_string(l.raster_rows) + "_" : "";
+    return "sm90_" + kind + cluster + raster + stream_k + std::to_string(C::BM) + "x" + std::to_string(C::BN) + "x" +
            std::to_string(C::BK) + "_s" + std::to_string(C::STAGES) + (sizeof(typename C::Elem) == 4 ? "_tf32" : "");
   });
 }
@@ -984,7 +990,7 @@ std::string persistent_variant_name(DType d, const PersistentLaunch& l) {
 // an even number of them, and the device must run such clusters.
 bool persistent_supported(int64_t M, int64_t N, const PersistentLaunch& l) {
   const TileGrid g = persistent_tile_grid(M, N, l.schedule);
-  if (g.count() > INT_MAX) return false;
+  if (g.count() > INT_MAX || l.raster_rows < 1) return false;
   if (l.cluster == 1) return true;
   return l.cluster == 2 && g.m % 2 == 0 && persistent_capacity(l.schedule, l.cluster) > 0;
 }
@@ -1053,7 +1059,8 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, const PersistentLaunch& l
                                0,
                                0,
                                C::kCooperative,
-                               l.cluster};
+                               l.cluster,
+                               l.raster_rows};
     persistent::Partials partials{nullptr, nullptr};
     if (l.stream_k_waves > 0) {
       if (l.stream_k_waves > 2 || !persistent_stream_k_applies(a.M, a.N, l)) {

@@ -12,11 +12,12 @@ struct TileCoord {
   int m, n;  // tile row and tile column
 };
 
-__device__ __forceinline__ TileCoord raster_tile(int linear, int tiles_m, int tiles_n) {
-  const int per_group = kRasterRows * tiles_n;
+// `group_rows` tile-rows a group where the launch says (the persistent kernel's variants).
+__device__ __forceinline__ TileCoord raster_tile(int linear, int tiles_m, int tiles_n, int group_rows = kRasterRows) {
+  const int per_group = group_rows * tiles_n;
   const int group = linear / per_group, in_group = linear % per_group;
-  const int first_m = group * kRasterRows;
-  const int rows = min(tiles_m - first_m, kRasterRows);
+  const int first_m = group * group_rows;
+  const int rows = min(tiles_m - first_m, group_rows);
   return {first_m + in_group % rows, in_group / rows};
 }
 

@@ -411,6 +411,8 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
   // or 32 fp32 columns) partly inside, the others wholly outside; N = 200 leaves 72: the second
   // 16-bit box and the third fp32 one partly inside (and 2 x 2 or 3 x 2 tiles of 3 k-tiles, K's
   // tail in the last).
+  // Raster groups of 16 tile rows (of 2 for the cooperative schedule, whose shapes here have
+  // at most 4) must give the same bits, and stream-K in them the same bits twice.
   // In clusters of two (where the tile rows pair up: M = 1000 in both schedules, 300 and 333
   // in the cooperative one) 1, 2 and 3 clusters (for 1, 3 and 5 CTAs) take the same tiles pair
   // by pair and must give the same bits, however the boxes leave; stream-K runs on as many
@@ -446,13 +448,15 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
           const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, {.schedule = schedule});
           if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
           const bool pairs = tlb::gemm_detail::persistent_supported(s.M, s.N, {.schedule = schedule, .cluster = 2});
-          auto run = [&](int ctas, int stream_k_waves, EpilogueStore store = EpilogueStore::tma, int cluster = 1) {
+          auto run = [&](int ctas, int stream_k_waves, EpilogueStore store = EpilogueStore::tma, int cluster = 1,
+                         int raster_rows = tlb::gemm_detail::kPersistentRasterRows) {
             out.poison();
             const PersistentLaunch l{.schedule = schedule,
                                      .cluster = cluster,
                                      .stream_k_waves = stream_k_waves,
                                      .max_ctas = ctas,
-                                     .store = store};
+                                     .store = store,
+                                     .raster_rows = raster_rows};
             tlb::gemm_detail::launch_gemm_persistent_sm90(a, l, nullptr);
             TLB_CUDA_CHECK(cudaDeviceSynchronize());
             bool guards_intact = false;
@@ -481,6 +485,11 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
                 CHECK(tlb::test::bit_identical(run(ctas, 0, EpilogueStore::copy), staged));
               }
               ++runs[{schedule, 1}];
+              {
+                INFO("staged against raster groups of 16 tile rows");
+                CHECK(tlb::test::bit_identical(
+                    run(ctas, 0, EpilogueStore::staged, 1, schedule == PersistentSchedule::pingpong ? 16 : 2), staged));
+              }
               if (pairs) {
                 INFO("staged against " << (ctas + 1) / 2 << " clusters of two, every way out");
                 CHECK(tlb::test::bit_identical(run(ctas + 1, 0, EpilogueStore::staged, 2), staged));
@@ -502,6 +511,11 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
                 CHECK(tlb::test::bit_identical(first, run(l.max_ctas, waves, EpilogueStore::copy, cluster)));
                 CHECK(tlb::test::bit_identical(first, run(l.max_ctas, waves, EpilogueStore::tma, cluster)));
                 if (s.K > 128) ++stream_k_runs[{schedule, cluster}];  // several k-tiles a tile: some cut
+              }
+              if (cluster == 1) {
+                INFO("stream-K over 2 waves in raster groups of 16 tile rows, twice");
+                const std::vector<float> tall = run(ctas, 2, EpilogueStore::staged, 1, 16);
+                CHECK(tlb::test::bit_identical(tall, run(ctas, 2, EpilogueStore::staged, 1, 16)));
               }
             }
           }
@@ -579,6 +593,11 @@ TEST_CASE("gemm clusters of two rank ahead only for TF32 ping-pong past K = 1024
   CHECK_FALSE(persistent_supported(601, 264, {.schedule = pingpong, .cluster = 2}));  // 5 tile rows
   CHECK_FALSE(persistent_supported(601, 264, {.schedule = coop, .cluster = 2}));      // 3
   CHECK_FALSE(persistent_supported(1000, 264, {.schedule = pingpong, .cluster = 3}));
+  CHECK_FALSE(persistent_supported(1000, 264, {.schedule = pingpong, .raster_rows = 0}));
+  CHECK(tlb::gemm_detail::persistent_variant_name(DType::fp16, {.schedule = pingpong, .raster_rows = 16}) ==
+        "sm90_pingpong_raster16_128x128x64_s6");
+  CHECK(tlb::gemm_detail::persistent_variant_name(DType::fp16, {.schedule = pingpong, .cluster = 2}) ==
+        "sm90_pingpong_cluster2_128x128x64_s6");
   GemmArgs odd;
   odd.M = 601;
   odd.N = 264;
