@@ -206,8 +206,13 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
         int cluster, raster_rows;
         double factor;
       };
-      std::vector<Form> forms = {{1, gemm_detail::kPersistentRasterRows, 1.0},
-                                   {2, gemm_detail::kPersistentRasterRows, pair_factor}};
+      std::vector<Form> forms = {{1, gemm_detail::kPersistentRasterRows, 1.0}};
+      // Pairs run on as many SMs as the GPCs hold pairs of (all 132 of an H100 or H200); the
+      // model's time is per SM, so SMs a pair grid leaves idle stretch it.
+      if (const int pairs = gemm_detail::persistent_capacity(schedule, 2); pairs > 0) {
+        const double idle = std::max(1.0, static_cast<double>(dev.sms) / (2.0 * pairs));
+        forms.push_back({2, gemm_detail::kPersistentRasterRows, pair_factor * idle});
+      }
       if (schedule == PersistentSchedule::pingpong) forms.push_back({1, 16, kTallRasterUnmeasured});
       for (const Form& sh : forms) {
         gemm_detail::PersistentLaunch l{.schedule = schedule, .cluster = sh.cluster, .raster_rows = sh.raster_rows};
