@@ -1,5 +1,6 @@
 // One launcher for our kernels (.cu files only): the PDL attribute where the device has it
-// (see launch.hpp) and, for the split-K GEMM, a thread-block cluster along x.
+// (see launch.hpp) and, for the GEMMs that run in clusters, a thread-block cluster along x;
+// and how many such clusters the device runs at once.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -43,6 +44,28 @@ void launch_kernel_with_pdl(bool pdl, void (*kernel)(KernelArgs...), dim3 grid, 
   cfg.attrs = attrs;
   cfg.numAttrs = n;
   TLB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+// How many clusters of cluster_x CTAs of `kernel` (blocks of `block`, `smem_bytes` of dynamic
+// shared memory, which this allows it first) the current device runs at once. A cluster's CTAs
+// share a GPC, so this can be well under SMs / cluster_x.
+template <typename... KernelArgs>
+int cluster_capacity(void (*kernel)(KernelArgs...), dim3 block, int smem_bytes, unsigned cluster_x) {
+  allow_dynamic_smem(kernel, smem_bytes);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(cluster_x);
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster_x;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  TLB_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
+  return n;
 }
 
 // The launch of our kernels: PDL where pdl_enabled().

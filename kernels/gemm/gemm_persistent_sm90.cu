@@ -884,43 +884,9 @@ TileGrid persistent_tile_grid(int64_t M, int64_t N, PersistentSchedule s) {
   });
 }
 
-}  // namespace
+// Whether `units` tiles (pairs) over `groups` CTAs (clusters) leave a partial wave.
+bool has_partial_wave(int64_t units, int64_t groups) { return units > groups && units % groups != 0; }
 
-// Clusters of one are the SM count; larger ones are asked of the device (once per device,
-// schedule and cluster size).
-int persistent_capacity(PersistentSchedule s, int cluster) {
-  if (cluster == 1) return device_caps().sms;
-  static std::mutex mu;
-  static std::map<std::tuple<int, int, int>, int> known;  // device, schedule, cluster
-  int dev = 0;
-  TLB_CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(dev, static_cast<int>(s), cluster);
-  if (auto it = known.find(key); it != known.end()) return it->second;
-  const int n = dispatch_config(DType::fp16, s, [&](auto c) {
-    using C = decltype(c);
-    const auto kernel = gemm_persistent_sm90_kernel<C, EpilogueOp::bias>;
-    allow_dynamic_smem(reinterpret_cast<const void*>(kernel), C::kSmemBytes);
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(cluster));
-    cfg.blockDim = dim3(C::kThreads);
-    cfg.dynamicSmemBytes = C::kSmemBytes;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = static_cast<unsigned>(cluster);
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    TLB_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
-    return clusters;
-  });
-  known.emplace(key, n);
-  return n;
-}
-
-namespace {
 // The clusters (CTAs, without clusters) of a launch: one per tile (pair), at most as many as
 // run at once, capped at max_ctas' worth.
 int64_t persistent_groups(const TileGrid& g, const PersistentLaunch& l) {
@@ -944,6 +910,26 @@ bool pdl_for_grid(int64_t tiles, int tile_rows, int64_t ctas) {
 }
 
 }  // namespace
+
+// Clusters of one are the SM count; larger ones are asked of the device (once per device,
+// schedule and cluster size).
+int persistent_capacity(PersistentSchedule s, int cluster) {
+  if (cluster == 1) return device_caps().sms;
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int>, int> known;  // device, schedule, cluster
+  int dev = 0;
+  TLB_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(dev, static_cast<int>(s), cluster);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  const int n = dispatch_config(DType::fp16, s, [&](auto c) {
+    using C = decltype(c);
+    return cluster_capacity(gemm_persistent_sm90_kernel<C, EpilogueOp::bias>, dim3(C::kThreads), C::kSmemBytes,
+                            static_cast<unsigned>(cluster));
+  });
+  known.emplace(key, n);
+  return n;
+}
 
 EpilogueStore epilogue_store_setting() {
   static const EpilogueStore setting = [] {
@@ -997,8 +983,7 @@ bool persistent_supported(int64_t M, int64_t N, const PersistentLaunch& l) {
 
 bool persistent_stream_k_applies(int64_t M, int64_t N, const PersistentLaunch& l) {
   const TileGrid g = persistent_tile_grid(M, N, l.schedule);
-  const int64_t units = g.count() / l.cluster, groups = persistent_groups(g, l);
-  return units > groups && units % groups != 0;
+  return has_partial_wave(g.count() / l.cluster, persistent_groups(g, l));
 }
 
 void launch_gemm_persistent_sm90(const GemmArgs& args, const PersistentLaunch& l, cudaStream_t stream) {
@@ -1063,7 +1048,7 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, const PersistentLaunch& l
                                l.raster_rows};
     persistent::Partials partials{nullptr, nullptr};
     if (l.stream_k_waves > 0) {
-      if (l.stream_k_waves > 2 || !persistent_stream_k_applies(a.M, a.N, l)) {
+      if (l.stream_k_waves > 2 || !has_partial_wave(units, groups)) {
         throw std::logic_error("stream-K persistent GEMM asked for a grid with no partial wave, or over " +
                                std::to_string(l.stream_k_waves) + " waves");
       }

@@ -428,21 +428,7 @@ void configure_kernel() {
 
 template <class C>
 int max_active_clusters(int split) {
-  configure_kernel<C>();
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(split));
-  cfg.blockDim = dim3(C::kThreads);
-  cfg.dynamicSmemBytes = C::kSmemBytes;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(split);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int n = 0;
-  TLB_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, gemm_wgmma_sm90_kernel<C>, &cfg));
-  return n;
+  return cluster_capacity(gemm_wgmma_sm90_kernel<C>, dim3(C::kThreads), C::kSmemBytes, static_cast<unsigned>(split));
 }
 
 template <class C>
