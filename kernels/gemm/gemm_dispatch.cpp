@@ -109,6 +109,8 @@ constexpr TileModel kPingpongModel{128, 128, 8, 1, 2.0};
 // tall tiles leave more SMs idle in the last round than ping-pong's (or fewer CTAs than SMs)
 // ranks slower by as much.
 constexpr TileModel kCooperativeModel{256, 128, 8, 1, 2.0};
+// And over its wide tiles, 128 x 256.
+constexpr TileModel kCooperativeWideModel{128, 256, 8, 1, 2.0};
 
 // Stream-K over `waves` waves (1: the partial one; 2: it and the last full one), as measured
 // on an H200 (results/perf-log.md, 2026-12-03): over two waves it gains 1.5-2.5 % where the
@@ -138,17 +140,21 @@ TileModel fma_model(FmaTile t) {
 // The variants in the order the dispatcher would rank them for this shape.
 struct Candidate {
   std::string name;
-  enum Kind { mma, fma, wgmma, pingpong, cooperative } kind;
+  enum Kind { mma, fma, wgmma, pingpong, cooperative, cooperative_wide } kind;
   int tile;  // pingpong, cooperative: the waves under stream-K (0: none)
   double time;
   int split = 1;    // wgmma only: CTAs of a cluster sharing one output tile's K
   int cluster = 1;  // persistent only: CTAs of a cluster sharing W k-tiles
   int raster_rows = gemm_detail::kPersistentRasterRows;  // persistent only
 
-  bool persistent() const { return kind == pingpong || kind == cooperative; }
+  bool persistent() const { return kind == pingpong || kind == cooperative || kind == cooperative_wide; }
   bool sm90() const { return kind == wgmma || persistent(); }
   PersistentSchedule schedule() const {
-    return kind == cooperative ? PersistentSchedule::cooperative : PersistentSchedule::pingpong;
+    switch (kind) {
+      case cooperative: return PersistentSchedule::cooperative;
+      case cooperative_wide: return PersistentSchedule::cooperative_wide;
+      default: return PersistentSchedule::pingpong;
+    }
   }
 };
 
@@ -237,6 +243,13 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
         gemm_detail::cooperative_factor(a.dtype, a.fp32_math, a.K) * model_time(kCooperativeModel, a.M, a.N, dev.sms);
     offer_persistent(Candidate::cooperative, PersistentSchedule::cooperative,
                      [&](int waves) { return cooperative_time * (1.0 + 1e-6 * waves); });
+    // Its 128 x 256 tiles at their own model's time, never ahead of the 256 x 128 ones until
+    // measured.
+    constexpr double kWideUnmeasured = 1.0 + 4e-5;
+    const double wide_time = std::max(cooperative_time, gemm_detail::cooperative_factor(a.dtype, a.fp32_math, a.K) *
+                                                            model_time(kCooperativeWideModel, a.M, a.N, dev.sms));
+    offer_persistent(Candidate::cooperative_wide, PersistentSchedule::cooperative_wide,
+                     [&](int waves) { return wide_time * kWideUnmeasured * (1.0 + 1e-6 * waves); });
     for (const gemm_detail::WgmmaOption& o : options) {
       const bool big_tile = gemm_detail::wgmma_tile_shape(o.tile).bm == 128;
       const double time = small ? o.units

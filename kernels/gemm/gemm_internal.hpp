@@ -75,13 +75,16 @@ void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile t, int split, cudaStrea
 int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
 
 // Hopper, for grids that fill the chip: the persistent kernel (one CTA per SM, a TMA producer
-// and two consumer warpgroups of 128 x 128 accumulators each), in one of two schedules:
+// and two consumer warpgroups of 128 fp32 accumulators a thread each), in one of three schedules:
 // - ping-pong: 128 x 128 tiles, the consumers taking them in turn, so one's epilogue runs
 //   under the other's MMAs. "sm90_pingpong_128x128x64_s6" ("_tf32" for fp32).
 // - cooperative: 256 x 128 tiles, the consumers splitting each one by rows. Each k-tile's
 //   48 KiB of operands feed twice the MMAs that a 128 x 128 tile's 32 KiB do (a quarter
 //   fewer bytes per FLOP through L2 and shared memory), but the epilogue stops the tensor
 //   cores. "sm90_coop_256x128x64_s4".
+// - cooperative_wide: 128 x 256 tiles, the same split, each consumer 64 rows by 256 columns:
+//   the same bytes per FLOP through L2 as cooperative, a sixth fewer read from shared memory by
+//   the MMAs (one m64n256 wgmma a k-step instead of two m64n128). "sm90_coop_128x256x64_s4".
 // In clusters of two ("sm90_pingpong_cluster2_..."), the CTAs of a cluster take vertically
 // adjacent tiles, which share their W k-tiles: each CTA loads half of each and multicasts it
 // to both, a quarter fewer bytes per FLOP through L2 (ping-pong) without a taller tile. It
@@ -92,7 +95,7 @@ int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
 // CTAs is finished by the last of them, in a fixed order (results are deterministic). Stream-K
 // needs persistent_stream_k_applies. max_ctas > 0 caps the grid below one CTA per SM (tests
 // use it to give each CTA many tiles), rounded down to whole clusters but at least one.
-enum class PersistentSchedule { pingpong, cooperative };
+enum class PersistentSchedule { pingpong, cooperative, cooperative_wide };
 // How a tile leaves the kernel: from the accumulator registers by stmatrix (16-bit) or 8-byte
 // stores (fp32) into boxes of shared memory, each box then stored by TMA (tma) or copied out
 // by the consumer's threads (copy), or through an fp32 staging, stored run by run (staged; also

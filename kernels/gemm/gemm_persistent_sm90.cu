@@ -2,8 +2,8 @@
 // SM walks a static schedule of output tiles (or, stream-K, of runs of their k-tiles: see
 // Schedule). A producer thread streams every tile's A and W k-tiles with TMA into one ring of
 // mbarrier stages that runs on across tiles (the next tile's loads overlap this one's MMAs);
-// two consumer warpgroups, each with 128 x 128 fp32 accumulators, share the work in one of
-// two schedules (PersistentSchedule):
+// two consumer warpgroups, each with 128 fp32 accumulators a thread, share the work in one of
+// three schedules (PersistentSchedule):
 // - ping-pong: 128 x 128 tiles taken in turn. While one consumer issues its tile's MMAs, the
 //   other applies the fused epilogue to its previous tile, so the tensor cores do not wait
 //   for epilogues.
@@ -11,6 +11,9 @@
 //   operands feed twice the MMAs of a 128 x 128 tile's 32 KiB, so a quarter fewer bytes per
 //   FLOP cross L2 and shared memory (what the power cap charges for, results/perf-log.md),
 //   but the tensor cores wait while both consumers run the epilogue.
+// - cooperative wide: 128 x 256 tiles, each consumer taking 64 rows over the full width, one
+//   m64n256 wgmma a k-step: the cooperative tile's bytes through L2, and a sixth fewer
+//   operand bytes read from shared memory than two m64n128 wgmmas.
 // Either schedule may run in clusters of two CTAs (one per SM still) that take vertically
 // adjacent tiles, sharing each W k-tile: each CTA loads half of it and multicasts it to both.
 // fp16/bf16 k16, tf32 k8, fp32 accumulation; any M (TMA zero-fills the tails); N and K
@@ -60,13 +63,19 @@ namespace tlb::gemm_detail::persistent {
 template <typename T, PersistentSchedule kSchedule>
 struct PersistentConfig {
   using Elem = T;
-  static constexpr bool kCooperative = kSchedule == PersistentSchedule::cooperative;
-  // A consumer's share of a tile: two 64-row wgmma blocks over the full width, 128 fp32
-  // accumulators per thread. (128 x 256 would need 256 of them: more than a thread has.)
-  static constexpr int kConsumerRows = 128;
+  static constexpr bool kWide = kSchedule == PersistentSchedule::cooperative_wide;
+  static constexpr bool kCooperative = kSchedule != PersistentSchedule::pingpong;
+  // A consumer's share of a tile, 128 fp32 accumulators per thread either way: two 64-row
+  // wgmma blocks 128 columns wide, or (wide) one block of 64 rows over 256 columns, whose
+  // m64n256 wgmma reads 64 + 256 operand rows from shared memory a k-step where the two
+  // m64n128 ones read 2 x (64 + 128): a sixth fewer bytes for the same MMAs. (128 x 256 would
+  // need 256 accumulators: more than a thread has.)
+  static constexpr int kConsumerRows = kWide ? 64 : 128;
+  static constexpr int kHalves = kConsumerRows / 64;  // the consumer's 64-row wgmma blocks
   // How many consumers work on one tile, and so how tall the tile is.
   static constexpr int kConsumersPerTile = kCooperative ? 2 : 1;
-  static constexpr int BM = kConsumersPerTile * kConsumerRows, BN = 128;
+  static constexpr int BM = kConsumersPerTile * kConsumerRows, BN = kWide ? 256 : 128;
+  static constexpr int kAccPerHalf = BN / 2;  // a thread's fp32 accumulators of a 64-row block
   static constexpr int kRowBytes = 128;  // a k-tile is 128 bytes of K per row: one swizzle span
   static constexpr int BK = kRowBytes / static_cast<int>(sizeof(T));
   static constexpr int kKSteps = kRowBytes / 32;  // wgmma k16 (halves) or k8 (tf32): 32 bytes
@@ -74,8 +83,8 @@ struct PersistentConfig {
   static constexpr int kATileBytes = BM * kRowBytes, kWTileBytes = BN * kRowBytes;
   static constexpr int kStageBytes = kATileBytes + kWTileBytes;  // A's k-tile, then W's
   // 192 KiB of stages: six of 32 KiB or four of 48 KiB, about 2.5 us of loads in flight at
-  // the rate the tensor cores consume them. With each consumer's 16 KiB epilogue staging, the
-  // alignment slack and the barriers that is 225 KiB, within a CTA's 227.
+  // the rate the tensor cores consume them. With each consumer's 16 KiB (wide: 8 KiB) epilogue
+  // staging, the alignment slack and the barriers that is at most 225 KiB, within a CTA's 227.
   static constexpr int STAGES = kCooperative ? 4 : 6;
   // k-tiles of MMAs a consumer keeps queued at the tensor cores. Ping-pong's consumer keeps
   // two, or the tensor cores run dry whenever its next group comes late behind the other
@@ -97,6 +106,10 @@ struct PersistentConfig {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory must fit one CTA's limit");
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 64 * 1024, "registers must fit the SM's file");
 };
+
+// A consumer's accumulators: its 64-row wgmma blocks, C::kAccPerHalf fp32s of each a thread.
+template <class C>
+using Accumulators = float[C::kHalves][C::kAccPerHalf];
 
 // Named barriers 1 and 2 (ping-pong): consumer c waits on 1 + c for its turn at the tensor
 // cores, which the other consumer grants once it has issued its own tile's last MMA. 3 and 4: consumer c's
@@ -253,7 +266,7 @@ __device__ __forceinline__ void release_stage(const Ring<C>& ring, int stage, in
 // min(k_tiles, kMmaGroupsInFlight) stages still held, from `held` on: the caller hands the
 // turn on first (ping-pong), then waits for the MMAs and releases them (release_held).
 template <class C>
-__device__ __forceinline__ RingSlot<C::STAGES> mma_tile(float (&acc)[2][C::BN / 2], int k_tiles, const Ring<C>& ring,
+__device__ __forceinline__ RingSlot<C::STAGES> mma_tile(Accumulators<C>& acc, int k_tiles, const Ring<C>& ring,
                                                         RingSlot<C::STAGES>& slot, uint32_t a_rows_bytes, int cluster) {
   using T = typename C::Elem;
   constexpr int kInFlight = C::kMmaGroupsInFlight;
@@ -266,7 +279,7 @@ __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(float (&acc)[2][C::BN / 
 #pragma unroll
     for (int ks = 0; ks < C::kKSteps; ++ks) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < C::kHalves; ++h) {
         // Descriptor addresses are in 16-byte units: rows 64h.. start 64 x 128 bytes further,
         // k-step ks 32 bytes further along the swizzled row.
         wgmma_k_step<T, C::BN>(acc[h], desc_a + h * (64 * C::kRowBytes / 16) + 2 * ks, desc_w + 2 * ks,
@@ -296,7 +309,7 @@ __device__ __forceinline__ void release_held(const Ring<C>& ring, RingSlot<C::ST
   }
 }
 
-// Stream-K's hand-over between CTAs (Schedule): the workspace holds one partial 128 x 128 tile
+// Stream-K's hand-over between CTAs (Schedule): the workspace holds one partial tile
 // per consumer that works on a tile (one per ping-pong CTA, two per cooperative one: a CTA's
 // run stops short of a tile's end at most once) and a ready flag each, zero between launches
 // (the reader clears it); `slot` below is such a tile's index. A partial keeps the wgmma fragment layout: thread t's accumulators, 16
@@ -305,18 +318,20 @@ struct Partials {
   float* tiles;
   int* ready;
 
-  template <int kAcc>
+  // Thread t's first float4 of the partial in `slot`, kQuads of them a thread.
+  template <int kQuads>
   __device__ static float4* of(float* tiles, int slot) {
-    return reinterpret_cast<float4*>(tiles) + static_cast<int64_t>(slot) * (kAcc / 2) * 128 +
+    return reinterpret_cast<float4*>(tiles) + static_cast<int64_t>(slot) * kQuads * 128 +
            static_cast<int>(threadIdx.x) % 128;
   }
   // The consumer's accumulators as the partial in `slot`; `barrier` is its 128 threads' own.
-  template <int kAcc>
-  __device__ void publish(const float (&acc)[2][kAcc], int slot, uint32_t barrier) const {
-    float4* dst = of<kAcc>(tiles, slot);
+  template <int kHalves, int kPerHalf>
+  __device__ void publish(const float (&acc)[kHalves][kPerHalf], int slot, uint32_t barrier) const {
+    constexpr int kQuads = kHalves * kPerHalf / 4;
+    float4* dst = of<kQuads>(tiles, slot);
 #pragma unroll
-    for (int q = 0; q < kAcc / 2; ++q) {
-      const float* a = &acc[q / (kAcc / 4)][4 * (q % (kAcc / 4))];
+    for (int q = 0; q < kQuads; ++q) {
+      const float* a = &acc[q / (kPerHalf / 4)][4 * (q % (kPerHalf / 4))];
       __stcg(dst + q * 128, make_float4(a[0], a[1], a[2], a[3]));
     }
     ptx::named_barrier_sync(barrier, 128);
@@ -326,18 +341,19 @@ struct Partials {
     }
   }
   // Adds the partial in `slot` to the accumulators once it is there.
-  template <int kAcc>
-  __device__ void accumulate(float (&acc)[2][kAcc], int slot, uint32_t barrier) const {
+  template <int kHalves, int kPerHalf>
+  __device__ void accumulate(float (&acc)[kHalves][kPerHalf], int slot, uint32_t barrier) const {
+    constexpr int kQuads = kHalves * kPerHalf / 4;
     if (threadIdx.x % 128 == 0) {
       while (ptx::load_flag_acquire_gpu(ready + slot) == 0) __nanosleep(200);
       ptx::store_flag_relaxed_gpu(ready + slot, 0);  // read once per launch: ready for the next
     }
     ptx::named_barrier_sync(barrier, 128);
-    const float4* src = of<kAcc>(tiles, slot);
+    const float4* src = of<kQuads>(tiles, slot);
 #pragma unroll
-    for (int q = 0; q < kAcc / 2; ++q) {
+    for (int q = 0; q < kQuads; ++q) {
       const float4 v = __ldcg(src + q * 128);
-      float* a = &acc[q / (kAcc / 4)][4 * (q % (kAcc / 4))];
+      float* a = &acc[q / (kPerHalf / 4)][4 * (q % (kPerHalf / 4))];
       a[0] += v.x;
       a[1] += v.y;
       a[2] += v.z;
@@ -346,7 +362,7 @@ struct Partials {
   }
 };
 
-// A consumer's epilogue staging: 128 rows x 32 fp32 columns, row-major, its 16-byte units
+// A consumer's epilogue staging: its rows (128, or 64 wide) x 32 fp32 columns, row-major, its 16-byte units
 // XOR-swizzled by row. The swizzle keeps both sides free of bank conflicts: the fragment
 // writes (a half-warp writes 8-byte pairs to rows g = 0..3, units 2jj and 2jj + 1, which the
 // row's key 0, 3, 4, 7 sends to four different unit pairs) and the 16-byte run reads (eight
@@ -374,18 +390,18 @@ struct Staging {
   }
 };
 
-// Chunk kChunk of a consumer's accumulators (columns 32 kChunk.., both 64-row halves) into
+// Chunk kChunk of a consumer's accumulators (columns 32 kChunk.., every 64-row block) into
 // its staging. In wgmma's layout (ptx_sm90.cuh) warp w holds rows 16w + g and 16w + g + 8 of
-// each half, lane (g, t) columns 8j + 2t and 8j + 2t + 1.
+// each block, lane (g, t) columns 8j + 2t and 8j + 2t + 1.
 template <class C, int kChunk>
-__device__ __forceinline__ void stage_chunk(const float (&acc)[2][C::BN / 2], const Staging& st) {
+__device__ __forceinline__ void stage_chunk(const Accumulators<C>& acc, const Staging& st) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = (static_cast<int>(threadIdx.x) % 128) / 32;
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int jj = 0; jj < C::kStageCols / 8; ++jj) {
     const int j = kChunk * (C::kStageCols / 8) + jj;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {  // half i / 2, row g + 8 (i % 2) of this warp's 16
+    for (int i = 0; i < 2 * C::kHalves; ++i) {  // block i / 2, row g + 8 (i % 2) of this warp's 16
       const int row = (i / 2) * 64 + 16 * warp + g + 8 * (i % 2);
       *reinterpret_cast<float2*>(st.at(row, 8 * jj + 2 * t)) =
           make_float2(acc[i / 2][4 * j + 2 * (i % 2)], acc[i / 2][4 * j + 2 * (i % 2) + 1]);
@@ -396,13 +412,13 @@ __device__ __forceinline__ void stage_chunk(const float (&acc)[2][C::BN / 2], co
 // The same for a chunk known only at run time: accumulators are registers, so each chunk's
 // staging code is its own copy and this picks one.
 template <class C>
-__device__ __forceinline__ void stage_chunk(const float (&acc)[2][C::BN / 2], const Staging& st, int chunk) {
+__device__ __forceinline__ void stage_chunk(const Accumulators<C>& acc, const Staging& st, int chunk) {
   [&]<int... kChunk>(std::integer_sequence<int, kChunk...>) {
     ((chunk == kChunk ? stage_chunk<C, kChunk>(acc, st) : void()), ...);
   }(std::make_integer_sequence<int, C::BN / C::kStageCols>{});
 }
 
-// The epilogue of one consumer's 128 x 128 accumulators (output rows m0.., columns n0..), one
+// The epilogue of one consumer's accumulators (output rows m0.., columns n0..), one
 // operation compiled in. The accumulators go to the
 // staging 32 columns at a time; from there each thread applies the epilogue to 16-byte runs
 // of output columns, the same run of kRows rows per chunk, and stores them. The chunks are a
@@ -412,13 +428,13 @@ __device__ __forceinline__ void stage_chunk(const float (&acc)[2][C::BN / 2], co
 // dependent FMAs overlap, with the operands they add loaded ahead: the bias of the next chunk
 // and the residual of this one before its staging barriers.
 template <class C, EpilogueOp kOp>
-__device__ __forceinline__ void store_tile(const GemmArgs& p, const float (&acc)[2][C::BN / 2], const Staging& st,
+__device__ __forceinline__ void store_tile(const GemmArgs& p, const Accumulators<C>& acc, const Staging& st,
                                            uint32_t barrier, int64_t m0, int64_t n0) {
   using T = typename C::Elem;
   using Run = Pack16<T>;
   constexpr int kVec = Run::kCount;
   constexpr int kRunsPerRow = C::kStageCols / kVec, kRowsPerPass = 128 / kRunsPerRow;
-  constexpr int kRows = C::kConsumerRows / kRowsPerPass;  // a thread's rows: 4 (16-bit types) or 8 (fp32)
+  constexpr int kRows = C::kConsumerRows / kRowsPerPass;  // a thread's rows: 4 (16-bit types) or 8 (fp32), wide half
   constexpr int kChunks = C::BN / C::kStageCols;
   const int tid = static_cast<int>(threadIdx.x) % 128;
   const int run = tid % kRunsPerRow, row0 = tid / kRunsPerRow;
@@ -565,17 +581,17 @@ struct BiasPair {
 };
 
 // A consumer's finished values of one box, v[h][jl] = rows g (0, 1) and g + 8 (2, 3) of the
-// warp's 16 in half h, columns 8 jl + 2t, + 1, written into the staging in the box's 128-byte
+// warp's 16 in 64-row block h, columns 8 jl + 2t, + 1, written into the staging in the box's 128-byte
 // swizzle (16-byte chunk c of row r at c ^ r % 8); with kResidual each value first adds the
 // residual element the staging holds at its place (thread 0's TMA load). 16-bit pairs go by
 // stmatrix (and come by ldmatrix), eight of them a thread.
-template <typename T, bool kResidual, int kBlocks>
-__device__ __forceinline__ void write_box_16(float (&v)[2][kBlocks][4], uint32_t staging, int warp, int lane) {
+template <typename T, bool kResidual, int kHalves, int kBlocks>
+__device__ __forceinline__ void write_box_16(float (&v)[kHalves][kBlocks][4], uint32_t staging, int warp, int lane) {
   // The row this lane gives stmatrix and ldmatrix: matrix lane / 8 is rows g (even) or g + 8
   // (odd) of the warp's 16, of column block lane / 16 of a pair.
   const uint32_t row_addr = staging + static_cast<uint32_t>((16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1)) * 128);
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
+  for (int h = 0; h < kHalves; ++h)
 #pragma unroll
     for (int jp = 0; jp < kBlocks; jp += 2) {
       const uint32_t chunk = static_cast<uint32_t>((jp + (lane >> 4)) ^ (lane & 7));
@@ -599,13 +615,13 @@ __device__ __forceinline__ void write_box_16(float (&v)[2][kBlocks][4], uint32_t
 
 // The same for fp32: each pair an 8-byte store at its own place (eight rows times four lanes,
 // 32 bytes a row, cover the 32 banks twice: two wavefronts, the least 256 bytes take).
-template <bool kResidual, int kBlocks>
-__device__ __forceinline__ void write_box_32(float (&v)[2][kBlocks][4], uint32_t staging, int warp, int lane) {
+template <bool kResidual, int kHalves, int kBlocks>
+__device__ __forceinline__ void write_box_32(float (&v)[kHalves][kBlocks][4], uint32_t staging, int warp, int lane) {
   const int g = lane >> 2, t = lane & 3;
   // The lane's pair in row g of the warp's 16, column block 0.
   const uint32_t pair_addr = staging + static_cast<uint32_t>((16 * warp + g) * 128 + 8 * (t & 1));
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
+  for (int h = 0; h < kHalves; ++h)
 #pragma unroll
     for (int jl = 0; jl < kBlocks; ++jl) {
       const uint32_t chunk = static_cast<uint32_t>((2 * jl + (t >> 1)) ^ g);  // rows g and g + 8 share r % 8
@@ -623,8 +639,8 @@ __device__ __forceinline__ void write_box_32(float (&v)[2][kBlocks][4], uint32_t
     }
 }
 
-// The epilogue of one consumer's 128 x 128 accumulators, a box of 128 rows x 128 bytes (64
-// 16-bit or 32 fp32 columns) at a time through the consumer's staging, which holds a box in
+// The epilogue of one consumer's accumulators, a box of its rows (128, or 64 wide) x 128 bytes
+// (64 16-bit or 32 fp32 columns) at a time through the consumer's staging, which holds a box in
 // the tensor maps' 128-byte swizzle (16-byte chunk c of row r at c ^ r % 8: the eight rows of an
 // 8 x 8 matrix on eight bank groups). The operation is applied in the accumulator registers,
 // the pairs written by stmatrix (16-bit, packed) or 8-byte stores (fp32). Then the box leaves:
@@ -640,7 +656,7 @@ __device__ __forceinline__ void write_box_32(float (&v)[2][kBlocks][4], uint32_t
 // 2026-12-07). A box's values are computed while the staging is still being read (and the
 // residual lands).
 template <class C, EpilogueOp kOp>
-__device__ __forceinline__ void store_tile_boxed(const GemmArgs& p, BoxEpilogue& e, const float (&acc)[2][C::BN / 2],
+__device__ __forceinline__ void store_tile_boxed(const GemmArgs& p, BoxEpilogue& e, const Accumulators<C>& acc,
                                                  uint32_t staging, uint32_t barrier, int64_t m0, int64_t n0) {
   using T = typename C::Elem;
   constexpr bool kResidual = kOp == EpilogueOp::residual;
@@ -673,11 +689,11 @@ __device__ __forceinline__ void store_tile_boxed(const GemmArgs& p, BoxEpilogue&
     BiasPair<T> bias[kBlocks];
 #pragma unroll
     for (int jl = 0; jl < kBlocks; ++jl) bias[jl] = BiasPair<T>::load(p, n_box + 8 * jl + 2 * (lane % 4));
-    // v[h][jl]: rows g (0, 1) and g + 8 (2, 3) of half h, column block jl, the operation
-    // applied (the residual's sum waits for it).
-    float v[2][kBlocks][4];
+    // v[h][jl]: rows g (0, 1) and g + 8 (2, 3) of 64-row block h, column block jl, the
+    // operation applied (the residual's sum waits for it).
+    float v[C::kHalves][kBlocks][4];
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+    for (int h = 0; h < C::kHalves; ++h)
 #pragma unroll
       for (int jl = 0; jl < kBlocks; ++jl) {
         const float* a = &acc[h][4 * (box * kBlocks + jl)];
@@ -722,7 +738,7 @@ __device__ __forceinline__ void store_tile_boxed(const GemmArgs& p, BoxEpilogue&
 // Consumer c (0 or 1) runs the CTA's units: in ping-pong the units c, c + 2, ..., each one
 // waiting for its turn, issuing the unit's MMAs and handing the turn to the other consumer,
 // then finishing the unit while the other one's MMAs run; in cooperative every unit, on its
-// own 128 rows of the tile, beside the other consumer. Under stream-K a unit that stops short
+// own rows of the tile (128, or 64 wide), beside the other consumer. Under stream-K a unit that stops short
 // of its tile's end goes to the workspace, and the one that ends a cut tile adds the earlier
 // runs' partials first; every other unit goes straight through the epilogue.
 template <class C, EpilogueOp kOp>
@@ -730,7 +746,7 @@ __device__ void consume(const GemmArgs& p, BoxEpilogue boxed, const Schedule& sc
                         const Staging& staging, const Partials& partials, int consumer) {
   constexpr bool kPingpong = !C::kCooperative;
   constexpr int kStride = kPingpong ? 2 : 1;  // units between two of this consumer's
-  float acc[2][C::BN / 2];
+  Accumulators<C> acc;
   const int units = sched.units_of_this_cta();
   const uint32_t barrier = kStagingBarrier + consumer;
   // The consumer's rows: where they start in the tile, and in the stage's A k-tile.
@@ -864,8 +880,12 @@ template <typename F>
 decltype(auto) dispatch_config(DType d, PersistentSchedule s, F&& f) {
   return dispatch_dtype(d, [&](auto tag) {
     using T = decltype(tag);
-    return s == PersistentSchedule::cooperative ? f(PersistentConfig<T, PersistentSchedule::cooperative>{})
-                                                : f(PersistentConfig<T, PersistentSchedule::pingpong>{});
+    switch (s) {
+      case PersistentSchedule::cooperative: return f(PersistentConfig<T, PersistentSchedule::cooperative>{});
+      case PersistentSchedule::cooperative_wide:
+        return f(PersistentConfig<T, PersistentSchedule::cooperative_wide>{});
+      default: return f(PersistentConfig<T, PersistentSchedule::pingpong>{});
+    }
   });
 }
 
@@ -895,18 +915,18 @@ int64_t persistent_groups(const TileGrid& g, const PersistentLaunch& l) {
   return groups;
 }
 
-// Whether a launch of `tiles` tiles of `tile_rows` rows over `ctas` CTAs takes PDL. Each CTA takes a whole SM, so
+// Whether a launch of `tiles` tiles of `tile_area` elements over `ctas` CTAs takes PDL. Each CTA takes a whole SM, so
 // PDL can only start it on an SM its predecessor has left, and what it hides is the launch and
 // the set-up: measured worth 14 % of case 2's forward (GEMMs of 1-2 waves of tiles, tens of
 // microseconds each). Long grids measured slower as PDL launches than after a full drain
 // (tlbench explain, auto, fp16, results/perf-log.md 2026-12-05): on an H100 the GEMMs of
 // cases 8, 9 and 13 (18-93 waves) 10-30 %, their forwards 10-16 %; on an H200 case 13's
 // forward 8 %, case 8's 4 %, while grids of up to 12 waves (cases 3-7) were level or gained.
-// The line is drawn in waves of 128-row (ping-pong) tiles, a cooperative tile counting twice.
+// The line is drawn in waves of 128 x 128 (ping-pong) tiles, a cooperative tile counting twice.
 // TLBENCH_PDL=all gives every launch PDL, to measure this again.
 constexpr int64_t kPdlMaxWaves = 12;
-bool pdl_for_grid(int64_t tiles, int tile_rows, int64_t ctas) {
-  return pdl_enabled() && (pdl_for_every_kernel() || tiles * (tile_rows / 128) <= kPdlMaxWaves * ctas);
+bool pdl_for_grid(int64_t tiles, int tile_area, int64_t ctas) {
+  return pdl_enabled() && (pdl_for_every_kernel() || tiles * (tile_area / (128 * 128)) <= kPdlMaxWaves * ctas);
 }
 
 }  // namespace
@@ -1060,7 +1080,7 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, const PersistentLaunch& l
       if (ctas * C::kConsumersPerTile > ws.slots) throw std::logic_error("stream-K workspace has too few slots");
       partials = {static_cast<float*>(ws.partials), ws.ready};
     }
-    launch_kernel_with_pdl(pdl_for_grid(g.count(), C::BM, ctas), kernel, dim3(static_cast<unsigned>(ctas)),
+    launch_kernel_with_pdl(pdl_for_grid(g.count(), C::BM * C::BN, ctas), kernel, dim3(static_cast<unsigned>(ctas)),
                            dim3(C::kThreads), C::kSmemBytes, stream, static_cast<unsigned>(l.cluster), tmap_a, tmap_w,
                            tmap_c, tmap_r, qkv_maps, box_store, a, sched, partials);
     TLB_LAUNCH_CHECK(stream);

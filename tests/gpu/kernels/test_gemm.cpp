@@ -57,6 +57,11 @@ const Shape kShapes[] = {
     {1, 8, 8}, {7, 24, 520}, {63, 520, 24}, {257, 136, 1600}, {1500, 264, 40}, {129, 1600, 72},
 };
 
+// Every schedule of the persistent kernel.
+const tlb::gemm_detail::PersistentSchedule kPersistentSchedules[] = {
+    tlb::gemm_detail::PersistentSchedule::pingpong, tlb::gemm_detail::PersistentSchedule::cooperative,
+    tlb::gemm_detail::PersistentSchedule::cooperative_wide};
+
 uint64_t key_for(uint64_t a, uint64_t b, uint64_t c) {
   return tlb::mix64(tlb::mix64(a * 0x9e3779b97f4a7c15ull + b) ^ (c + 0x5851f42d4c957f2dull));
 }
@@ -296,7 +301,7 @@ TEST_CASE("gemm qkv head split writes q, k, v in [batch, heads, seq, head_dim]",
       using tlb::gemm_detail::EpilogueStore;
       using tlb::gemm_detail::PersistentSchedule;
       const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
-      for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
+      for (const PersistentSchedule schedule : kPersistentSchedules) {
         const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, {.schedule = schedule});
         if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
         // One CTA: its consumers take every tile in turn, each box reusing the staging.
@@ -444,7 +449,7 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
         GemmArgs a = gemm_args(mode, s, p, e.epi, e.act);
         a.out = out.ptr();
         const std::vector<std::string> variants = tlb::gemm_fused_variants(a);
-        for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
+        for (const PersistentSchedule schedule : kPersistentSchedules) {
           const std::string name = tlb::gemm_detail::persistent_variant_name(mode.dtype, {.schedule = schedule});
           if (std::find(variants.begin(), variants.end(), name) == variants.end()) continue;
           const bool pairs = tlb::gemm_detail::persistent_supported(s.M, s.N, {.schedule = schedule, .cluster = 2});
@@ -527,7 +532,7 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
     WARN("no sm_90a image or no compute capability 9.0 GPU: the persistent kernel does not exist here");
     return;
   }
-  for (const PersistentSchedule schedule : {PersistentSchedule::pingpong, PersistentSchedule::cooperative}) {
+  for (const PersistentSchedule schedule : kPersistentSchedules) {
     for (int cluster : {1, 2}) {
       INFO(tlb::gemm_detail::persistent_variant_name(tlb::DType::fp16, {.schedule = schedule, .cluster = cluster}));
       CHECK(runs[{schedule, cluster}] > 0);
@@ -598,6 +603,11 @@ TEST_CASE("gemm clusters of two rank ahead only for TF32 ping-pong past K = 1024
         "sm90_pingpong_raster16_128x128x64_s6");
   CHECK(tlb::gemm_detail::persistent_variant_name(DType::fp16, {.schedule = pingpong, .cluster = 2}) ==
         "sm90_pingpong_cluster2_128x128x64_s6");
+  CHECK(tlb::gemm_detail::persistent_variant_name(DType::fp16, {.schedule = PersistentSchedule::cooperative_wide}) ==
+        "sm90_coop_128x256x64_s4");
+  CHECK(tlb::gemm_detail::persistent_variant_name(DType::fp32, {.schedule = PersistentSchedule::cooperative_wide}) ==
+        "sm90_coop_128x256x32_s4_tf32");
+  CHECK_FALSE(persistent_supported(257, 264, {.schedule = PersistentSchedule::cooperative_wide, .cluster = 2}));  // 3
   GemmArgs odd;
   odd.M = 601;
   odd.N = 264;
