@@ -145,7 +145,6 @@ struct Candidate {
   double time;
   int split = 1;    // wgmma only: CTAs of a cluster sharing one output tile's K
   int cluster = 1;  // persistent only: CTAs of a cluster sharing W k-tiles
-  int raster_rows = gemm_detail::kPersistentRasterRows;  // persistent only
 
   bool persistent() const { return kind == pingpong || kind == cooperative || kind == cooperative_wide; }
   bool sm90() const { return kind == wgmma || persistent(); }
@@ -200,35 +199,31 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
         a.M, a.N, a.K, elem_bytes,
         [&](WgmmaTile t, int split) { return gemm_detail::wgmma_max_active_clusters(t, a.dtype, split); });
     const double inf = std::numeric_limits<double>::infinity();
-    // The persistent kernel in both schedules, each plain (waves 0) and with stream-K over one
-    // or two waves, at `time(waves)` (never picked on a small grid), without clusters and in
-    // clusters of two where the tile rows pair up, at cluster_factor times the same time; and
-    // ping-pong without clusters in raster groups of 16 tile rows, the height of a cluster's
-    // 8 pairs, which is not measured yet and ranks just behind.
-    constexpr double kTallRasterUnmeasured = 1.0 + 3e-5;
+    // The persistent kernel in its three schedules, each plain (waves 0) and with stream-K over
+    // one or two waves, at `time(waves)` (never picked on a small grid), without clusters and
+    // in clusters of two where the tile rows pair up, at cluster_factor times the same time.
     auto offer_persistent = [&](Candidate::Kind kind, PersistentSchedule schedule, auto time) {
       const double pair_factor = gemm_detail::cluster_factor(a.dtype, a.fp32_math, schedule, a.M, a.K);
       struct Form {
-        int cluster, raster_rows;
+        int cluster;
         double factor;
       };
-      std::vector<Form> forms = {{1, gemm_detail::kPersistentRasterRows, 1.0}};
+      std::vector<Form> forms = {{1, 1.0}};
       // Pairs run on as many SMs as the GPCs hold pairs of (all 132 of an H100 or H200); the
       // model's time is per SM, so SMs a pair grid leaves idle stretch it.
       if (const int pairs = gemm_detail::persistent_capacity(schedule, 2); pairs > 0) {
         const double idle = std::max(1.0, static_cast<double>(dev.sms) / (2.0 * pairs));
-        forms.push_back({2, gemm_detail::kPersistentRasterRows, pair_factor * idle});
+        forms.push_back({2, pair_factor * idle});
       }
-      if (schedule == PersistentSchedule::pingpong) forms.push_back({1, 16, kTallRasterUnmeasured});
       for (const Form& sh : forms) {
-        gemm_detail::PersistentLaunch l{.schedule = schedule, .cluster = sh.cluster, .raster_rows = sh.raster_rows};
+        gemm_detail::PersistentLaunch l{.schedule = schedule, .cluster = sh.cluster};
         if (!gemm_detail::persistent_supported(a.M, a.N, l)) continue;
         const bool stream_k = gemm_detail::persistent_stream_k_applies(a.M, a.N, l);
         for (int waves : {0, 1, 2}) {
           if (waves > 0 && !stream_k) break;
           l.stream_k_waves = waves;
           c.push_back({gemm_detail::persistent_variant_name(a.dtype, l), kind, waves,
-                       small ? inf : time(waves) * sh.factor, 1, sh.cluster, sh.raster_rows});
+                       small ? inf : time(waves) * sh.factor, 1, sh.cluster});
         }
       }
     };
@@ -237,19 +232,21 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
       return waves == 0 ? model_time(kPingpongModel, a.M, a.N, dev.sms)
                         : pingpong_stream_k_time(a.M, a.N, a.K, elem_bytes, dev.sms, waves);
     });
-    // Cooperative at its model's time times cooperative_factor, its stream-K variants just
-    // behind its plain one (not measured ahead).
-    const double cooperative_time =
-        gemm_detail::cooperative_factor(a.dtype, a.fp32_math, a.K) * model_time(kCooperativeModel, a.M, a.N, dev.sms);
-    offer_persistent(Candidate::cooperative, PersistentSchedule::cooperative,
-                     [&](int waves) { return cooperative_time * (1.0 + 1e-6 * waves); });
-    // Its 128 x 256 tiles at their own model's time, never ahead of the 256 x 128 ones until
-    // measured.
-    constexpr double kWideUnmeasured = 1.0 + 4e-5;
-    const double wide_time = std::max(cooperative_time, gemm_detail::cooperative_factor(a.dtype, a.fp32_math, a.K) *
-                                                            model_time(kCooperativeWideModel, a.M, a.N, dev.sms));
-    offer_persistent(Candidate::cooperative_wide, PersistentSchedule::cooperative_wide,
-                     [&](int waves) { return wide_time * kWideUnmeasured * (1.0 + 1e-6 * waves); });
+    // The cooperative schedules at their models' times times cooperative_factor, their
+    // stream-K variants as cooperative_stream_k_factor ranks them against their plain one, the
+    // 128 x 256 tiles by wide_factor against the 256 x 128 ones.
+    const int64_t k_tiles = (a.K * elem_bytes + 127) / 128;
+    const double cooperative = gemm_detail::cooperative_factor(a);
+    auto offer_cooperative = [&](Candidate::Kind kind, PersistentSchedule schedule, const TileModel& m, double f) {
+      const int64_t tiles = ((a.M + m.bm - 1) / m.bm) * ((a.N + m.bn - 1) / m.bn);
+      const double plain = f * cooperative * model_time(m, a.M, a.N, dev.sms);
+      offer_persistent(kind, schedule, [&](int waves) {
+        return plain * gemm_detail::cooperative_stream_k_factor(tiles, dev.sms, k_tiles, waves);
+      });
+    };
+    offer_cooperative(Candidate::cooperative, PersistentSchedule::cooperative, kCooperativeModel, 1.0);
+    offer_cooperative(Candidate::cooperative_wide, PersistentSchedule::cooperative_wide, kCooperativeWideModel,
+                      gemm_detail::wide_factor(a));
     for (const gemm_detail::WgmmaOption& o : options) {
       const bool big_tile = gemm_detail::wgmma_tile_shape(o.tile).bm == 128;
       const double time = small ? o.units
@@ -299,8 +296,7 @@ void launch(const GemmArgs& a, const Candidate& c, cudaStream_t stream) {
     gemm_detail::launch_gemm_fp32_fma(a, static_cast<FmaTile>(c.tile), stream);
   } else if (c.persistent()) {
     gemm_detail::launch_gemm_persistent_sm90(
-        a, {.schedule = c.schedule(), .cluster = c.cluster, .stream_k_waves = c.tile, .raster_rows = c.raster_rows},
-        stream);
+        a, {.schedule = c.schedule(), .cluster = c.cluster, .stream_k_waves = c.tile}, stream);
   } else if (c.kind == Candidate::wgmma) {
     gemm_detail::launch_gemm_wgmma_sm90(a, static_cast<WgmmaTile>(c.tile), c.split, stream);
   } else {
@@ -317,18 +313,64 @@ void require_supported(const GemmArgs& a) {
 
 namespace gemm_detail {
 
-// Measured on an H100 (tlbench_kernel_bench gemm, two calls, results/perf-log.md 2026-12-05):
-// in fp16 and bf16 the cooperative schedule ran at 0.88-0.99 of ping-pong on most of the table
-// (its epilogue stops the tensor cores, ping-pong's hides under the other consumer's MMAs),
-// ahead by at most 3 % and not in both calls. In TF32, whose k-tiles carry half the MMAs per
-// byte and so lean twice as hard on L2 and shared memory, the bytes it saves paid on the
-// long-K down projections: case 13's (K = 8192) 1.10-1.11x ping-pong in both calls, case
-// 10's (K = 16384) level to 1.03x; on K = 2048-4096 it won once and lost once. Ahead from
-// K = 8192 on, then; just behind everywhere else, behind ping-pong's stream-K variants too
-// where those rank level with it (their model time is the plain one's plus 1e-6 per wave).
-double cooperative_factor(DType d, Fp32Math math, int64_t K) {
-  const bool tf32 = d == DType::fp32 && math == Fp32Math::tf32;
-  return tf32 && K >= 8192 ? 0.9 : 1.0 + 1e-5;
+// Measured on H100s (tlbench_kernel_bench gemm, three tables on three cards at 55034d6,
+// f7f6442 and 3a74e82, results/perf-log.md 2026-12-07), the best cooperative variant against
+// the best ping-pong one of the same GEMM, in every table:
+// - fp16 / bf16 from K = 4096 on, without an activation: 1.05-1.11x on the 16384-long and
+//   8192-long down projections (cases 10, 8, 13), 1.04-1.06x on case 10's head split, 1.03-1.04x
+//   on its out-projection, 1.00-1.02x on case 12's down projection (K = 4096, N = 1024). There the
+//   mainloop is long enough that the epilogue the cooperative consumers stop for costs less
+//   than ping-pong's extra quarter of bytes a FLOP.
+// - fp16 / bf16 GELUs (0.85-0.98x, K = 1024-4096), anything at K = 1024 (0.84-0.97x), bias-only
+//   and ReLU at K = 2048 (0.92-0.98x): behind. Head splits and out-projections at K = 2048
+//   went either way (0.96-1.03x).
+// - TF32, whose k-tiles carry half the MMAs a byte: ahead from K = 2048 on (1.01-1.23x, GELUs
+//   included) and past K = 1024 without an activation (case 9's head split, out-projection:
+//   1.03-1.04x, over stream-K); behind on case 9's GELU (K = 1600: 0.92-0.96x) and at K = 1024
+//   (case 4: 0.95-1.02x).
+// Ahead there (0.9: clear of ping-pong's stream-K variants, whose model gains up to a wave's
+// rounding), just behind everywhere else.
+double cooperative_factor(const GemmArgs& a) {
+  const bool tf32 = a.dtype == DType::fp32 && a.fp32_math == Fp32Math::tf32;
+  const bool half = a.dtype == DType::fp16 || a.dtype == DType::bf16;
+  const bool activation = a.epilogue == GemmEpilogue::bias_activation;
+  const bool ahead = (half && a.K >= 4096 && !activation) || (tf32 && (a.K >= 2048 || (a.K > 1024 && !activation)));
+  return ahead ? 0.9 : 1.0 + 1e-5;
+}
+
+// A cooperative launch's stream-K variant over `waves` waves as a factor of its plain one's
+// time, over `tiles` tiles of `k_tiles` k-tiles on `ctas` CTAs (w = tiles / ctas waves, f its
+// fraction past the full ones). The plain grid takes ceil(w) tiles' time; stream-K takes w
+// plus what handing cut tiles over costs, fitted to the tables cooperative_factor cites
+// (gains of stream-K over the plain cooperative schedule from 0.97x to 1.19x):
+// - over the partial wave (1), 20 k-tiles plus 0.05 / f tiles: a short partial wave cuts
+//   each of its tiles into about 1 / f runs, and the one that ends a tile adds the others'
+//   partials in turn (case 9 in TF32, f = 0.15: 1.04-1.15x; the 16-bit down projections of
+//   cases 10 and 13: 1.01-1.02x; case 12's, 64 k-tiles, 0.97-0.98x);
+// - over the last full wave and the partial one (2), 25 k-tiles plus 0.1 tiles where f <= 0.5
+//   (case 9 in TF32: 1.10-1.19x, ahead of one wave), and a whole tile more past it: runs of
+//   more than a tile and a half measured 0.80-0.91x (the down projections at f = 0.88).
+// Where stream-K gains nothing, it ranks just behind the plain launch (1 + 1e-6 per wave).
+double cooperative_stream_k_factor(int64_t tiles, int ctas, int64_t k_tiles, int waves) {
+  const double behind = 1.0 + 1e-6 * waves;
+  if (waves == 0) return 1.0;
+  const double w = static_cast<double>(tiles) / ctas, full = std::floor(w), f = w - full;
+  if (w <= 1.0 || f <= 0.0) return behind;
+  const double kt = static_cast<double>(std::max<int64_t>(k_tiles, 1));
+  const double cost = waves == 1 ? 20.0 / kt + 0.05 / f : 25.0 / kt + 0.1 + (f > 0.5 ? 1.0 : 0.0);
+  const double ratio = (w + cost) / std::ceil(w);
+  return ratio < 1.0 ? ratio : behind;
+}
+
+// Measured on an H100 (3a74e82, results/perf-log.md 2026-12-07), the 128 x 256 tiles against
+// the 256 x 128 ones of the same variant: with an activation 1.02-1.06x in fp16 and bf16 from
+// K = 2048 on and 1.03-1.08x in TF32 (0.97-0.99x at K = 1024 in 16-bit types); without one
+// 0.95-1.00x in 16-bit types (head splits and bias-only tiles the worst) and 0.98-1.05x in
+// TF32. Just ahead of the 256 x 128 tiles with an activation past K = 1024, so that where the
+// cooperative schedule ranks ahead of ping-pong it is these; just behind elsewhere.
+double wide_factor(const GemmArgs& a) {
+  const bool activation = a.epilogue == GemmEpilogue::bias_activation;
+  return activation && a.K > 1024 ? 1.0 - 1e-6 : 1.0 + 4e-5;
 }
 
 // Measured on an H100 (tlbench_kernel_bench gemm, results/perf-log.md 2026-12-07), each

@@ -111,9 +111,10 @@ EpilogueStore epilogue_store_setting();
 // with K <= 1024, staged for everything else.
 EpilogueStore automatic_store(const GemmArgs& a);
 // Rows of tiles (of tile pairs, in clusters of two) a raster group walks column by column
-// (gemm_raster.cuh) by default. "…_raster16_…" variants walk 16: each W k-tile then serves
-// twice the rows of A while it is in L2, which is what a cluster of two's groups of 8 pairs
-// do too (results/perf-log.md, 2026-12-07).
+// (gemm_raster.cuh) by default. A launch may ask for others ("…_raster16_…": 16), for A/B
+// runs and tests; the dispatcher offers none, since ping-pong without clusters in groups of
+// 16 tile rows (the height of a cluster's 8 pairs) ran 0.88-1.01x the default on an H100
+// (results/perf-log.md, 2026-12-07).
 inline constexpr int kPersistentRasterRows = 8;
 struct PersistentLaunch {
   PersistentSchedule schedule = PersistentSchedule::pingpong;
@@ -133,10 +134,18 @@ void launch_gemm_persistent_sm90(const GemmArgs& a, const PersistentLaunch& l, c
 // once (cluster 1: CTAs, one per SM). A cluster's CTAs share a GPC, so a GPC with an odd
 // number of SMs leaves one of them out.
 int persistent_capacity(PersistentSchedule s, int cluster);
-// The cooperative schedule's time in the dispatcher's ranking, as a factor of ping-pong's on
-// the same grid: under 1 where it measured ahead (TF32 with K >= 8192), else just over 1, so
-// that it is offered and benchmarked but ranked behind ping-pong.
-double cooperative_factor(DType d, Fp32Math math, int64_t K);
+// The cooperative schedules' time in the dispatcher's ranking, as a factor of ping-pong's on
+// the same grid: under 1 where they measured ahead (16-bit types from K = 4096 on without an
+// activation; TF32 from K = 2048 on, or past 1024 without an activation), else just over 1,
+// so that they are offered and benchmarked but ranked behind ping-pong.
+double cooperative_factor(const GemmArgs& a);
+// A cooperative stream-K variant over `waves` waves (0: none) as a factor of the plain
+// launch's time, for `tiles` tiles of `k_tiles` k-tiles on `ctas` CTAs: under 1 where the
+// partial wave it spreads costs more than handing cut tiles over does, else just over 1.
+double cooperative_stream_k_factor(int64_t tiles, int ctas, int64_t k_tiles, int waves);
+// The 128 x 256 cooperative tiles' time as a factor of the 256 x 128 ones': just under 1 with
+// an activation past K = 1024, where they measured ahead, just over 1 elsewhere.
+double wide_factor(const GemmArgs& a);
 // The same for a variant in clusters of two, as a factor of its time without: under 1 where
 // the pairs measured ahead (ping-pong in TF32 past K = 1024, and on 32768 rows or more), else
 // just over 1.

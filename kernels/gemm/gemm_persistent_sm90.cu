@@ -14,7 +14,7 @@
 // - cooperative wide: 128 x 256 tiles, each consumer taking 64 rows over the full width, one
 //   m64n256 wgmma a k-step: the cooperative tile's bytes through L2, and a sixth fewer
 //   operand bytes read from shared memory than two m64n128 wgmmas.
-// Either schedule may run in clusters of two CTAs (one per SM still) that take vertically
+// Any schedule may run in clusters of two CTAs (one per SM still) that take vertically
 // adjacent tiles, sharing each W k-tile: each CTA loads half of it and multicasts it to both.
 // fp16/bf16 k16, tf32 k8, fp32 accumulation; any M (TMA zero-fills the tails); N and K
 // multiples of 8. sm_90a only; elsewhere the kernel body traps and the host never launches it.

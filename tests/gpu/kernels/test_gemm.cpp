@@ -622,22 +622,67 @@ TEST_CASE("gemm clusters of two rank ahead only for TF32 ping-pong past K = 1024
   }
 }
 
-// The cooperative schedule's place in the ranking, without a device: ahead of ping-pong for
-// TF32 from K = 8192 on (case 13's down projection measured 1.10x, case 10's level to 1.03x),
-// just behind it everywhere else.
-TEST_CASE("gemm cooperative schedule ranks ahead of ping-pong only for TF32 on long K", "[kernels][gemm]") {
+// The cooperative schedules' place in the ranking, without a device, as measured on H100s:
+// ahead of ping-pong in 16-bit types from K = 4096 on without an activation, in TF32 from
+// K = 2048 on or past 1024 without one; just behind everywhere else. Their stream-K variants
+// by how much of a wave they spread, the 128 x 256 tiles ahead with activations past K = 1024.
+TEST_CASE("gemm cooperative schedules rank ahead of ping-pong on long K without activations, more in TF32",
+          "[kernels][gemm]") {
+  using tlb::Activation;
+  using tlb::DType;
   using tlb::gemm_detail::cooperative_factor;
-  CHECK(cooperative_factor(tlb::DType::fp32, tlb::Fp32Math::tf32, 8192) < 1.0);   // case 13 down
-  CHECK(cooperative_factor(tlb::DType::fp32, tlb::Fp32Math::tf32, 16384) < 1.0);  // case 10 down
-  CHECK(cooperative_factor(tlb::DType::fp32, tlb::Fp32Math::tf32, 2048) > 1.0);   // case 13 up
-  CHECK(cooperative_factor(tlb::DType::fp32, tlb::Fp32Math::ieee, 16384) > 1.0);  // no tensor cores
-  for (const tlb::DType d : {tlb::DType::fp16, tlb::DType::bf16}) {
-    for (const int64_t K : {1024, 8192, 16384}) {
-      const double f = cooperative_factor(d, tlb::Fp32Math::tf32, K);
+  using tlb::gemm_detail::wide_factor;
+  auto args = [](DType d, tlb::Fp32Math math, GemmEpilogue e, int64_t K) {
+    GemmArgs a;
+    a.dtype = d;
+    a.fp32_math = math;
+    a.epilogue = e;
+    a.activation = Activation::gelu;
+    a.M = 8192;
+    a.N = 2048;
+    a.K = K;
+    return a;
+  };
+  const tlb::Fp32Math tf32 = tlb::Fp32Math::tf32;
+  const GemmEpilogue residual = GemmEpilogue::bias_residual, act = GemmEpilogue::bias_activation;
+  CHECK(cooperative_factor(args(DType::fp32, tf32, residual, 8192)) < 1.0);  // case 13 down: 1.14-1.23x
+  CHECK(cooperative_factor(args(DType::fp32, tf32, act, 2048)) < 1.0);       // case 13 up: 1.02-1.04x
+  CHECK(cooperative_factor(args(DType::fp32, tf32, GemmEpilogue::bias_qkv_split, 1600)) < 1.0);  // case 9
+  CHECK(cooperative_factor(args(DType::fp32, tf32, act, 1600)) > 1.0);       // case 9 up: 0.92-0.96x
+  CHECK(cooperative_factor(args(DType::fp32, tf32, residual, 1024)) > 1.0);  // case 4
+  CHECK(cooperative_factor(args(DType::fp32, tlb::Fp32Math::ieee, residual, 16384)) > 1.0);  // no tensor cores
+  for (const DType d : {DType::fp16, DType::bf16}) {
+    CHECK(cooperative_factor(args(d, tf32, residual, 16384)) < 1.0);  // case 10 down: 1.10-1.11x
+    CHECK(cooperative_factor(args(d, tf32, GemmEpilogue::bias_qkv_split, 4096)) < 1.0);  // case 10: 1.05-1.06x
+    CHECK(cooperative_factor(args(d, tf32, GemmEpilogue::bias, 4096)) < 1.0);            // case 10 out: 1.03x
+    for (const auto& [e, K] : {std::pair{act, int64_t{4096}}, std::pair{GemmEpilogue::bias, int64_t{2048}},
+                               std::pair{residual, int64_t{1024}}}) {
+      const double f = cooperative_factor(args(d, tf32, e, K));
       CHECK(f > 1.0 + 2e-6);  // behind ping-pong's stream-K variants where they rank level with its plain one
       CHECK(f < 1.001);       // but ahead of anything the model ranks slower
     }
+    CHECK(wide_factor(args(d, tf32, act, 2048)) < 1.0);
+    CHECK(wide_factor(args(d, tf32, act, 1024)) > 1.0);
+    CHECK(wide_factor(args(d, tf32, residual, 8192)) > 1.0);
   }
+}
+
+// Cooperative stream-K against the plain launch, without a device (132 CTAs): ahead where a
+// short partial wave leaves most SMs idle and the tiles are long (case 9 in TF32: 416 tiles,
+// 200 k-tiles; two waves ahead of one), over one wave on deep long-K grids (case 13's 16-bit
+// down projection: 2048 tiles, 128 k-tiles), behind on a nearly full partial wave of short
+// tiles (case 12's down projection: 512 tiles, 64 k-tiles) and never over two waves there.
+TEST_CASE("gemm cooperative stream-K ranks by the partial wave it spreads", "[kernels][gemm]") {
+  using tlb::gemm_detail::cooperative_stream_k_factor;
+  CHECK(cooperative_stream_k_factor(416, 132, 200, 0) == 1.0);
+  CHECK(cooperative_stream_k_factor(416, 132, 200, 1) < 0.95);
+  CHECK(cooperative_stream_k_factor(416, 132, 200, 2) < cooperative_stream_k_factor(416, 132, 200, 1));
+  CHECK(cooperative_stream_k_factor(2048, 132, 128, 1) < 1.0);
+  CHECK(cooperative_stream_k_factor(2048, 132, 128, 2) > 1.0);
+  CHECK(cooperative_stream_k_factor(512, 132, 64, 1) > 1.0);
+  CHECK(cooperative_stream_k_factor(512, 132, 64, 2) > cooperative_stream_k_factor(512, 132, 64, 1));
+  CHECK(cooperative_stream_k_factor(264, 132, 200, 1) > 1.0);  // whole waves: nothing to spread
+  CHECK(cooperative_stream_k_factor(100, 132, 200, 1) > 1.0);  // under one wave
 }
 
 // The small-grid latency model, without a device: an H200's 132 SMs and the cluster
