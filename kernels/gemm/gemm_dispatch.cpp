@@ -203,7 +203,7 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
     // one or two waves, at `time(waves)` (never picked on a small grid), without clusters and
     // in clusters of two where the tile rows pair up, at cluster_factor times the same time.
     auto offer_persistent = [&](Candidate::Kind kind, PersistentSchedule schedule, auto time) {
-      const double pair_factor = gemm_detail::cluster_factor(a.dtype, a.fp32_math, schedule, a.M, a.K);
+      const double pair_factor = gemm_detail::cluster_factor(a.dtype, a.fp32_math, schedule, a.K);
       struct Form {
         int cluster;
         double factor;
@@ -373,19 +373,20 @@ double wide_factor(const GemmArgs& a) {
   return activation && a.K > 1024 ? 1.0 - 1e-6 : 1.0 + 4e-5;
 }
 
-// Measured on an H100 (tlbench_kernel_bench gemm, results/perf-log.md 2026-12-07), each
+// Measured on H100s (tlbench_kernel_bench gemm, results/perf-log.md 2026-12-07), each
 // persistent variant in clusters of two against itself without: ping-pong in TF32, whose
 // k-tiles carry half the MMAs per byte, ran 1.07-1.16x from K = 1600 on (cases 9, 10 and 13,
-// level on the 4096^2 out-projection) and 0.94-0.99x at K = 1024 (case 4); in fp16 and bf16
-// it ran 1.01-1.07x on case 13's 32768-row GEMMs (mostly through the pairs' raster groups of
-// twice the tile rows: with groups of the same height the pairs lost there too), 0.93-1.01x on
-// every other (K = 1024 the worst, the pair's shared ring making each CTA wait for the slower). The
-// cooperative schedule, whose 256-row tiles already share each W k-tile between two
-// consumers, stayed within 0.97-1.03x. Ahead, then, for ping-pong in TF32 past K = 1024 and
-// on 32768 rows and more; just behind everywhere else (offered and measured, not picked).
-double cluster_factor(DType d, Fp32Math math, PersistentSchedule s, int64_t M, int64_t K) {
+// level on the 4096^2 out-projection) and 0.94-0.99x at K = 1024 (case 4), in four tables on
+// four cards. In fp16 and bf16 the pairs ran 1.00-1.07x on case 13's 32768-row GEMMs in the
+// first table (55034d6) and 0.97-0.99x in the three after it (but for the down projections,
+// which the cooperative schedule takes), 0.93-1.01x on every other GEMM (K = 1024 the worst,
+// the pair's shared ring making each CTA wait for the slower). The cooperative schedules,
+// whose tiles already share each W k-tile between two consumers, stayed within 0.97-1.03x.
+// Ahead, then, for ping-pong in TF32 past K = 1024; just behind everywhere else (offered and
+// measured, not picked).
+double cluster_factor(DType d, Fp32Math math, PersistentSchedule s, int64_t K) {
   const bool tf32 = d == DType::fp32 && math == Fp32Math::tf32;
-  const bool ahead = s == PersistentSchedule::pingpong && ((tf32 && K > 1024) || M >= 32768);
+  const bool ahead = s == PersistentSchedule::pingpong && tf32 && K > 1024;
   return ahead ? 0.97 : 1.0 + 2e-5;
 }
 

@@ -147,9 +147,8 @@ double cooperative_stream_k_factor(int64_t tiles, int ctas, int64_t k_tiles, int
 // an activation past K = 1024, where they measured ahead, just over 1 elsewhere.
 double wide_factor(const GemmArgs& a);
 // The same for a variant in clusters of two, as a factor of its time without: under 1 where
-// the pairs measured ahead (ping-pong in TF32 past K = 1024, and on 32768 rows or more), else
-// just over 1.
-double cluster_factor(DType d, Fp32Math math, PersistentSchedule s, int64_t M, int64_t K);
+// the pairs measured ahead (ping-pong in TF32 past K = 1024), else just over 1.
+double cluster_factor(DType d, Fp32Math math, PersistentSchedule s, int64_t K);
 
 // Stream-K's scratch (gemm_workspace.cpp): a 128 x 128 fp32 partial tile and a ready flag
 // (zero between launches) in each of `slots` slots, two per SM (a cooperative CTA's consumers
