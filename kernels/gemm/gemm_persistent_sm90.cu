@@ -148,8 +148,9 @@ struct WorkUnit {
 // In clusters of two CTAs (cluster == 2) the schedule is the same over pairs of tiles: the
 // cluster is one "CTA" of it (group()), taking a pair of vertically adjacent tiles where a CTA
 // takes one, rank r the pair's tile r; tiles_m counts tile pairs then, and a raster group
-// (gemm_raster.cuh) holds twice the tile rows: on case 13's 32768-row GEMMs that taller group
-// was most of what the pairs gained (results/perf-log.md, 2026-12-07). Both CTAs of a cluster
+// (gemm_raster.cuh) holds twice the tile rows (on case 13's 32768-row GEMMs, in the one table
+// where the pairs gained, that taller group was most of it: results/perf-log.md, 2026-12-07;
+// without pairs such groups only lost). Both CTAs of a cluster
 // run the same units over the same k-tiles, so their rings step in lockstep and the W k-tile
 // they share is loaded once for both (produce).
 struct Schedule {
