@@ -1,6 +1,7 @@
 #include "gemm_bench.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "common/cuda_check.hpp"
@@ -164,7 +165,7 @@ void print_persistent_capacity() {
   }
 }
 
-void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c) {
+GemmPickResult bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c) {
   const auto [label, M, N, K, dt, epi, heads, bias, math, act] = c;
   const std::string dtype = c.dtype_name();
   GemmBench b(M, N, K, dt, epi, heads, math);
@@ -191,9 +192,14 @@ void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx,
              "cuBLAS {:7.1f} TFLOP/s  ratio {:5.3f}\n",
              label, dtype, M, N, K, ours, ms[1], pick, ref, ours / ref);
   std::string variants;
+  GemmPickResult result{label, dtype, pick, "", ours, 0.0};
   for (size_t i = 0; i < others.size(); ++i) {
     fmt::print("      {:<40} {:7.1f} TFLOP/s  ratio {:5.3f}\n", others[i], tflops(ms[2 + i]), tflops(ms[2 + i]) / ref);
     variants += fmt::format("{}\"{}\": {:.1f}", i ? ", " : "", others[i], tflops(ms[2 + i]));
+    if (tflops(ms[2 + i]) > result.best_tflops) {
+      result.best = others[i];
+      result.best_tflops = tflops(ms[2 + i]);
+    }
   }
   if (ctx.jsonl) {
     fmt::print(ctx.jsonl,
@@ -208,6 +214,29 @@ void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx,
                TLBENCH_GIT_COMMIT, ctx.gpu, ctx.cublas);
     std::fflush(ctx.jsonl);
   }
+  return result;
+}
+
+void print_pick_summary(const std::vector<GemmPickResult>& rows) {
+  double log_sum = 0;
+  int n = 0;
+  std::vector<std::string> behind;
+  for (const GemmPickResult& r : rows) {
+    if (r.best_tflops <= 0) continue;  // nothing timed beside the pick (fp32 IEEE's FMA tiles only, say)
+    // The pick is timed on its own as well as among the variants: a pick that is the best
+    // variant reads a little above or below 1.
+    const double share = std::min(1.0, r.pick_tflops / r.best_tflops);
+    log_sum += std::log(share);
+    ++n;
+    if (share < 0.97) {
+      behind.push_back(fmt::format("  {} {}: {} at {:.3f} of {}", r.label, r.dtype, r.pick, share, r.best));
+    }
+  }
+  if (n == 0) return;
+  fmt::print("dispatcher's picks: {:.3f} of each row's fastest variant (geometric mean of {} rows), {} rows under "
+             "0.97\n",
+             std::exp(log_sum / n), n, behind.size());
+  for (const std::string& line : behind) fmt::print("{}\n", line);
 }
 
 

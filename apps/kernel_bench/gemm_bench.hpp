@@ -56,8 +56,16 @@ void print_persistent_capacity();
 // One GEMM: cuBLAS on the same product without epilogue, the dispatcher's pick and every other
 // sm_90a variant for grids that fill the chip (the A/B behind the dispatcher's ranking), all
 // taking turns. One line per GEMM, and one kernels.jsonl record with the pick as `ours` and
-// each variant's TFLOP/s beside it.
-void bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c);
+// each variant's TFLOP/s beside it. Returns the pick's speed against the fastest variant's.
+struct GemmPickResult {
+  std::string label, dtype, pick, best;
+  double pick_tflops = 0, best_tflops = 0;  // best: 0 where no variant was timed beside the pick
+};
+GemmPickResult bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c);
+
+// How well the dispatcher ranked the table: the geometric mean of each pick's speed over its
+// row's fastest variant, and the rows where the pick ran more than 3 % behind it.
+void print_pick_summary(const std::vector<GemmPickResult>& rows);
 
 // The small grids of case 1, 2 and 4: how many clusters fit at once, then every variant of
 // their GEMMs against cuBLAS, per launch inside a CUDA graph.

@@ -174,7 +174,9 @@ void run_benchmarks(const BenchArgs& a) {
                                 fmt::format("{}.{}.{}", cublas_version / 10000, cublas_version / 100 % 100,
                                             cublas_version % 100)};
     if (p.major == 9) print_persistent_capacity();
-    for (const GemmCase& c : a.gemms) bench_gemm(h, st, ctx, c);
+    std::vector<GemmPickResult> picks;
+    for (const GemmCase& c : a.gemms) picks.push_back(bench_gemm(h, st, ctx, c));
+    print_pick_summary(picks);
   }
   if (only == "small") bench_small_gemms(h, st);
   if (only == "all" || only == "attn") bench_attention_table(st, jsonl);
