@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""scripts/gemm_families.py on made-up GEMM records: family ratios, table order, exit codes."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "..", "scripts", "gemm_families.py")
+
+
+def record(commit, pick_tflops, variants, label="case10 down bias+residual", dtype="fp16"):
+    return {"kernel": "gemm", "dtype": dtype, "label": label, "commit": commit, "ours_tflops": pick_tflops,
+            "variant": "sm90_pingpong_128x128x64_s6", "variants_tflops": variants}
+
+
+def run(tmp, lines, *args):
+    path = os.path.join(tmp, "kernels.jsonl")
+    with open(path, "w") as f:
+        f.write("".join(lines))
+    r = subprocess.run([sys.executable, SCRIPT, path, *args], capture_output=True, text=True)
+    return r.returncode, r.stdout, r.stderr
+
+
+def main():
+    failures = []
+
+    def expect(what, got, want):
+        if got != want:
+            failures.append(f"{what}: got {got!r}, want {want!r}")
+
+    variants = {"sm90_pingpong_128x128x64_s6": 500.0, "sm90_pingpong_streamk2_128x128x64_s6": 400.0,
+                "sm90_pingpong_cluster2_128x128x64_s6": 450.0, "sm90_coop_256x128x64_s4": 550.0,
+                "sm90_coop_cluster2_streamk1_256x128x64_s4": 560.0, "sm90_coop_128x256x64_s4": 525.0}
+    with tempfile.TemporaryDirectory() as tmp:
+        lines = [json.dumps(record("aaaa1111", 500.0, variants)) + "\n",
+                 json.dumps({"kernel": "attention", "commit": "aaaa1111"}) + "\n",  # not a GEMM: skipped
+                 json.dumps(record("bbbb2222", 600.0, variants)) + "\n",
+                 json.dumps(dict(record("bbbb2222", 50.0, {}), dtype="fp32-ieee")) + "\n"]  # no variants
+        rc, out, err = run(tmp, lines, "--commit", "bbbb", "--commit", "aaaa")
+        expect("exit", rc, 0)
+        body = [l.split() for l in out.splitlines() if l.startswith("case10")]
+        expect("rows", len(body), 2)
+        if len(body) == 2:
+            # Tables in the order asked for; pairs 450/500, coop (pairs included) 560/500, the
+            # 128 x 256 tiles 525/500, no wgmma tile, the pick over the fastest (600 -> 1).
+            expect("first table", body[0][4], "bbbb")
+            expect("families", body[1][5:], ["0.900", "1.120", "1.050", "-", "0.893"])
+            expect("pick capped at 1", body[0][-1], "1.000")
+        expect("summary", "table aaaa: picks at 0.893" in out, True)
+        expect("ieee row left out", "fp32-ieee" in out, False)
+
+        rc, out, err = run(tmp, lines, "--commit", "cccc")
+        expect("no match exit", rc, 1)
+        rc, out, err = run(tmp, ["{\"kernel\": \"gemm\", \"variants_tflops\": {\"a\": 1}}\n"])
+        expect("missing field exit", rc, 2)
+        expect("missing field message", err.strip().endswith(":1: GEMM record without \"label\""), True)
+        rc, out, err = run(tmp, ["not json\n"])
+        expect("bad JSON exit", rc, 2)
+        expect("one line", len(err.strip().splitlines()), 1)
+    r = subprocess.run([sys.executable, SCRIPT, "/nonexistent/kernels.jsonl"], capture_output=True, text=True)
+    expect("unreadable exit", r.returncode, 2)
+    for f in failures:
+        print(f"FAILED: {f}")
+    print(f"{'ok' if not failures else 'failed'}: test_gemm_families")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
