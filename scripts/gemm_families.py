@@ -18,10 +18,13 @@ Exit 0 with at least one row printed; 1 when no row matched; 2 on bad input (one
 the file and the line).
 """
 import argparse
-import json
 import math
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from json_lines import read_objects  # noqa: E402
 
 FAMILIES = [
     ("pairs", lambda v: "_pingpong_cluster2_" in v),
@@ -36,26 +39,15 @@ def is_pingpong(v):
 
 
 def load(path):
+    """The GEMM records of `path` that carry variants; ValueError or OSError on bad input."""
     rows = []
-    try:
-        with open(path) as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    r = json.loads(line)
-                except ValueError as e:
-                    raise SystemExit(f"{path}:{n}: not JSON ({e})") from None
-                if not isinstance(r, dict):
-                    raise SystemExit(f"{path}:{n}: not a JSON object")
-                if r.get("kernel") != "gemm" or not r.get("variants_tflops"):
-                    continue
-                for key in ("label", "dtype", "commit", "ours_tflops", "variant"):
-                    if key not in r:
-                        raise SystemExit(f"{path}:{n}: GEMM record without \"{key}\"")
-                rows.append(r)
-    except OSError as e:
-        raise SystemExit(f"{path}: cannot read ({e.strerror})") from None
+    for n, r in read_objects(path):
+        if r.get("kernel") != "gemm" or not r.get("variants_tflops"):
+            continue
+        for key in ("label", "dtype", "commit", "ours_tflops", "variant"):
+            if key not in r:
+                raise ValueError(f"{path}:{n}: GEMM record without \"{key}\"")
+        rows.append(r)
     return rows
 
 
@@ -80,8 +72,11 @@ def main():
     a = ap.parse_args()
     try:
         rows = load(a.kernels)
-    except SystemExit as e:
+    except ValueError as e:
         print(f"gemm_families: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"gemm_families: {a.kernels}: cannot read ({e.strerror})", file=sys.stderr)
         return 2
 
     def table_of(r):
