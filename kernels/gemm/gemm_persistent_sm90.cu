@@ -71,11 +71,11 @@ struct PersistentConfig {
   // m64n128 ones read 2 x (64 + 128): a sixth fewer bytes for the same MMAs. (128 x 256 would
   // need 256 accumulators: more than a thread has.)
   static constexpr int kConsumerRows = kWide ? 64 : 128;
-  static constexpr int kHalves = kConsumerRows / 64;  // the consumer's 64-row wgmma blocks
+  static constexpr int kRowBlocks = kConsumerRows / 64;  // the consumer's 64-row wgmma blocks
   // How many consumers work on one tile, and so how tall the tile is.
   static constexpr int kConsumersPerTile = kCooperative ? 2 : 1;
   static constexpr int BM = kConsumersPerTile * kConsumerRows, BN = kWide ? 256 : 128;
-  static constexpr int kAccPerHalf = BN / 2;  // a thread's fp32 accumulators of a 64-row block
+  static constexpr int kAccPerRowBlock = BN / 2;  // a thread's fp32 accumulators of a 64-row block
   static constexpr int kRowBytes = 128;  // a k-tile is 128 bytes of K per row: one swizzle span
   static constexpr int BK = kRowBytes / static_cast<int>(sizeof(T));
   static constexpr int kKSteps = kRowBytes / 32;  // wgmma k16 (halves) or k8 (tf32): 32 bytes
@@ -107,9 +107,9 @@ struct PersistentConfig {
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 64 * 1024, "registers must fit the SM's file");
 };
 
-// A consumer's accumulators: its 64-row wgmma blocks, C::kAccPerHalf fp32s of each a thread.
+// A consumer's accumulators: its 64-row wgmma blocks, C::kAccPerRowBlock fp32s of each a thread.
 template <class C>
-using Accumulators = float[C::kHalves][C::kAccPerHalf];
+using Accumulators = float[C::kRowBlocks][C::kAccPerRowBlock];
 
 // Named barriers 1 and 2 (ping-pong): consumer c waits on 1 + c for its turn at the tensor
 // cores, which the other consumer grants once it has issued its own tile's last MMA. 3 and 4: consumer c's
@@ -280,7 +280,7 @@ __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(Accumulators<C>& acc, in
 #pragma unroll
     for (int ks = 0; ks < C::kKSteps; ++ks) {
 #pragma unroll
-      for (int h = 0; h < C::kHalves; ++h) {
+      for (int h = 0; h < C::kRowBlocks; ++h) {
         // Descriptor addresses are in 16-byte units: rows 64h.. start 64 x 128 bytes further,
         // k-step ks 32 bytes further along the swizzled row.
         wgmma_k_step<T, C::BN>(acc[h], desc_a + h * (64 * C::kRowBytes / 16) + 2 * ks, desc_w + 2 * ks,
@@ -310,11 +310,12 @@ __device__ __forceinline__ void release_held(const Ring<C>& ring, RingSlot<C::ST
   }
 }
 
-// Stream-K's hand-over between CTAs (Schedule): the workspace holds one partial tile
-// per consumer that works on a tile (one per ping-pong CTA, two per cooperative one: a CTA's
-// run stops short of a tile's end at most once) and a ready flag each, zero between launches
-// (the reader clears it); `slot` below is such a tile's index. A partial keeps the wgmma fragment layout: thread t's accumulators, 16
-// bytes at a time, at float4 q x 128 + t, so both sides move whole 512-byte lines per warp.
+// Stream-K's hand-over between CTAs (Schedule): the workspace holds one partial tile per
+// consumer that works on a tile (one per ping-pong CTA, two per cooperative one: a CTA's run
+// stops short of a tile's end at most once) and a ready flag each, zero between launches (the
+// reader clears it); `slot` below is such a tile's index. A partial keeps the wgmma fragment
+// layout: thread t's accumulators, 16 bytes at a time, at float4 q x 128 + t, so both sides
+// move whole 512-byte lines per warp.
 struct Partials {
   float* tiles;
   int* ready;
@@ -326,13 +327,13 @@ struct Partials {
            static_cast<int>(threadIdx.x) % 128;
   }
   // The consumer's accumulators as the partial in `slot`; `barrier` is its 128 threads' own.
-  template <int kHalves, int kPerHalf>
-  __device__ void publish(const float (&acc)[kHalves][kPerHalf], int slot, uint32_t barrier) const {
-    constexpr int kQuads = kHalves * kPerHalf / 4;
+  template <int kRowBlocks, int kPerRowBlock>
+  __device__ void publish(const float (&acc)[kRowBlocks][kPerRowBlock], int slot, uint32_t barrier) const {
+    constexpr int kQuads = kRowBlocks * kPerRowBlock / 4;
     float4* dst = of<kQuads>(tiles, slot);
 #pragma unroll
     for (int q = 0; q < kQuads; ++q) {
-      const float* a = &acc[q / (kPerHalf / 4)][4 * (q % (kPerHalf / 4))];
+      const float* a = &acc[q / (kPerRowBlock / 4)][4 * (q % (kPerRowBlock / 4))];
       __stcg(dst + q * 128, make_float4(a[0], a[1], a[2], a[3]));
     }
     ptx::named_barrier_sync(barrier, 128);
@@ -342,9 +343,9 @@ struct Partials {
     }
   }
   // Adds the partial in `slot` to the accumulators once it is there.
-  template <int kHalves, int kPerHalf>
-  __device__ void accumulate(float (&acc)[kHalves][kPerHalf], int slot, uint32_t barrier) const {
-    constexpr int kQuads = kHalves * kPerHalf / 4;
+  template <int kRowBlocks, int kPerRowBlock>
+  __device__ void accumulate(float (&acc)[kRowBlocks][kPerRowBlock], int slot, uint32_t barrier) const {
+    constexpr int kQuads = kRowBlocks * kPerRowBlock / 4;
     if (threadIdx.x % 128 == 0) {
       while (ptx::load_flag_acquire_gpu(ready + slot) == 0) __nanosleep(200);
       ptx::store_flag_relaxed_gpu(ready + slot, 0);  // read once per launch: ready for the next
@@ -354,7 +355,7 @@ struct Partials {
 #pragma unroll
     for (int q = 0; q < kQuads; ++q) {
       const float4 v = __ldcg(src + q * 128);
-      float* a = &acc[q / (kPerHalf / 4)][4 * (q % (kPerHalf / 4))];
+      float* a = &acc[q / (kPerRowBlock / 4)][4 * (q % (kPerRowBlock / 4))];
       a[0] += v.x;
       a[1] += v.y;
       a[2] += v.z;
@@ -402,7 +403,7 @@ __device__ __forceinline__ void stage_chunk(const Accumulators<C>& acc, const St
   for (int jj = 0; jj < C::kStageCols / 8; ++jj) {
     const int j = kChunk * (C::kStageCols / 8) + jj;
 #pragma unroll
-    for (int i = 0; i < 2 * C::kHalves; ++i) {  // block i / 2, row g + 8 (i % 2) of this warp's 16
+    for (int i = 0; i < 2 * C::kRowBlocks; ++i) {  // block i / 2, row g + 8 (i % 2) of this warp's 16
       const int row = (i / 2) * 64 + 16 * warp + g + 8 * (i % 2);
       *reinterpret_cast<float2*>(st.at(row, 8 * jj + 2 * t)) =
           make_float2(acc[i / 2][4 * j + 2 * (i % 2)], acc[i / 2][4 * j + 2 * (i % 2) + 1]);
@@ -435,7 +436,8 @@ __device__ __forceinline__ void store_tile(const GemmArgs& p, const Accumulators
   using Run = Pack16<T>;
   constexpr int kVec = Run::kCount;
   constexpr int kRunsPerRow = C::kStageCols / kVec, kRowsPerPass = 128 / kRunsPerRow;
-  constexpr int kRows = C::kConsumerRows / kRowsPerPass;  // a thread's rows: 4 (16-bit types) or 8 (fp32), wide half
+  // A thread's rows: 4 (16-bit types) or 8 (fp32), half that on wide tiles.
+  constexpr int kRows = C::kConsumerRows / kRowsPerPass;
   constexpr int kChunks = C::BN / C::kStageCols;
   const int tid = static_cast<int>(threadIdx.x) % 128;
   const int run = tid % kRunsPerRow, row0 = tid / kRunsPerRow;
@@ -586,13 +588,13 @@ struct BiasPair {
 // swizzle (16-byte chunk c of row r at c ^ r % 8); with kResidual each value first adds the
 // residual element the staging holds at its place (thread 0's TMA load). 16-bit pairs go by
 // stmatrix (and come by ldmatrix), eight of them a thread.
-template <typename T, bool kResidual, int kHalves, int kBlocks>
-__device__ __forceinline__ void write_box_16(float (&v)[kHalves][kBlocks][4], uint32_t staging, int warp, int lane) {
+template <typename T, bool kResidual, int kRowBlocks, int kBlocks>
+__device__ __forceinline__ void write_box_16(float (&v)[kRowBlocks][kBlocks][4], uint32_t staging, int warp, int lane) {
   // The row this lane gives stmatrix and ldmatrix: matrix lane / 8 is rows g (even) or g + 8
   // (odd) of the warp's 16, of column block lane / 16 of a pair.
   const uint32_t row_addr = staging + static_cast<uint32_t>((16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1)) * 128);
 #pragma unroll
-  for (int h = 0; h < kHalves; ++h)
+  for (int h = 0; h < kRowBlocks; ++h)
 #pragma unroll
     for (int jp = 0; jp < kBlocks; jp += 2) {
       const uint32_t chunk = static_cast<uint32_t>((jp + (lane >> 4)) ^ (lane & 7));
@@ -616,13 +618,13 @@ __device__ __forceinline__ void write_box_16(float (&v)[kHalves][kBlocks][4], ui
 
 // The same for fp32: each pair an 8-byte store at its own place (eight rows times four lanes,
 // 32 bytes a row, cover the 32 banks twice: two wavefronts, the least 256 bytes take).
-template <bool kResidual, int kHalves, int kBlocks>
-__device__ __forceinline__ void write_box_32(float (&v)[kHalves][kBlocks][4], uint32_t staging, int warp, int lane) {
+template <bool kResidual, int kRowBlocks, int kBlocks>
+__device__ __forceinline__ void write_box_32(float (&v)[kRowBlocks][kBlocks][4], uint32_t staging, int warp, int lane) {
   const int g = lane >> 2, t = lane & 3;
   // The lane's pair in row g of the warp's 16, column block 0.
   const uint32_t pair_addr = staging + static_cast<uint32_t>((16 * warp + g) * 128 + 8 * (t & 1));
 #pragma unroll
-  for (int h = 0; h < kHalves; ++h)
+  for (int h = 0; h < kRowBlocks; ++h)
 #pragma unroll
     for (int jl = 0; jl < kBlocks; ++jl) {
       const uint32_t chunk = static_cast<uint32_t>((2 * jl + (t >> 1)) ^ g);  // rows g and g + 8 share r % 8
@@ -692,9 +694,9 @@ __device__ __forceinline__ void store_tile_boxed(const GemmArgs& p, BoxEpilogue&
     for (int jl = 0; jl < kBlocks; ++jl) bias[jl] = BiasPair<T>::load(p, n_box + 8 * jl + 2 * (lane % 4));
     // v[h][jl]: rows g (0, 1) and g + 8 (2, 3) of 64-row block h, column block jl, the
     // operation applied (the residual's sum waits for it).
-    float v[C::kHalves][kBlocks][4];
+    float v[C::kRowBlocks][kBlocks][4];
 #pragma unroll
-    for (int h = 0; h < C::kHalves; ++h)
+    for (int h = 0; h < C::kRowBlocks; ++h)
 #pragma unroll
       for (int jl = 0; jl < kBlocks; ++jl) {
         const float* a = &acc[h][4 * (box * kBlocks + jl)];
@@ -987,7 +989,8 @@ std::string persistent_variant_name(DType d, const PersistentLaunch& l) {
     const std::string kind = C::kCooperative ? "coop_" : "pingpong_";
     const std::string cluster = l.cluster > 1 ? "cluster" + std::to_string(l.cluster) + "_" : "";
     const std::string stream_k = l.stream_k_waves > 0 ? "streamk" + std::to_string(l.stream_k_waves) + "_" : "";
-    const std::string raster = l.raster_rows != kPersistentRasterRows ? "raster" + std::to_string(l.raster_rows) + "_" : "";
+    const std::string raster =
+        l.raster_rows != kPersistentRasterRows ? "raster" + std::to_string(l.raster_rows) + "_" : "";
     return "sm90_" + kind + cluster + raster + stream_k + std::to_string(C::BM) + "x" + std::to_string(C::BN) + "x" +
            std::to_string(C::BK) + "_s" + std::to_string(C::STAGES) + (sizeof(typename C::Elem) == 4 ? "_tf32" : "");
   });
