@@ -8,9 +8,9 @@ call's kernels.jsonl): per GEMM, the pick's TFLOP/s and every big-grid variant's
 turns. The rules of gemm_dispatch.cpp compare families of variants, not single variants, and
 only where several tables on several cards agree; this prints, per GEMM and per table
 (commit), each family's best variant over ping-pong's best (the family picked most often) and
-the pick over the row's fastest variant. Families: ping-pong, ping-pong in pairs
-(`…_cluster2_…`), cooperative on 256 x 128 tiles and on 128 x 256 tiles (pairs included),
-and the one-tile-per-CTA wgmma tiles. With --commit, only the tables of those commits (a
+the pick over the row's fastest variant. Families: ping-pong on 128 x 128 tiles, the same
+in pairs (`…_cluster2_…`), ping-pong on 128 x 192 tiles (pairs included), cooperative on
+256 x 128 tiles and on 128 x 256 tiles (pairs included), and the one-tile-per-CTA wgmma tiles. With --commit, only the tables of those commits (a
 prefix each, in that order); without, every table in the file. Rows without
 `variants_tflops` (fp32 IEEE's, which have none timed beside the pick) are left out.
 
@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from json_lines import read_objects  # noqa: E402
 
 FAMILIES = [
-    ("pairs", lambda v: "_pingpong_cluster2_" in v),
+    ("pairs", lambda v: "_pingpong_cluster2_" in v and re.search(r"_128x128x\d+_", v) is not None),
+    ("pp192", lambda v: "_pingpong_" in v and re.search(r"_128x192x\d+_", v) is not None),
     ("coop", lambda v: "_coop_" in v and re.search(r"_256x128x\d+_", v) is not None),
     ("wide", lambda v: "_coop_" in v and re.search(r"_128x256x\d+_", v) is not None),
     ("wgmma", lambda v: v.startswith("sm90_wgmma_")),
@@ -35,7 +36,7 @@ FAMILIES = [
 
 
 def is_pingpong(v):
-    return v.startswith("sm90_pingpong_") and "_cluster2_" not in v
+    return v.startswith("sm90_pingpong_") and "_cluster2_" not in v and re.search(r"_128x128x\d+_", v) is not None
 
 
 def load(path):

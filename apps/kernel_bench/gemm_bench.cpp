@@ -158,7 +158,8 @@ std::vector<GemmCase> gemm_table() {
 void print_persistent_capacity() {
   using tlb::gemm_detail::PersistentSchedule;
   for (const PersistentSchedule s :
-       {PersistentSchedule::pingpong, PersistentSchedule::cooperative, PersistentSchedule::cooperative_wide}) {
+       {PersistentSchedule::pingpong, PersistentSchedule::pingpong_wide, PersistentSchedule::cooperative,
+        PersistentSchedule::cooperative_wide}) {
     fmt::print("{}: {} CTAs at once, {} clusters of two\n",
                tlb::gemm_detail::persistent_variant_name(DType::fp16, {.schedule = s}),
                tlb::gemm_detail::persistent_capacity(s, 1), tlb::gemm_detail::persistent_capacity(s, 2));

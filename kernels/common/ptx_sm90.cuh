@@ -445,6 +445,8 @@ TLB_WGMMA_SS(wgmma_m64n192k16_f16, 96, "%96, %97", "%98",
              "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16", ", 0, 0")
 TLB_WGMMA_SS(wgmma_m64n192k16_bf16, 96, "%96, %97", "%98",
              "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16", ", 0, 0")
+TLB_WGMMA_SS(wgmma_m64n192k8_tf32, 96, "%96, %97", "%98",
+             "wgmma.mma_async.sync.aligned.m64n192k8.f32.tf32.tf32", "")
 TLB_WGMMA_SS(wgmma_m64n256k16_f16, 128, "%128, %129", "%130",
              "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", ", 0, 0")
 TLB_WGMMA_SS(wgmma_m64n256k16_bf16, 128, "%128, %129", "%130",

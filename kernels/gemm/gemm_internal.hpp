@@ -75,9 +75,13 @@ void launch_gemm_wgmma_sm90(const GemmArgs& a, WgmmaTile t, int split, cudaStrea
 int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
 
 // Hopper, for grids that fill the chip: the persistent kernel (one CTA per SM, a TMA producer
-// and two consumer warpgroups of 128 fp32 accumulators a thread each), in one of three schedules:
+// and two consumer warpgroups of 128 or 192 fp32 accumulators a thread each), in one of four
+// schedules:
 // - ping-pong: 128 x 128 tiles, the consumers taking them in turn, so one's epilogue runs
 //   under the other's MMAs. "sm90_pingpong_128x128x64_s6" ("_tf32" for fp32).
+// - pingpong_wide: the same on 128 x 192 tiles, 192 accumulators a thread: a sixth fewer
+//   bytes per FLOP through L2 and a ninth fewer read from shared memory by the MMAs (m64n192
+//   wgmmas), the epilogue still under the other consumer's MMAs. "sm90_pingpong_128x192x64_s4".
 // - cooperative: 256 x 128 tiles, the consumers splitting each one by rows. Each k-tile's
 //   48 KiB of operands feed twice the MMAs that a 128 x 128 tile's 32 KiB do (a quarter
 //   fewer bytes per FLOP through L2 and shared memory), but the epilogue stops the tensor
@@ -95,7 +99,7 @@ int wgmma_max_active_clusters(WgmmaTile t, DType d, int split);
 // CTAs is finished by the last of them, in a fixed order (results are deterministic). Stream-K
 // needs persistent_stream_k_applies. max_ctas > 0 caps the grid below one CTA per SM (tests
 // use it to give each CTA many tiles), rounded down to whole clusters but at least one.
-enum class PersistentSchedule { pingpong, cooperative, cooperative_wide };
+enum class PersistentSchedule { pingpong, cooperative, cooperative_wide, pingpong_wide };
 // How a tile leaves the kernel: from the accumulator registers by stmatrix (16-bit) or 8-byte
 // stores (fp32) into boxes of shared memory, each box then stored by TMA (tma) or copied out
 // by the consumer's threads (copy), or through an fp32 staging, stored run by run (staged; also
@@ -146,16 +150,19 @@ double cooperative_stream_k_factor(int64_t tiles, int ctas, int64_t k_tiles, int
 // The 128 x 256 cooperative tiles' time as a factor of the 256 x 128 ones': just under 1 with
 // an activation past K = 1024, where they measured ahead, just over 1 elsewhere.
 double wide_factor(const GemmArgs& a);
+// The 128 x 192 ping-pong tiles' time as a factor of their model's (which counts how their
+// grid rounds into waves): well over 1 until measured.
+double pingpong_wide_factor(const GemmArgs& a);
 // The same for a variant in clusters of two, as a factor of its time without: under 1 where
 // the pairs measured ahead (ping-pong in TF32 past K = 1024), else just over 1.
 double cluster_factor(DType d, Fp32Math math, PersistentSchedule s, int64_t K);
 
-// Stream-K's scratch (gemm_workspace.cpp): a 128 x 128 fp32 partial tile and a ready flag
-// (zero between launches) in each of `slots` slots, two per SM (a cooperative CTA's consumers
-// each leave their half of a cut tile in a slot of their own), one per device and stream, made on
-// first use and kept (graphs hold its address). Launches on one stream run in order, so they
-// share it safely.
-inline constexpr int kStreamKPartialBytes = 128 * 128 * 4;
+// Stream-K's scratch (gemm_workspace.cpp): a consumer's fp32 partial tile (up to 128 x 192)
+// and a ready flag (zero between launches) in each of `slots` slots, two per SM (a cooperative
+// CTA's consumers each leave their half of a cut tile in a slot of their own), one per device
+// and stream, made on first use and kept (graphs hold its address). Launches on one stream run
+// in order, so they share it safely.
+inline constexpr int kStreamKPartialBytes = 128 * 192 * 4;
 struct StreamKWorkspace {
   void* partials;
   int* ready;

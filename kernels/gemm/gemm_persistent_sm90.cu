@@ -2,11 +2,14 @@
 // SM walks a static schedule of output tiles (or, stream-K, of runs of their k-tiles: see
 // Schedule). A producer thread streams every tile's A and W k-tiles with TMA into one ring of
 // mbarrier stages that runs on across tiles (the next tile's loads overlap this one's MMAs);
-// two consumer warpgroups, each with 128 fp32 accumulators a thread, share the work in one of
-// three schedules (PersistentSchedule):
-// - ping-pong: 128 x 128 tiles taken in turn. While one consumer issues its tile's MMAs, the
-//   other applies the fused epilogue to its previous tile, so the tensor cores do not wait
-//   for epilogues.
+// two consumer warpgroups share the work in one of four schedules (PersistentSchedule):
+// - ping-pong: 128 x 128 tiles taken in turn, 128 fp32 accumulators a thread. While one
+//   consumer issues its tile's MMAs, the other applies the fused epilogue to its previous
+//   tile, so the tensor cores do not wait for epilogues.
+// - ping-pong wide: the same on 128 x 192 tiles, 192 accumulators a thread. A k-tile's 40 KiB
+//   of operands feed 1.5x the MMAs of a 128 x 128 tile's 32 KiB (a sixth fewer bytes a FLOP
+//   through L2, a ninth fewer read from shared memory by m64n192 wgmmas), and the epilogue
+//   still hides under the other consumer's MMAs.
 // - cooperative: 256 x 128 tiles, each consumer taking 128 of its rows. A k-tile's 48 KiB of
 //   operands feed twice the MMAs of a 128 x 128 tile's 32 KiB, so a quarter fewer bytes per
 //   FLOP cross L2 and shared memory (what the power cap charges for, results/perf-log.md),
@@ -63,18 +66,22 @@ namespace tlb::gemm_detail::persistent {
 template <typename T, PersistentSchedule kSchedule>
 struct PersistentConfig {
   using Elem = T;
-  static constexpr bool kWide = kSchedule == PersistentSchedule::cooperative_wide;
-  static constexpr bool kCooperative = kSchedule != PersistentSchedule::pingpong;
-  // A consumer's share of a tile, 128 fp32 accumulators per thread either way: two 64-row
-  // wgmma blocks 128 columns wide, or (wide) one block of 64 rows over 256 columns, whose
-  // m64n256 wgmma reads 64 + 256 operand rows from shared memory a k-step where the two
-  // m64n128 ones read 2 x (64 + 128): a sixth fewer bytes for the same MMAs. (128 x 256 would
-  // need 256 accumulators: more than a thread has.)
-  static constexpr int kConsumerRows = kWide ? 64 : 128;
+  static constexpr bool kCooperative =
+      kSchedule == PersistentSchedule::cooperative || kSchedule == PersistentSchedule::cooperative_wide;
+  // A consumer's share of a tile: two 64-row wgmma blocks 128 (or, ping-pong wide, 192)
+  // columns wide, or (cooperative wide) one block of 64 rows over 256 columns, whose m64n256
+  // wgmma reads 64 + 256 operand rows from shared memory a k-step where the two m64n128 ones
+  // read 2 x (64 + 128): a sixth fewer bytes for the same MMAs. 128 fp32 accumulators a
+  // thread, or 192 on the 128 x 192 tiles (the consumers' 232 registers hold them with the
+  // mainloop's and the epilogue's; 128 x 256 would need 256: more than a thread has).
+  static constexpr int kConsumerRows = kSchedule == PersistentSchedule::cooperative_wide ? 64 : 128;
   static constexpr int kRowBlocks = kConsumerRows / 64;  // the consumer's 64-row wgmma blocks
   // How many consumers work on one tile, and so how tall the tile is.
   static constexpr int kConsumersPerTile = kCooperative ? 2 : 1;
-  static constexpr int BM = kConsumersPerTile * kConsumerRows, BN = kWide ? 256 : 128;
+  static constexpr int BM = kConsumersPerTile * kConsumerRows;
+  static constexpr int BN = kSchedule == PersistentSchedule::cooperative_wide ? 256
+                            : kSchedule == PersistentSchedule::pingpong_wide  ? 192
+                                                                              : 128;
   static constexpr int kAccPerRowBlock = BN / 2;  // a thread's fp32 accumulators of a 64-row block
   static constexpr int kRowBytes = 128;  // a k-tile is 128 bytes of K per row: one swizzle span
   static constexpr int BK = kRowBytes / static_cast<int>(sizeof(T));
@@ -82,15 +89,22 @@ struct PersistentConfig {
   static constexpr int kThreads = 384;            // the producer warpgroup, then two consumers
   static constexpr int kATileBytes = BM * kRowBytes, kWTileBytes = BN * kRowBytes;
   static constexpr int kStageBytes = kATileBytes + kWTileBytes;  // A's k-tile, then W's
-  // 192 KiB of stages: six of 32 KiB or four of 48 KiB, about 2.5 us of loads in flight at
-  // the rate the tensor cores consume them. With each consumer's 16 KiB (wide: 8 KiB) epilogue
-  // staging, the alignment slack and the barriers that is at most 225 KiB, within a CTA's 227.
-  static constexpr int STAGES = kCooperative ? 4 : 6;
+  // 160-192 KiB of stages: six of 32 KiB, four of 40 or of 48 KiB, 2-2.5 us of loads in
+  // flight at the rate the tensor cores consume them. With each consumer's 16 KiB (cooperative
+  // wide: 8 KiB) epilogue staging, the alignment slack and the barriers that is at most
+  // 225 KiB, within a CTA's 227.
+  static constexpr int STAGES = kStageBytes == 32 * 1024 ? 6 : 4;
   // k-tiles of MMAs a consumer keeps queued at the tensor cores. Ping-pong's consumer keeps
   // two, or the tensor cores run dry whenever its next group comes late behind the other
   // consumer's epilogue on the same schedulers; cooperative consumers issue side by side, and
-  // with fewer, larger stages each one held back is a stage the producer cannot fill.
-  static constexpr int kMmaGroupsInFlight = kCooperative ? 1 : 2;
+  // with fewer, larger stages each one held back is a stage the producer cannot fill. On the
+  // 128 x 192 tiles a k-tile's MMAs take 1.5x as long and the ring has four stages: one held
+  // leaves the producer three to fill (2300 cycles of loads ahead, ping-pong's 2000).
+  static constexpr int kMmaGroupsInFlight = kSchedule == PersistentSchedule::pingpong ? 2 : 1;
+  // The fp32 staging's chunk loop is rolled, so every accumulator stays live through it: with
+  // 192 of them that is more than a consumer's registers hold, and such tiles leave as boxes
+  // only (copied out where the launch asks for the staging: the same bits).
+  static constexpr bool kBoxedOnly = kSchedule == PersistentSchedule::pingpong_wide;
   static constexpr int kStageCols = 32;  // fp32 columns of a staged chunk
   static constexpr int kStagingBytes = kConsumerRows * kStageCols * 4;
   // + 1024 to align the stages (the swizzle pattern is anchored at 1024-byte boundaries), the
@@ -98,8 +112,10 @@ struct PersistentConfig {
   // residual barrier.
   static constexpr int kSmemBytes = 1024 + STAGES * kStageBytes + 2 * kStagingBytes + STAGES * 16 + 2 * 8;
   // The 384-thread entry budget is 168 registers each; the producer gives back all but 40,
-  // so the consumers' accumulators and epilogue get 232 (128 x 40 + 256 x 232 = 64 Ki).
-  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  // so the consumers' accumulators and epilogue get 232 (128 x 40 + 256 x 232 = 64 Ki), or,
+  // beside 192 accumulators, all but 24 for 240 (ptxas spilled twice as much at 232).
+  static constexpr int kProducerRegs = kSchedule == PersistentSchedule::pingpong_wide ? 24 : 40;
+  static constexpr int kConsumerRegs = kSchedule == PersistentSchedule::pingpong_wide ? 240 : 232;
   static_assert(kMmaGroupsInFlight < STAGES, "the queued k-tiles hold stages");
   static_assert(kATileBytes % 1024 == 0 && kStageBytes % 1024 == 0, "stages must stay 1024-byte aligned");
   static_assert(kStagingBytes % 1024 == 0, "each consumer's staging holds a 128-byte-swizzled TMA box: 1024-aligned");
@@ -786,7 +802,7 @@ __device__ void consume(const GemmArgs& p, BoxEpilogue boxed, const Schedule& sc
       }
     }
     const int64_t m0 = static_cast<int64_t>(u.tile.m) * C::BM + row_in_tile, n0 = static_cast<int64_t>(u.tile.n) * C::BN;
-    if (boxed.store != BoxStore::staged) {
+    if (C::kBoxedOnly || boxed.store != BoxStore::staged) {
       store_tile_boxed<C, kOp>(p, boxed, acc, ptx::smem_addr(staging.base), barrier, m0, n0);
     } else {
       // Staged by choice, or a head split whose TMA boxes would meet two heads or sequences.
@@ -887,6 +903,7 @@ decltype(auto) dispatch_config(DType d, PersistentSchedule s, F&& f) {
       case PersistentSchedule::cooperative: return f(PersistentConfig<T, PersistentSchedule::cooperative>{});
       case PersistentSchedule::cooperative_wide:
         return f(PersistentConfig<T, PersistentSchedule::cooperative_wide>{});
+      case PersistentSchedule::pingpong_wide: return f(PersistentConfig<T, PersistentSchedule::pingpong_wide>{});
       default: return f(PersistentConfig<T, PersistentSchedule::pingpong>{});
     }
   });
@@ -925,11 +942,11 @@ int64_t persistent_groups(const TileGrid& g, const PersistentLaunch& l) {
 // (tlbench explain, auto, fp16, results/perf-log.md 2026-12-05): on an H100 the GEMMs of
 // cases 8, 9 and 13 (18-93 waves) 10-30 %, their forwards 10-16 %; on an H200 case 13's
 // forward 8 %, case 8's 4 %, while grids of up to 12 waves (cases 3-7) were level or gained.
-// The line is drawn in waves of 128 x 128 (ping-pong) tiles, a cooperative tile counting twice.
+// The line is drawn in waves of 128 x 128 (ping-pong) tiles, a larger tile counting by its area.
 // TLBENCH_PDL=all gives every launch PDL, to measure this again.
 constexpr int64_t kPdlMaxWaves = 12;
 bool pdl_for_grid(int64_t tiles, int tile_area, int64_t ctas) {
-  return pdl_enabled() && (pdl_for_every_kernel() || tiles * (tile_area / (128 * 128)) <= kPdlMaxWaves * ctas);
+  return pdl_enabled() && (pdl_for_every_kernel() || tiles * tile_area <= kPdlMaxWaves * ctas * (128 * 128));
 }
 
 }  // namespace
@@ -1034,6 +1051,7 @@ void launch_gemm_persistent_sm90(const GemmArgs& args, const PersistentLaunch& l
     BoxStore box_store = BoxStore::staged;
     if (store == EpilogueStore::copy) box_store = BoxStore::copy;
     if (store == EpilogueStore::tma && tma_fits) box_store = BoxStore::tma;
+    if (C::kBoxedOnly && box_store == BoxStore::staged) box_store = BoxStore::copy;
     const bool tma_store = box_store == BoxStore::tma;
     auto box_map = [&](const void* matrix) {
       return make_tensor_map_2d_sw128(matrix, a.dtype, static_cast<uint64_t>(a.M), static_cast<uint64_t>(a.N),

@@ -25,6 +25,14 @@ __device__ __forceinline__ void wgmma_k_step(float (&acc)[BN / 2], uint64_t desc
     } else {
       ptx::wgmma_m64n256k16_f16(acc, desc_a, desc_w, accumulate);
     }
+  } else if constexpr (BN == 192) {
+    if constexpr (kTf32) {
+      ptx::wgmma_m64n192k8_tf32(acc, desc_a, desc_w, accumulate);
+    } else if constexpr (kBf16) {
+      ptx::wgmma_m64n192k16_bf16(acc, desc_a, desc_w, accumulate);
+    } else {
+      ptx::wgmma_m64n192k16_f16(acc, desc_a, desc_w, accumulate);
+    }
   } else if constexpr (BN == 128) {
     if constexpr (kTf32) {
       ptx::wgmma_m64n128k8_tf32(acc, desc_a, desc_w, accumulate);
@@ -34,7 +42,7 @@ __device__ __forceinline__ void wgmma_k_step(float (&acc)[BN / 2], uint64_t desc
       ptx::wgmma_m64n128k16_f16(acc, desc_a, desc_w, accumulate);
     }
   } else {
-    static_assert(BN == 64, "wgmma GEMM tiles are 64, 128 or 256 wide");
+    static_assert(BN == 64, "wgmma GEMM tiles are 64, 128, 192 or 256 wide");
     if constexpr (kTf32) {
       ptx::wgmma_m64n64k8_tf32(acc, desc_a, desc_w, accumulate);
     } else if constexpr (kBf16) {

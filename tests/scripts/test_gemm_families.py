@@ -32,7 +32,8 @@ def main():
 
     variants = {"sm90_pingpong_128x128x64_s6": 500.0, "sm90_pingpong_streamk2_128x128x64_s6": 400.0,
                 "sm90_pingpong_cluster2_128x128x64_s6": 450.0, "sm90_coop_256x128x64_s4": 550.0,
-                "sm90_coop_cluster2_streamk1_256x128x64_s4": 560.0, "sm90_coop_128x256x64_s4": 525.0}
+                "sm90_coop_cluster2_streamk1_256x128x64_s4": 560.0, "sm90_coop_128x256x64_s4": 525.0,
+                "sm90_pingpong_128x192x64_s4": 510.0, "sm90_pingpong_cluster2_128x192x64_s4": 490.0}
     with tempfile.TemporaryDirectory() as tmp:
         lines = [json.dumps(record("aaaa1111", 500.0, variants)) + "\n",
                  json.dumps({"kernel": "attention", "commit": "aaaa1111"}) + "\n",  # not a GEMM: skipped
@@ -43,10 +44,11 @@ def main():
         body = [l.split() for l in out.splitlines() if l.startswith("case10")]
         expect("rows", len(body), 2)
         if len(body) == 2:
-            # Tables in the order asked for; pairs 450/500, coop (pairs included) 560/500, the
+            # Tables in the order asked for; pairs 450/500 (not the 128 x 192 pairs), ping-pong
+            # on 128 x 192 tiles (pairs included) 510/500, coop (pairs included) 560/500, the
             # 128 x 256 tiles 525/500, no wgmma tile, the pick over the fastest (600 -> 1).
             expect("first table", body[0][4], "bbbb")
-            expect("families", body[1][5:], ["0.900", "1.120", "1.050", "-", "0.893"])
+            expect("families", body[1][5:], ["0.900", "1.020", "1.120", "1.050", "-", "0.893"])
             expect("pick capped at 1", body[0][-1], "1.000")
         expect("summary", "table aaaa: picks at 0.893" in out, True)
         expect("ieee row left out", "fp32-ieee" in out, False)

@@ -59,8 +59,8 @@ const Shape kShapes[] = {
 
 // Every schedule of the persistent kernel.
 const tlb::gemm_detail::PersistentSchedule kPersistentSchedules[] = {
-    tlb::gemm_detail::PersistentSchedule::pingpong, tlb::gemm_detail::PersistentSchedule::cooperative,
-    tlb::gemm_detail::PersistentSchedule::cooperative_wide};
+    tlb::gemm_detail::PersistentSchedule::pingpong, tlb::gemm_detail::PersistentSchedule::pingpong_wide,
+    tlb::gemm_detail::PersistentSchedule::cooperative, tlb::gemm_detail::PersistentSchedule::cooperative_wide};
 
 uint64_t key_for(uint64_t a, uint64_t b, uint64_t c) {
   return tlb::mix64(tlb::mix64(a * 0x9e3779b97f4a7c15ull + b) ^ (c + 0x5851f42d4c957f2dull));
@@ -609,6 +609,11 @@ TEST_CASE("gemm clusters of two rank ahead only for TF32 ping-pong past K = 1024
   CHECK(tlb::gemm_detail::persistent_variant_name(DType::fp32, {.schedule = PersistentSchedule::cooperative_wide}) ==
         "sm90_coop_128x256x32_s4_tf32");
   CHECK_FALSE(persistent_supported(257, 264, {.schedule = PersistentSchedule::cooperative_wide, .cluster = 2}));  // 3
+  CHECK(tlb::gemm_detail::persistent_variant_name(DType::bf16, {.schedule = PersistentSchedule::pingpong_wide}) ==
+        "sm90_pingpong_128x192x64_s4");
+  CHECK(tlb::gemm_detail::persistent_variant_name(DType::fp32, {.schedule = PersistentSchedule::pingpong_wide,
+                                                                .stream_k_waves = 2}) ==
+        "sm90_pingpong_streamk2_128x192x32_s4_tf32");
   GemmArgs odd;
   odd.M = 601;
   odd.N = 264;
