@@ -126,13 +126,17 @@ constexpr TileModel kCooperativeWideModel{128, 256, 8, 1, 2.0};
 // long as a tile's MMAs and the cut tiles' short units leave it in the open: over two waves
 // stream-K measured 1.7-2.7 % behind the plain schedule at 23.3 waves (case 12's head split,
 // on an H100 and an H200) and level (-1.5 to +1.5 %) at 31.0, where 32 k-tiles and more gain.
+// On the 128 x 192 tiles (one H100 table, ba1be62) the same two-wave variant ran 1.8-2.4 %
+// behind the plain one at 20.85 waves (cases 8 and 10 up) and 0-2 % ahead at 21.33 and 62-83
+// (case 13): there a cut tile costs about half a wave (`handover_waves`), not 3 k-tiles.
 double pingpong_stream_k_time(const TileModel& t, int64_t M, int64_t N, int64_t K, int elem_bytes, int sms,
-                              int waves) {
+                              int waves, double handover_waves = 0.0) {
   const int64_t tiles = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
   const double plain = model_time(t, M, N, sms) * (1.0 + 1e-6 * waves);
   const double k_tiles = static_cast<double>((K * elem_bytes + 127) / 128);
   if (waves != 2 || tiles < 16 * static_cast<int64_t>(sms) || k_tiles < 32) return plain;
-  return std::min(plain, (static_cast<double>(tiles) / sms + 3.0 / k_tiles) * t.bm * t.bn / t.speed);
+  const double stream_k = static_cast<double>(tiles) / sms + 3.0 / k_tiles + handover_waves;
+  return std::min(plain, stream_k * t.bm * t.bn / t.speed);
 }
 
 TileModel fma_model(FmaTile t) {
@@ -233,16 +237,17 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
       }
     };
     // Ping-pong at its model's time, stream-K as pingpong_stream_k_time ranks it; on the
-    // 128 x 192 tiles the same times pingpong_wide_factor.
-    auto offer_pingpong = [&](Candidate::Kind kind, PersistentSchedule schedule, const TileModel& m, double f) {
+    // 128 x 192 tiles the same (a cut tile costing half a wave more) times pingpong_wide_factor.
+    auto offer_pingpong = [&](Candidate::Kind kind, PersistentSchedule schedule, const TileModel& m, double f,
+                              double handover_waves) {
       offer_persistent(kind, schedule, [&](int waves) {
         return f * (waves == 0 ? model_time(m, a.M, a.N, dev.sms)
-                               : pingpong_stream_k_time(m, a.M, a.N, a.K, elem_bytes, dev.sms, waves));
+                               : pingpong_stream_k_time(m, a.M, a.N, a.K, elem_bytes, dev.sms, waves, handover_waves));
       });
     };
-    offer_pingpong(Candidate::pingpong, PersistentSchedule::pingpong, kPingpongModel, 1.0);
+    offer_pingpong(Candidate::pingpong, PersistentSchedule::pingpong, kPingpongModel, 1.0, 0.0);
     offer_pingpong(Candidate::pingpong_wide, PersistentSchedule::pingpong_wide, kPingpongWideModel,
-                   gemm_detail::pingpong_wide_factor(a));
+                   gemm_detail::pingpong_wide_factor(a, dev.sms), 0.5);
     // The cooperative schedules at their models' times times cooperative_factor, their
     // stream-K variants as cooperative_stream_k_factor ranks them against their plain one, the
     // 128 x 256 tiles by wide_factor against the 256 x 128 ones.
@@ -384,10 +389,24 @@ double wide_factor(const GemmArgs& a) {
   return activation && a.K > 1024 ? 1.0 - 1e-6 : 1.0 + 4e-5;
 }
 
-// Not yet measured: the 128 x 192 ping-pong tiles rank a tenth behind their model's time, so
-// that no grid their tiles happen to round better than the others' picks them before a table
-// has (they are offered and benchmarked all the same).
-double pingpong_wide_factor(const GemmArgs&) { return 1.1; }
+// Measured on an H100 (ba1be62, results/perf-log.md 2026-12-07), the best 128 x 192 ping-pong
+// variant against the best of every other family:
+// - from K = 2048 on, on grids of 15 or more waves of these tiles: 1.04-1.09x with N >= 6144
+//   (the up projections and head splits of cases 8, 10 and 13, fp16, bf16 and TF32; TF32's
+//   case 10 head split 0.99x) and 1.03-1.06x on case 13's down projection (K = 8192), where
+//   the cooperative tiles had been best; their out-projection (K = 2048, N = 2048) level;
+// - at K = 1024 (case 12, case 4) 0.65-0.97x: the epilogue is as long as the tile's MMAs and,
+//   with 192 accumulators, partly spilled; on grids of 4-6 waves (the down and out-projections
+//   of cases 8 and 10, case 12's down projection) 0.89-0.99x behind the cooperative tiles.
+// Ahead (0.85: clear of the cooperative schedules' 0.9) from K = 2048 on grids of 15 waves
+// or more with N >= 6144 or K >= 4096; a tenth behind elsewhere (offered and measured, not
+// picked).
+double pingpong_wide_factor(const GemmArgs& a, int sms) {
+  const int64_t tiles = ((a.M + 127) / 128) * ((a.N + 191) / 192);
+  const bool deep = tiles >= 15 * static_cast<int64_t>(sms);
+  const bool ahead = a.K >= 2048 && deep && (a.N >= 6144 || a.K >= 4096);
+  return ahead ? 0.85 : 1.1;
+}
 
 // Measured on H100s (tlbench_kernel_bench gemm, results/perf-log.md 2026-12-07), each
 // persistent variant in clusters of two against itself without: ping-pong in TF32, whose
@@ -398,11 +417,14 @@ double pingpong_wide_factor(const GemmArgs&) { return 1.1; }
 // which the cooperative schedule takes), 0.93-1.01x on every other GEMM (K = 1024 the worst,
 // the pair's shared ring making each CTA wait for the slower). The cooperative schedules,
 // whose tiles already share each W k-tile between two consumers, stayed within 0.97-1.03x.
-// Ahead, then, for ping-pong in TF32 past K = 1024; just behind everywhere else (offered and
-// measured, not picked).
+// Ping-pong on 128 x 192 tiles in pairs ran level or ahead of itself without in every dtype
+// (0.99-1.00x on case 10's up projection and case 12's head splits, up to 1.16x on case 12's
+// down projection; ba1be62, one H100 table). Ahead, then, for ping-pong in TF32 past
+// K = 1024 and for the 128 x 192 tiles; just behind everywhere else (offered and measured, not
+// picked).
 double cluster_factor(DType d, Fp32Math math, PersistentSchedule s, int64_t K) {
   const bool tf32 = d == DType::fp32 && math == Fp32Math::tf32;
-  const bool ahead = s == PersistentSchedule::pingpong && tf32 && K > 1024;
+  const bool ahead = (s == PersistentSchedule::pingpong && tf32 && K > 1024) || s == PersistentSchedule::pingpong_wide;
   return ahead ? 0.97 : 1.0 + 2e-5;
 }
 

@@ -673,6 +673,43 @@ TEST_CASE("gemm cooperative schedules rank ahead of ping-pong on long K without 
   }
 }
 
+// The 128 x 192 ping-pong tiles' place in the ranking, without a device (132 SMs), as measured
+// on an H100: ahead of every other family from K = 2048 on grids of 15 waves or more of
+// these tiles with N >= 6144 or K >= 4096 (cases 8, 10 and 13's up projections and head
+// splits, case 13's down projection), in every tensor-core dtype; a tenth behind at K = 1024,
+// on shallow grids and on case 13's out-projection (level there); ahead in pairs.
+TEST_CASE("gemm 128 x 192 ping-pong tiles rank ahead on deep grids from K = 2048", "[kernels][gemm]") {
+  using tlb::DType;
+  using tlb::Fp32Math;
+  using tlb::gemm_detail::cooperative_factor;
+  using tlb::gemm_detail::pingpong_wide_factor;
+  using tlb::gemm_detail::PersistentSchedule;
+  auto args = [](DType d, int64_t M, int64_t N, int64_t K) {
+    GemmArgs a;
+    a.dtype = d;
+    a.fp32_math = Fp32Math::tf32;
+    a.epilogue = GemmEpilogue::bias;
+    a.M = M;
+    a.N = N;
+    a.K = K;
+    return a;
+  };
+  for (const DType d : {DType::fp16, DType::bf16, DType::fp32}) {
+    INFO(tlb::to_string(d));
+    CHECK(pingpong_wide_factor(args(d, 4096, 16384, 4096), 132) < 0.9);   // case 10 up: 20.8 waves
+    CHECK(pingpong_wide_factor(args(d, 8192, 6144, 2048), 132) < 0.9);    // case 8 head split: 15.5
+    CHECK(pingpong_wide_factor(args(d, 32768, 8192, 2048), 132) < 0.9);   // case 13 up
+    CHECK(pingpong_wide_factor(args(d, 32768, 2048, 8192), 132) < 0.9);   // case 13 down
+    CHECK(pingpong_wide_factor(args(d, 32768, 2048, 2048), 132) > 1.0);   // case 13 out-projection
+    CHECK(pingpong_wide_factor(args(d, 16384, 4096, 1024), 132) > 1.0);   // case 12 up: K = 1024
+    CHECK(pingpong_wide_factor(args(d, 4096, 4096, 16384), 132) > 1.0);   // case 10 down: 5.3 waves
+    CHECK(pingpong_wide_factor(args(d, 8192, 6144, 2048), 144) > 1.0);    // 14.2 waves on 144 SMs
+    // Ahead of the cooperative schedules where they rank ahead of ping-pong.
+    CHECK(pingpong_wide_factor(args(d, 4096, 12288, 4096), 132) < cooperative_factor(args(d, 4096, 12288, 4096)));
+    CHECK(tlb::gemm_detail::cluster_factor(d, Fp32Math::tf32, PersistentSchedule::pingpong_wide, 1024) < 1.0);
+  }
+}
+
 // Cooperative stream-K against the plain launch, without a device (132 CTAs): ahead where a
 // short partial wave leaves most SMs idle and the tiles are long (case 9 in TF32: 416 tiles,
 // 200 k-tiles; two waves ahead of one), over one wave on deep long-K grids (case 13's 16-bit
