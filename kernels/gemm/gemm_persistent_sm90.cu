@@ -72,8 +72,9 @@ struct PersistentConfig {
   // columns wide, or (cooperative wide) one block of 64 rows over 256 columns, whose m64n256
   // wgmma reads 64 + 256 operand rows from shared memory a k-step where the two m64n128 ones
   // read 2 x (64 + 128): a sixth fewer bytes for the same MMAs. 128 fp32 accumulators a
-  // thread, or 192 on the 128 x 192 tiles (the consumers' 232 registers hold them with the
-  // mainloop's and the epilogue's; 128 x 256 would need 256: more than a thread has).
+  // thread, or 192 on the 128 x 192 tiles (the consumers' 240 registers hold them with the
+  // mainloop's, not all of the epilogue's: kConsumerRegs; 128 x 256 would need 256, more than
+  // a thread has).
   static constexpr int kConsumerRows = kSchedule == PersistentSchedule::cooperative_wide ? 64 : 128;
   static constexpr int kRowBlocks = kConsumerRows / 64;  // the consumer's 64-row wgmma blocks
   // How many consumers work on one tile, and so how tall the tile is.
