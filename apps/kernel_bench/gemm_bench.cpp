@@ -195,11 +195,12 @@ GemmPickResult bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
   std::string variants;
   GemmPickResult result{label, dtype, pick, "", ours, 0.0};
   for (size_t i = 0; i < others.size(); ++i) {
-    fmt::print("      {:<40} {:7.1f} TFLOP/s  ratio {:5.3f}\n", others[i], tflops(ms[2 + i]), tflops(ms[2 + i]) / ref);
-    variants += fmt::format("{}\"{}\": {:.1f}", i ? ", " : "", others[i], tflops(ms[2 + i]));
-    if (tflops(ms[2 + i]) > result.best_tflops) {
+    const double v = tflops(ms[2 + i]);
+    fmt::print("      {:<40} {:7.1f} TFLOP/s  ratio {:5.3f}\n", others[i], v, v / ref);
+    variants += fmt::format("{}\"{}\": {:.1f}", i ? ", " : "", others[i], v);
+    if (v > result.best_tflops) {
       result.best = others[i];
-      result.best_tflops = tflops(ms[2 + i]);
+      result.best_tflops = v;
     }
   }
   if (ctx.jsonl) {

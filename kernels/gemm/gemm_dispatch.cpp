@@ -69,6 +69,9 @@ bool fail(std::string* why, std::string msg) {
 struct TileModel {
   int bm, bn, warps, ctas_per_sm;
   double speed;
+
+  // The tiles over an M x N output, partial ones included.
+  int64_t tiles(int64_t M, int64_t N) const { return ((M + bm - 1) / bm) * ((N + bn - 1) / bn); }
 };
 
 // Relative time of a launch: rounds of resident CTAs times the work of one round, over the
@@ -76,7 +79,7 @@ struct TileModel {
 // 8 warps do, hence the warp factor). The tile with the smallest time wins; ties keep the
 // earlier (bigger) tile.
 double model_time(const TileModel& t, int64_t M, int64_t N, int sms) {
-  const int64_t ctas = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
+  const int64_t ctas = t.tiles(M, N);
   const int64_t per_sm = (ctas + sms - 1) / sms;
   const int64_t resident = std::min<int64_t>(t.ctas_per_sm, per_sm);
   const int64_t rounds = (ctas + sms * resident - 1) / (sms * resident);
@@ -130,8 +133,8 @@ constexpr TileModel kCooperativeWideModel{128, 256, 8, 1, 2.0};
 // behind the plain one at 20.85 waves (cases 8 and 10 up) and 0-2 % ahead at 21.33 and 62-83
 // (case 13): there a cut tile costs about half a wave (`handover_waves`), not 3 k-tiles.
 double pingpong_stream_k_time(const TileModel& t, int64_t M, int64_t N, int64_t K, int elem_bytes, int sms,
-                              int waves, double handover_waves = 0.0) {
-  const int64_t tiles = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
+                              int waves, double handover_waves) {
+  const int64_t tiles = t.tiles(M, N);
   const double plain = model_time(t, M, N, sms) * (1.0 + 1e-6 * waves);
   const double k_tiles = static_cast<double>((K * elem_bytes + 127) / 128);
   if (waves != 2 || tiles < 16 * static_cast<int64_t>(sms) || k_tiles < 32) return plain;
@@ -254,7 +257,7 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
     const int64_t k_tiles = (a.K * elem_bytes + 127) / 128;
     const double cooperative = gemm_detail::cooperative_factor(a);
     auto offer_cooperative = [&](Candidate::Kind kind, PersistentSchedule schedule, const TileModel& m, double f) {
-      const int64_t tiles = ((a.M + m.bm - 1) / m.bm) * ((a.N + m.bn - 1) / m.bn);
+      const int64_t tiles = m.tiles(a.M, a.N);
       const double plain = f * cooperative * model_time(m, a.M, a.N, dev.sms);
       offer_persistent(kind, schedule, [&](int waves) {
         return plain * gemm_detail::cooperative_stream_k_factor(tiles, dev.sms, k_tiles, waves);
@@ -402,8 +405,7 @@ double wide_factor(const GemmArgs& a) {
 // or more with N >= 6144 or K >= 4096; a tenth behind elsewhere (offered and measured, not
 // picked).
 double pingpong_wide_factor(const GemmArgs& a, int sms) {
-  const int64_t tiles = ((a.M + 127) / 128) * ((a.N + 191) / 192);
-  const bool deep = tiles >= 15 * static_cast<int64_t>(sms);
+  const bool deep = kPingpongWideModel.tiles(a.M, a.N) >= 15 * static_cast<int64_t>(sms);
   const bool ahead = a.K >= 2048 && deep && (a.N >= 6144 || a.K >= 4096);
   return ahead ? 0.85 : 1.1;
 }
