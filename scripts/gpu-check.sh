@@ -2,7 +2,7 @@
 # One call on a GPU host: configure, build with all cores, then the steps asked for, logging
 # under $OUT (default ./gpu-out). Works without a package registry: the Debian packages
 # unpacked by scripts/offline-deps.sh in .deps/ are found through CMAKE_PREFIX_PATH.
-#   scripts/gpu-check.sh build test bench gemmbench attnbench ncu aa sweep sanitize pytorch select peer pdl repeat
+#   scripts/gpu-check.sh build test bench gemmbench gemmenergy attnbench ncu aa sweep sanitize pytorch select peer pdl repeat
 #   scripts/gpu-check.sh build official     (stops resumable at SWEEP_TIMEOUT: carry results/<card> (h200, h100)
 #       back and call `build official` again to finish it; PyTorch runs after a complete sweep
 #       where the call has PEER_NEEDS seconds left (about 330: its modes settle 2 s each), else
@@ -12,7 +12,7 @@
 #       OFFICIAL_BUDGET=520, the build taking about 50 s on 16 cores)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # PREBUILT (build: unpack scripts/prebuild-gpu.sh's pack instead of compiling),
-# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, GEMM_AB, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
+# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, GEMM_AB, ENERGY_MATCH, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # RERUN_SAME_MACHINE (rerun: run it on the baseline's own card too), SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
 # EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PEER_NEEDS, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES, REPEAT_ARGS, REPEAT_N, REPEAT_TIMEOUT.
@@ -172,19 +172,26 @@ for step in "${steps[@]}"; do
       ;;
     ncu)
       # One launch per kernel in NCU_KERNELS (regular expressions over mangled names, separated
-      # by ';') of `tlbench_kernel_bench ${NCU_BENCH:-attn}` (with NCU_MATCH: `--match
-      # "$NCU_MATCH"`, the gemm benchmark's filter), at the clocks the card runs at: pipe
-      # utilisation, issue slots, warp stalls, and in ncu-source-N.csv the stall samples of
-      # every SASS instruction.
+      # by ';') of `tlbench_kernel_bench ${NCU_BENCH:-attn}` (with NCU_MATCH: `--match TEXT`,
+      # the gemm benchmark's filter; one TEXT for all, or one per kernel separated by ';'), at
+      # the clocks the card runs at: pipe utilisation, issue slots, warp stalls, and in
+      # ncu-source-N.csv the stall samples of every SASS instruction.
       IFS=';' read -ra kernels <<<"${NCU_KERNELS:?ncu needs NCU_KERNELS}"
+      IFS=';' read -ra matches <<<"${NCU_MATCH:-}"
+      if ((${#matches[@]} > 1 && ${#matches[@]} != ${#kernels[@]})); then
+        echo "gpu-check: NCU_MATCH has ${#matches[@]} entries for ${#kernels[@]} NCU_KERNELS (one for all, or one each)" >&2
+        exit 2
+      fi
       for i in "${!kernels[@]}"; do
-        log "ncu: first launch matching ${kernels[$i]}${NCU_MATCH:+ in GEMMs matching '$NCU_MATCH'}"
+        match=${matches[0]:-}
+        ((${#matches[@]} > 1)) && match=${matches[$i]}
+        log "ncu: first launch matching ${kernels[$i]}${match:+ in GEMMs matching '$match'}"
         timeout 300 ncu --clock-control none --kernel-name-base mangled -k "regex:${kernels[$i]}" -c 1 \
           --section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats \
           --section WarpStateStats --section Occupancy --section SourceCounters --section InstructionStats \
           --section MemoryWorkloadAnalysis \
           --metrics "sm__cycles_elapsed.avg.per_second,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active,regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-          -f -o "/tmp/ncu-$i" $BUILD/tlbench_kernel_bench ${NCU_BENCH:-attn} ${NCU_MATCH:+--match "$NCU_MATCH"} \
+          -f -o "/tmp/ncu-$i" $BUILD/tlbench_kernel_bench ${NCU_BENCH:-attn} ${match:+--match "$match"} \
           >"$OUT/ncu-run-$i.log" 2>&1
         echo "rc=$?" | tee -a "$OUT/summary.txt"
         ncu -i "/tmp/ncu-$i.ncu-rep" --print-details all >"$OUT/ncu-$i.log" 2>&1
@@ -232,6 +239,16 @@ for step in "${steps[@]}"; do
         env $GEMM_AB timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-ab.jsonl" \
           ${GEMM_MATCH:+--match "$GEMM_MATCH"} 2>&1 | grep -E "^ gemm|^gemm" | tee -a "$OUT/summary.txt"
       fi
+      ;;
+    gemmenergy)
+      # The GEMMs matching ENERGY_MATCH (default case 12's) once more, and then cuBLAS and our
+      # pick each alone for a second: the SM clock each holds and the energy each spends a GEMM
+      # (gemm-energy.jsonl, not kernels.jsonl records: the table's rows are gemmbench's).
+      log "GEMM energy: cuBLAS and our pick alone, matching '${ENERGY_MATCH:=case12}'"
+      timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-energy.jsonl" --energy \
+        --match "$ENERGY_MATCH" >"$OUT/gemmenergy.log" 2>&1
+      echo "rc=$?" | tee -a "$OUT/summary.txt"
+      grep -E "^energy|^gemm|alone for" "$OUT/gemmenergy.log" | tee -a "$OUT/summary.txt"
       ;;
     attnbench)
       # Ours, PyTorch SDPA (cuDNN, FlashAttention-2) on the same shapes, then ours again: the mean

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 #include "common/cuda_check.hpp"
 #include "common/rounding.hpp"
 #include "common/stream_graph.hpp"
+#include "timing/clock_probe.hpp"
 #include "timing/event_timer.hpp"
 #include "timing/launch_hold.hpp"
 
@@ -84,6 +86,71 @@ void warm_up(const Timed& fn, cudaStream_t st, double seconds) {
     for (int i = 0; i < 4; ++i) fn(st);
     TLB_CUDA_CHECK(cudaStreamSynchronize(st));
   }
+}
+
+namespace {
+
+struct Event {
+  cudaEvent_t e = nullptr;
+  Event() { TLB_CUDA_CHECK(cudaEventCreate(&e)); }
+  ~Event() { cudaEventDestroy(e); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  operator cudaEvent_t() const { return e; }
+};
+
+}  // namespace
+
+Sustained sustained_run(const Timed& fn, cudaStream_t st, double seconds, const EnergyMeter* meter) {
+  warm_up(fn, st, seconds / 2);
+  EventTimer timer(st);
+  const double est_ms = std::max(timer.ms([&] { fn(st); }), 1e-3);
+  const int batch = std::max(1, static_cast<int>(std::ceil(2.0 / est_ms)));
+  // One probe slot per batch; a run of more batches than slots keeps the last ones.
+  constexpr int kSlots = 1024;
+  DeviceBuffer probes(kSlots * sizeof(ClockProbeSample));
+  auto* slots = static_cast<ClockProbeSample*>(probes.get());
+  const Event start, stop, done[2];
+  TLB_CUDA_CHECK(cudaStreamSynchronize(st));
+  // The counter in mJ, or -1 without one.
+  const auto read_mj = [&]() -> long long {
+    const std::optional<unsigned long long> e = meter ? meter->energy_mj() : std::nullopt;
+    return e ? static_cast<long long>(*e) : -1;
+  };
+  const long long e0 = read_mj();
+  const auto wall0 = std::chrono::steady_clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count(); };
+  TLB_CUDA_CHECK(cudaEventRecord(start, st));
+  Sustained out;
+  int batches = 0;
+  // Two batches in flight: the host queues one while the GPU runs the other.
+  while (batches < 2 || elapsed() < seconds) {
+    for (int i = 0; i < batch; ++i) fn(st);
+    launch_clock_probe(slots + batches % kSlots, kClockProbeSpinNs, st);
+    TLB_CUDA_CHECK(cudaEventRecord(done[batches % 2], st));
+    if (batches > 0) TLB_CUDA_CHECK(cudaEventSynchronize(done[(batches - 1) % 2]));
+    ++batches;
+  }
+  TLB_CUDA_CHECK(cudaEventRecord(stop, st));
+  TLB_CUDA_CHECK(cudaEventSynchronize(stop));
+  const long long e1 = read_mj();
+  const double wall = elapsed();
+  float ms = 0;
+  TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  out.calls = batches * batch;
+  out.ms = ms / out.calls;
+  std::vector<ClockProbeSample> host(static_cast<size_t>(std::min(batches, kSlots)));
+  TLB_CUDA_CHECK(cudaMemcpy(host.data(), slots, host.size() * sizeof(ClockProbeSample), cudaMemcpyDeviceToHost));
+  std::vector<double> mhz;
+  for (const ClockProbeSample& p : host)
+    if (const double f = clock_probe_mhz(p); !std::isnan(f)) mhz.push_back(f);
+  std::sort(mhz.begin(), mhz.end());
+  out.sm_mhz = mhz.empty() ? std::nan("") : mhz[mhz.size() / 2];
+  if (e0 >= 0 && e1 >= e0) {
+    out.mj = static_cast<double>(e1 - e0) / out.calls;
+    out.watts = static_cast<double>(e1 - e0) / 1000.0 / wall;
+  }
+  return out;
 }
 
 double graph_us_per_call(const Timed& fn, cudaStream_t st, int calls) {

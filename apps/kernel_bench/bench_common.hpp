@@ -13,6 +13,7 @@
 
 #include "common/device_buffer.hpp"
 #include "common/types.hpp"
+#include "timing/energy_meter.hpp"
 
 namespace tlb::bench {
 
@@ -46,6 +47,19 @@ double median_ms(const Timed& fn, cudaStream_t st, int reps = 20);
 // Runs fn back to back for `seconds` of wall time: a card that was idle (or busy with other
 // work) reaches the clocks and temperature of sustained load before the first timing.
 void warm_up(const Timed& fn, cudaStream_t st, double seconds);
+
+// `fn` run alone, back to back, for `seconds` after a warm-up half as long, as a kernel runs
+// inside a long job: its device time a call, the SM clock it holds there (the median of the
+// clock probes run after every batch of calls of about 2 ms, a 10 us probe each, counted in
+// the time), and with a meter the energy a call and the mean power over the run.
+struct Sustained {
+  int calls = 0;
+  double ms = 0;
+  double sm_mhz = 0;
+  double mj = -1;  // per call; negative where there was no meter or it did not read
+  double watts = -1;
+};
+Sustained sustained_run(const Timed& fn, cudaStream_t st, double seconds, const EnergyMeter* meter);
 
 // Microseconds per call of `fn` when `calls` of them are captured in one CUDA graph and the
 // graph is replayed: what a launch costs inside a captured stack, gaps included.

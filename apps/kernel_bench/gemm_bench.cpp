@@ -203,17 +203,34 @@ GemmPickResult bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
       result.best_tflops = v;
     }
   }
+  std::string sustained;  // the record's "sustained" member, with its leading comma
+  if (ctx.sustained) {
+    const Sustained alone[2] = {sustained_run(fns[0], st, ctx.sustained_s, ctx.meter),
+                                sustained_run(fns[1], st, ctx.sustained_s, ctx.meter)};
+    const auto line = [&](const Sustained& r) {
+      return fmt::format("{:6.1f} TFLOP/s at {:4.0f} MHz", flops / r.ms / 1e9, r.sm_mhz) +
+             (r.mj >= 0 ? fmt::format(", {:6.2f} mJ a GEMM ({:3.0f} W)", r.mj, r.watts) : std::string());
+    };
+    const auto member = [&](const char* name, const Sustained& r) {
+      return fmt::format("\"{}\": {{\"tflops\": {:.1f}, \"sm_mhz\": {:.0f}, \"mj\": {}, \"watts\": {}}}", name,
+                         flops / r.ms / 1e9, r.sm_mhz, r.mj >= 0 ? fmt::format("{:.3f}", r.mj) : "null",
+                         r.watts >= 0 ? fmt::format("{:.0f}", r.watts) : "null");
+    };
+    fmt::print("      alone for {:.1f} s: cuBLAS {} | ours {}\n", ctx.sustained_s, line(alone[0]), line(alone[1]));
+    sustained = fmt::format(", \"sustained\": {{\"seconds\": {:.1f}, \"power_limit_w\": {:.0f}, {}, {}}}",
+                            ctx.sustained_s, ctx.power_limit_w, member("cublas", alone[0]), member("ours", alone[1]));
+  }
   if (ctx.jsonl) {
     fmt::print(ctx.jsonl,
                "{{\"kernel\": \"gemm\", \"dtype\": \"{}\", \"m\": {}, \"n\": {}, \"k\": {}, \"epilogue\": \"{}\", {}"
                "\"bias\": {}, \"label\": \"{}\", \"ours_tflops\": {:.1f}, \"variant\": \"{}\", \"peer\": \"cublas\", "
                "\"peer_tflops\": {:.1f}, \"ratio\": {:.3f}, \"variants_tflops\": {{{}}}, \"commit\": \"{}\", "
-               "\"gpu\": \"{}\", \"cublas\": \"{}\"}}\n",
+               "\"gpu\": \"{}\", \"cublas\": \"{}\"{}}}\n",
                dtype, M, N, K, epilogue_name(epi),
                epi == tlb::GemmEpilogue::bias_activation ? fmt::format("\"activation\": \"{}\", ", tlb::to_string(act))
                                                          : std::string(),
                bias ? "true" : "false", label, ours, pick, ref, ours / ref, variants,
-               TLBENCH_GIT_COMMIT, ctx.gpu, ctx.cublas);
+               TLBENCH_GIT_COMMIT, ctx.gpu, ctx.cublas, sustained);
     std::fflush(ctx.jsonl);
   }
   return result;

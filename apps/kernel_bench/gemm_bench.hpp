@@ -40,6 +40,12 @@ struct GemmCase {
 struct GemmRecordContext {
   std::FILE* jsonl = nullptr;  // kernels.jsonl records go here too, when set
   std::string gpu, cublas;
+  // --energy: after the turns, cuBLAS and the pick each run alone for `sustained_s` seconds
+  // (sustained_run): their clocks, and with a meter their energy a GEMM, beside each other.
+  bool sustained = false;
+  double sustained_s = 1.0;
+  const EnergyMeter* meter = nullptr;
+  double power_limit_w = 0;
 };
 
 // The layer GEMMs of the speed table: the FFN GEMMs of cases 10, 12 and 13, the QKV projection

@@ -1,10 +1,13 @@
 // tlbench_kernel_bench: the kernel-level speed floors of the hand-written kernels on the
 // current GPU, each beside the ceiling it is judged against:
-//   - `gemm [FILE] [--match TEXT]`: the fused-epilogue layer GEMMs of cases 8, 10, 12 and 13
-//     (FFN, QKV with head split, out-projection) vs cuBLAS on the same GEMM without epilogue,
-//     every sm_90a big-grid variant beside the dispatcher's pick; with FILE one kernels.jsonl
-//     record each; with --match only the GEMMs whose "label dtype" (as printed, e.g. "case12
-//     up bias+gelu fp16") contains TEXT, so that a profiler sees just those;
+//   - `gemm [FILE] [--match TEXT] [--energy]`: the fused-epilogue layer GEMMs of cases 8, 10,
+//     12 and 13 (FFN, QKV with head split, out-projection) vs cuBLAS on the same GEMM without
+//     epilogue, every sm_90a big-grid variant beside the dispatcher's pick; with FILE one
+//     kernels.jsonl record each; with --match only the GEMMs whose "label dtype" (as printed,
+//     e.g. "case12 up bias+gelu fp16") contains TEXT, so that a profiler sees just those; with
+//     --energy cuBLAS and the pick then each run alone for a second, and the record gets the
+//     SM clock each held and (through NVML) the energy each spent a GEMM: on a card at its
+//     power limit, the kernel that spends less energy on the same FLOPs runs at the higher clock;
 //   - `attn [FILE]`: fused attention alone on the speed table's shapes (long sequences at
 //     head_dim 64 and 128, both masks; one shape per further head_dim; the short sequences of
 //     cases 4, 5 and 7, whose tiles run past seq) in TFLOP/s, and with
@@ -68,6 +71,7 @@ struct BenchArgs {
   std::vector<GemmCase> gemms;
   const char* jsonl_path = nullptr;  // attn FILE, gemm FILE, stages FILE
   std::optional<StageBench> stages;
+  bool energy = false;  // gemm --energy
 };
 
 // Bad input is one line and nothing: the caller exits 2, before any device work.
@@ -77,7 +81,7 @@ std::optional<BenchArgs> parse_args(int argc, char** argv) {
   const char* kModes[] = {"all", "gemm", "small", "attn", "attncases", "norm", "outproj", "stack14", "stages"};
   if (std::find(std::begin(kModes), std::end(kModes), a.only) == std::end(kModes)) {
     fmt::print(stderr,
-               "kernel_bench: unknown benchmark '{}' (expected all, gemm [FILE] [--match TEXT], small, "
+               "kernel_bench: unknown benchmark '{}' (expected all, gemm [FILE] [--match TEXT] [--energy], small, "
                "attn [FILE], attncases [CASES], norm, outproj [CASES], stack14 [CASES], stages [FILE] [--cases "
                "LIST] [--dtypes LIST] [--fp32-math tf32|ieee])\n",
                a.only);
@@ -90,6 +94,14 @@ std::optional<BenchArgs> parse_args(int argc, char** argv) {
   const std::pair<const char*, std::string*> options[] = {
       {"--match", &match}, {"--cases", &cases_sel}, {"--dtypes", &dtypes_sel}, {"--fp32-math", &fp32_math}};
   for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--energy") == 0) {
+      if (a.only != "gemm") {
+        fmt::print(stderr, "kernel_bench: --energy: only the gemm benchmark takes it\n");
+        return std::nullopt;
+      }
+      a.energy = true;
+      continue;
+    }
     const auto opt = std::find_if(std::begin(options), std::end(options),
                                   [&](const auto& o) { return std::strcmp(argv[i], o.first) == 0; });
     if (opt == std::end(options)) {
@@ -170,9 +182,22 @@ void run_benchmarks(const BenchArgs& a) {
   if (only == "all" || only == "gemm") {
     int cublas_version = 0;
     TLB_CUBLAS_CHECK(cublasGetVersion(h, &cublas_version));
-    const GemmRecordContext ctx{jsonl, p.name,
-                                fmt::format("{}.{}.{}", cublas_version / 10000, cublas_version / 100 % 100,
-                                            cublas_version % 100)};
+    GemmRecordContext ctx{jsonl, p.name,
+                          fmt::format("{}.{}.{}", cublas_version / 10000, cublas_version / 100 % 100,
+                                      cublas_version % 100)};
+    std::optional<tlb::EnergyMeter> meter;
+    if (a.energy) {
+      std::string why;
+      meter = tlb::EnergyMeter::open(0, why);
+      ctx.sustained = true;
+      ctx.meter = meter ? &*meter : nullptr;
+      ctx.power_limit_w = meter ? meter->power_limit_w() : 0.0;
+      if (meter) {
+        fmt::print("energy: NVML's counter, power limit {:.0f} W\n", ctx.power_limit_w);
+      } else {
+        fmt::print("energy: {}; clocks only\n", why);
+      }
+    }
     if (p.major == 9) print_persistent_capacity();
     std::vector<GemmPickResult> picks;
     for (const GemmCase& c : a.gemms) picks.push_back(bench_gemm(h, st, ctx, c));
