@@ -12,7 +12,7 @@
 #       OFFICIAL_BUDGET=520, the build taking about 50 s on 16 cores)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # PREBUILT (build: unpack scripts/prebuild-gpu.sh's pack instead of compiling),
-# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, GEMM_AB, ENERGY_MATCH, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
+# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, GEMM_AB, GEMM_ENERGY, ENERGY_MATCH, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # RERUN_SAME_MACHINE (rerun: run it on the baseline's own card too), SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
 # EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PEER_NEEDS, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES, REPEAT_ARGS, REPEAT_N, REPEAT_TIMEOUT.
@@ -225,10 +225,11 @@ for step in "${steps[@]}"; do
     gemmbench)
       # Our layer GEMMs beside cuBLAS on the same products, turns taken, one record each.
       log "GEMM speed table: ours (every big-grid sm_90a variant) and cuBLAS"
+      # GEMM_ENERGY=1: every row also runs cuBLAS and the pick alone (--energy).
       clocked gemmbench timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-ours.jsonl" \
-        ${GEMM_MATCH:+--match "$GEMM_MATCH"}
+        ${GEMM_MATCH:+--match "$GEMM_MATCH"} ${GEMM_ENERGY:+--energy}
       echo "rc=$?" | tee -a "$OUT/summary.txt"
-      grep -E "\] (gemm|      sm90)" "$OUT/gemmbench-clocks.log" | tee -a "$OUT/summary.txt"
+      grep -E "\] (gemm|      sm90|      alone for)" "$OUT/gemmbench-clocks.log" | tee -a "$OUT/summary.txt"
       grep -A40 "^dispatcher's picks" "$OUT/gemmbench.log" | tee -a "$OUT/summary.txt"
       cat "$OUT/gemm-ours.jsonl" >>"$OUT/kernels.jsonl"
       # GEMM_AB="VAR=VALUE ...": the table once more under those environment variables (e.g.
@@ -242,7 +243,7 @@ for step in "${steps[@]}"; do
       ;;
     gemmenergy)
       # The GEMMs matching ENERGY_MATCH (default case 12's) once more, and then cuBLAS and our
-      # pick each alone for a second: the SM clock each holds and the energy each spends a GEMM
+      # pick each alone (--energy): the SM clock each holds and the energy each spends a GEMM
       # (gemm-energy.jsonl, not kernels.jsonl records: the table's rows are gemmbench's).
       log "GEMM energy: cuBLAS and our pick alone, matching '${ENERGY_MATCH:=case12}'"
       timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-energy.jsonl" --energy \

@@ -43,7 +43,7 @@ struct GemmRecordContext {
   // --energy: after the turns, cuBLAS and the pick each run alone for `sustained_s` seconds
   // (sustained_run): their clocks, and with a meter their energy a GEMM, beside each other.
   bool sustained = false;
-  double sustained_s = 1.0;
+  double sustained_s = 0.5;
   const EnergyMeter* meter = nullptr;
   double power_limit_w = 0;
 };

@@ -5,7 +5,7 @@
 //     epilogue, every sm_90a big-grid variant beside the dispatcher's pick; with FILE one
 //     kernels.jsonl record each; with --match only the GEMMs whose "label dtype" (as printed,
 //     e.g. "case12 up bias+gelu fp16") contains TEXT, so that a profiler sees just those; with
-//     --energy cuBLAS and the pick then each run alone for a second, and the record gets the
+//     --energy cuBLAS and the pick then each run alone for half a second, and the record gets the
 //     SM clock each held and (through NVML) the energy each spent a GEMM: on a card at its
 //     power limit, the kernel that spends less energy on the same FLOPs runs at the higher clock;
 //   - `attn [FILE]`: fused attention alone on the speed table's shapes (long sequences at
