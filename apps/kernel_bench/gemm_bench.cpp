@@ -203,37 +203,60 @@ GemmPickResult bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
       result.best_tflops = v;
     }
   }
-  std::string sustained;  // the record's "sustained" member, with its leading comma
-  if (ctx.sustained) {
-    const Sustained alone[2] = {sustained_run(fns[0], st, ctx.sustained_s, ctx.meter),
-                                sustained_run(fns[1], st, ctx.sustained_s, ctx.meter)};
-    const auto line = [&](const Sustained& r) {
-      return fmt::format("{:6.1f} TFLOP/s at {:4.0f} MHz", flops / r.ms / 1e9, r.sm_mhz) +
-             (r.mj >= 0 ? fmt::format(", {:6.2f} mJ a GEMM ({:3.0f} W)", r.mj, r.watts) : std::string());
-    };
-    const auto member = [&](const char* name, const Sustained& r) {
-      return fmt::format("\"{}\": {{\"tflops\": {:.1f}, \"sm_mhz\": {:.0f}, \"mj\": {}, \"watts\": {}}}", name,
-                         flops / r.ms / 1e9, r.sm_mhz, r.mj >= 0 ? fmt::format("{:.3f}", r.mj) : "null",
-                         r.watts >= 0 ? fmt::format("{:.0f}", r.watts) : "null");
-    };
-    fmt::print("      alone for {:.1f} s: cuBLAS {} | ours {}\n", ctx.sustained_s, line(alone[0]), line(alone[1]));
-    sustained = fmt::format(", \"sustained\": {{\"seconds\": {:.1f}, \"power_limit_w\": {:.0f}, {}, {}}}",
-                            ctx.sustained_s, ctx.power_limit_w, member("cublas", alone[0]), member("ours", alone[1]));
-  }
   if (ctx.jsonl) {
     fmt::print(ctx.jsonl,
                "{{\"kernel\": \"gemm\", \"dtype\": \"{}\", \"m\": {}, \"n\": {}, \"k\": {}, \"epilogue\": \"{}\", {}"
                "\"bias\": {}, \"label\": \"{}\", \"ours_tflops\": {:.1f}, \"variant\": \"{}\", \"peer\": \"cublas\", "
                "\"peer_tflops\": {:.1f}, \"ratio\": {:.3f}, \"variants_tflops\": {{{}}}, \"commit\": \"{}\", "
-               "\"gpu\": \"{}\", \"cublas\": \"{}\"{}}}\n",
+               "\"gpu\": \"{}\", \"cublas\": \"{}\"}}\n",
                dtype, M, N, K, epilogue_name(epi),
                epi == tlb::GemmEpilogue::bias_activation ? fmt::format("\"activation\": \"{}\", ", tlb::to_string(act))
                                                          : std::string(),
                bias ? "true" : "false", label, ours, pick, ref, ours / ref, variants,
-               TLBENCH_GIT_COMMIT, ctx.gpu, ctx.cublas, sustained);
+               TLBENCH_GIT_COMMIT, ctx.gpu, ctx.cublas);
     std::fflush(ctx.jsonl);
   }
   return result;
+}
+
+void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c) {
+  const auto [label, M, N, K, dt, epi, heads, bias, math, act] = c;
+  GemmBench b(M, N, K, dt, epi, heads, math);
+  if (!bias) b.args.bias = nullptr;
+  b.args.activation = act;
+  const double flops = 2.0 * M * N * K;
+  std::string pick;
+  const Timed cublas = [&](cudaStream_t) { b.cublas(h); };
+  const Timed ours = [&](cudaStream_t s) {
+    pick = tlb::gemm_technique(h, b.args, static_cast<float*>(b.product.get()), s);
+  };
+  // cuBLAS before and after ours: a drift of the card's temperature over the three runs
+  // lands on cuBLAS's mean as on ours.
+  const Sustained before = sustained_run(cublas, st, ctx.sustained_s, ctx.meter);
+  const Sustained mine = sustained_run(ours, st, ctx.sustained_s, ctx.meter);
+  const Sustained after = sustained_run(cublas, st, ctx.sustained_s, ctx.meter);
+  const auto tflops = [&](const Sustained& r) { return flops / r.ms / 1e9; };
+  const double ref = (tflops(before) + tflops(after)) / 2;
+  const auto text = [&](const Sustained& r) {
+    return fmt::format("{:6.1f} TFLOP/s at {:4.0f} MHz", tflops(r), r.sm_mhz) +
+           (r.mj >= 0 ? fmt::format(" ({:.0f} W)", r.watts) : std::string());
+  };
+  fmt::print("alone {:<28} {:>9} ours {} | cuBLAS {}, {} | ratio {:5.3f} ({})\n", label, c.dtype_name(), text(mine),
+             text(before), text(after), tflops(mine) / ref, pick);
+  if (!ctx.jsonl) return;
+  const auto member = [&](const Sustained& r) {
+    return fmt::format("{{\"tflops\": {:.1f}, \"sm_mhz\": {:.0f}, \"mj\": {}, \"watts\": {}}}", tflops(r), r.sm_mhz,
+                       r.mj >= 0 ? fmt::format("{:.3f}", r.mj) : "null",
+                       r.watts >= 0 ? fmt::format("{:.0f}", r.watts) : "null");
+  };
+  fmt::print(ctx.jsonl,
+             "{{\"kernel\": \"gemm_sustained\", \"dtype\": \"{}\", \"m\": {}, \"n\": {}, \"k\": {}, \"epilogue\": \"{}\", "
+             "\"label\": \"{}\", \"variant\": \"{}\", \"seconds\": {:.2f}, \"power_limit_w\": {:.0f}, \"ours\": {}, "
+             "\"cublas_before\": {}, \"cublas_after\": {}, \"ratio\": {:.3f}, \"commit\": \"{}\", \"gpu\": \"{}\", "
+             "\"cublas\": \"{}\"}}\n",
+             c.dtype_name(), M, N, K, epilogue_name(epi), label, pick, ctx.sustained_s, ctx.power_limit_w, member(mine),
+             member(before), member(after), tflops(mine) / ref, TLBENCH_GIT_COMMIT, ctx.gpu, ctx.cublas);
+  std::fflush(ctx.jsonl);
 }
 
 void print_pick_summary(const std::vector<GemmPickResult>& rows) {

@@ -40,10 +40,9 @@ struct GemmCase {
 struct GemmRecordContext {
   std::FILE* jsonl = nullptr;  // kernels.jsonl records go here too, when set
   std::string gpu, cublas;
-  // --energy: after the turns, cuBLAS and the pick each run alone for `sustained_s` seconds
-  // (sustained_run): their clocks, and with a meter their energy a GEMM, beside each other.
-  bool sustained = false;
-  double sustained_s = 0.5;
+  // For bench_gemm_sustained: how long each run alone lasts, the energy meter (null: clocks
+  // only) and the power limit it read.
+  double sustained_s = 0.4;
   const EnergyMeter* meter = nullptr;
   double power_limit_w = 0;
 };
@@ -68,6 +67,14 @@ struct GemmPickResult {
   double pick_tflops = 0, best_tflops = 0;  // best: 0 where no variant was timed beside the pick
 };
 GemmPickResult bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c);
+
+// The same GEMM as each kernel runs in a long job of its own: cuBLAS, the pick, cuBLAS again,
+// each alone back to back (sustained_run), no other kernel between its calls to set the
+// clock it runs at. On a card held at its power limit that clock follows the kernel's own
+// power, which the turns of bench_gemm share out among everything that takes them: a kernel
+// that spends more power a FLOP than cuBLAS reads better there than it runs alone. One line,
+// and one "gemm_sustained" record (ratio: ours over the mean of cuBLAS's two runs).
+void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c);
 
 // How well the dispatcher ranked the table: the geometric mean of each pick's speed over its
 // row's fastest variant, and the rows where the pick ran more than 3 % behind it.

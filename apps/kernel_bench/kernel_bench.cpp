@@ -5,9 +5,11 @@
 //     epilogue, every sm_90a big-grid variant beside the dispatcher's pick; with FILE one
 //     kernels.jsonl record each; with --match only the GEMMs whose "label dtype" (as printed,
 //     e.g. "case12 up bias+gelu fp16") contains TEXT, so that a profiler sees just those; with
-//     --energy cuBLAS and the pick then each run alone for half a second, and the record gets the
-//     SM clock each held and (through NVML) the energy each spent a GEMM: on a card at its
-//     power limit, the kernel that spends less energy on the same FLOPs runs at the higher clock;
+//     --energy, after the table, cuBLAS, the pick and cuBLAS again run each GEMM alone (a
+//     "gemm_sustained" record each): the speed and SM clock each holds in a job of its own,
+//     and (through NVML) its power; on a card at its power limit the turns share one clock
+//     out among all who take them, and a kernel that spends more power a FLOP reads better
+//     there than it runs alone;
 //   - `attn [FILE]`: fused attention alone on the speed table's shapes (long sequences at
 //     head_dim 64 and 128, both masks; one shape per further head_dim; the short sequences of
 //     cases 4, 5 and 7, whose tiles run past seq) in TFLOP/s, and with
@@ -185,23 +187,21 @@ void run_benchmarks(const BenchArgs& a) {
     GemmRecordContext ctx{jsonl, p.name,
                           fmt::format("{}.{}.{}", cublas_version / 10000, cublas_version / 100 % 100,
                                       cublas_version % 100)};
-    std::optional<tlb::EnergyMeter> meter;
-    if (a.energy) {
-      std::string why;
-      meter = tlb::EnergyMeter::open(0, why);
-      ctx.sustained = true;
-      ctx.meter = meter ? &*meter : nullptr;
-      ctx.power_limit_w = meter ? meter->power_limit_w() : 0.0;
-      if (meter) {
-        fmt::print("energy: NVML's counter, power limit {:.0f} W\n", ctx.power_limit_w);
-      } else {
-        fmt::print("energy: {}; clocks only\n", why);
-      }
-    }
     if (p.major == 9) print_persistent_capacity();
     std::vector<GemmPickResult> picks;
     for (const GemmCase& c : a.gemms) picks.push_back(bench_gemm(h, st, ctx, c));
     print_pick_summary(picks);
+    // After the whole table, so that its turns run as without --energy.
+    if (a.energy) {
+      std::string why;
+      const std::optional<tlb::EnergyMeter> meter = tlb::EnergyMeter::open(0, why);
+      ctx.meter = meter ? &*meter : nullptr;
+      ctx.power_limit_w = meter ? meter->power_limit_w() : 0.0;
+      fmt::print("each alone for {:.1f} s (cuBLAS, ours, cuBLAS); {}\n", ctx.sustained_s,
+                 meter ? fmt::format("power from NVML's energy counter, limit {:.0f} W", ctx.power_limit_w)
+                       : why + ": clocks only");
+      for (const GemmCase& c : a.gemms) bench_gemm_sustained(h, st, ctx, c);
+    }
   }
   if (only == "small") bench_small_gemms(h, st);
   if (only == "all" || only == "attn") bench_attention_table(st, jsonl);

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -34,6 +35,7 @@
 #include "test_support.hpp"
 #include "statistics.hpp"
 #include "timing/clock_probe.hpp"
+#include "timing/energy_meter.hpp"
 #include "timing/event_cost.hpp"
 #include "timing/launch_hold.hpp"
 #include "timing/l2_flush.hpp"
@@ -234,6 +236,39 @@ TEST_CASE("CUDA run clock times real work and reads a plausible SM clock", "[gpu
   CHECK(m.pairs >= 20);
   CHECK(m.max_mhz > 100);
   CHECK(tracker.max_mhz >= m.max_mhz);
+  TLB_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("The energy meter's counter grows while the GPU works, at a plausible power", "[gpu][timer]") {
+  TLB_REQUIRE_GPU();
+  std::string why;
+  const std::optional<EnergyMeter> meter = EnergyMeter::open(0, why);
+  INFO(why);
+  REQUIRE(meter);  // the driver that runs a GPU brings NVML
+  const double limit = meter->power_limit_w();
+  INFO("power limit " << limit << " W");
+  CHECK(limit > 50);
+  CHECK(limit < 5000);
+  cudaStream_t stream = nullptr;
+  TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  DeviceBuffer a(size_t{256} << 20);
+  const std::optional<unsigned long long> e0 = meter->energy_mj();
+  const auto t0 = std::chrono::steady_clock::now();
+  unsigned v = 0;
+  // Half a second of writes: far longer than the counter's steps.
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(500)) {
+    for (int i = 0; i < 8; ++i) launch_l2_flush(a.get(), a.bytes(), ++v, stream);
+    TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  const std::optional<unsigned long long> e1 = meter->energy_mj();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(e0);
+  REQUIRE(e1);
+  REQUIRE(*e1 > *e0);
+  const double watts = static_cast<double>(*e1 - *e0) / 1000.0 / s;
+  INFO("mean power " << watts << " W over " << s << " s");
+  CHECK(watts > 10);
+  CHECK(watts < 2 * limit);
   TLB_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
