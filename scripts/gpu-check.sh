@@ -12,7 +12,7 @@
 #       OFFICIAL_BUDGET=520, the build taking about 50 s on 16 cores)
 # Environment knobs per step: CMAKE_ARGS (e.g. -DCMAKE_CUDA_ARCHITECTURES=90a), BUILD_TARGETS, GEMM_MATCH, GPU_TESTS, GPU_TESTS_TIMEOUT, SANITIZE_TOOLS,
 # PREBUILT (build: unpack scripts/prebuild-gpu.sh's pack instead of compiling),
-# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, GEMM_AB, GEMM_ENERGY, ENERGY_MATCH, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
+# SANITIZE_TESTS, SANITIZE_TIMEOUT, BENCH_ARGS, BENCH_TIMEOUT, ATTN_AB, GEMM_AB, GEMM_ENERGY, ENERGY_MATCH, ENERGY_VARIANTS, NCU_KERNELS, NCU_BENCH, NCU_MATCH,
 # RERUN_SAME_MACHINE (rerun: run it on the baseline's own card too), SWEEP_ARGS, SWEEP_TIMEOUT (seconds: official/rerun/ieee's --time-limit, the sweep step's SIGINT), OFFICIAL_BUDGET, EXPLAIN_CASES,
 # EXPLAIN_DTYPES (explain and pdl), EXPLAIN_CONFIGS, IEEE_CONFIGS, SELECT_ARGS, PEER_ARGS, PEER_DIR, PEER_TIMEOUT, PEER_NEEDS, PROFILE_ARGS,
 # PROFILE_NCU_FLAGS, PYTORCH_CASES, PYTORCH_DTYPES, REPEAT_ARGS, REPEAT_N, REPEAT_TIMEOUT.
@@ -246,10 +246,11 @@ for step in "${steps[@]}"; do
       # pick each alone (--energy): the SM clock each holds and the energy each spends a GEMM
       # (gemm-energy.jsonl, not kernels.jsonl records: the table's rows are gemmbench's).
       log "GEMM energy: cuBLAS and our pick alone, matching '${ENERGY_MATCH:=case12}'"
-      timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-energy.jsonl" --energy \
-        --match "$ENERGY_MATCH" >"$OUT/gemmenergy.log" 2>&1
+      # ENERGY_VARIANTS=1: every big-grid variant alone as well.
+      timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-energy.jsonl" \
+        "--energy${ENERGY_VARIANTS:+-variants}" --match "$ENERGY_MATCH" >"$OUT/gemmenergy.log" 2>&1
       echo "rc=$?" | tee -a "$OUT/summary.txt"
-      grep -E "^energy|^gemm|alone for" "$OUT/gemmenergy.log" | tee -a "$OUT/summary.txt"
+      grep -E "^each alone|^gemm|^alone|^      (sm90|fma)" "$OUT/gemmenergy.log" | tee -a "$OUT/summary.txt"
       ;;
     attnbench)
       # Ours, PyTorch SDPA (cuDNN, FlashAttention-2) on the same shapes, then ours again: the mean

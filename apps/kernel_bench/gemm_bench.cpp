@@ -63,6 +63,17 @@ struct GemmBench {
   }
 };
 
+// The variants the dispatcher offers for a GEMM whose grid fills the chip.
+std::vector<std::string> big_grid_variants(const tlb::GemmArgs& args) {
+  std::vector<std::string> out;
+  for (const std::string& v : tlb::gemm_fused_variants(args)) {
+    if (v.rfind("sm90_pingpong", 0) == 0 || v.rfind("sm90_coop", 0) == 0 || v.rfind("sm90_wgmma_128x", 0) == 0 ||
+        v.rfind("fma_128x", 0) == 0)
+      out.push_back(v);
+  }
+  return out;
+}
+
 const char* epilogue_name(tlb::GemmEpilogue e) {
   switch (e) {
     case tlb::GemmEpilogue::bias_activation: return "bias_activation";
@@ -174,13 +185,7 @@ GemmPickResult bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
   b.args.activation = act;
   const double flops = 2.0 * M * N * K;
   std::string pick;
-  std::vector<std::string> others;
-  for (const std::string& v : tlb::gemm_fused_variants(b.args)) {
-    const bool big_grid_variant = v.rfind("sm90_pingpong", 0) == 0 || v.rfind("sm90_coop", 0) == 0 ||
-                                  v.rfind("sm90_wgmma_128x", 0) == 0 ||
-                                  v.rfind("fma_128x", 0) == 0;
-    if (big_grid_variant) others.push_back(v);
-  }
+  const std::vector<std::string> others = big_grid_variants(b.args);
   std::vector<Timed> fns = {[&](cudaStream_t) { b.cublas(h); },
                             [&](cudaStream_t s) {
                               pick = tlb::gemm_technique(h, b.args, static_cast<float*>(b.product.get()), s);
@@ -243,6 +248,17 @@ void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
   };
   fmt::print("alone {:<28} {:>9} ours {} | cuBLAS {}, {} | ratio {:5.3f} ({})\n", label, c.dtype_name(), text(mine),
              text(before), text(after), tflops(mine) / ref, pick);
+  // --energy-variants: every big-grid variant alone as well, after cuBLAS's second run.
+  std::string variants;
+  if (ctx.sustained_variants) {
+    for (const std::string& v : big_grid_variants(b.args)) {
+      const Sustained r = sustained_run([&](cudaStream_t s) { tlb::gemm_fused_variant(b.args, v, s); }, st,
+                                        ctx.sustained_s, ctx.meter);
+      fmt::print("      {:<44} {} | ratio {:5.3f}\n", v, text(r), tflops(r) / ref);
+      variants += fmt::format("{}\"{}\": {{\"tflops\": {:.1f}, \"sm_mhz\": {:.0f}}}", variants.empty() ? "" : ", ", v,
+                              tflops(r), r.sm_mhz);
+    }
+  }
   if (!ctx.jsonl) return;
   const auto member = [&](const Sustained& r) {
     return fmt::format("{{\"tflops\": {:.1f}, \"sm_mhz\": {:.0f}, \"mj\": {}, \"watts\": {}}}", tflops(r), r.sm_mhz,
@@ -252,10 +268,12 @@ void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
   fmt::print(ctx.jsonl,
              "{{\"kernel\": \"gemm_sustained\", \"dtype\": \"{}\", \"m\": {}, \"n\": {}, \"k\": {}, \"epilogue\": \"{}\", "
              "\"label\": \"{}\", \"variant\": \"{}\", \"seconds\": {:.2f}, \"power_limit_w\": {:.0f}, \"ours\": {}, "
-             "\"cublas_before\": {}, \"cublas_after\": {}, \"ratio\": {:.3f}, \"commit\": \"{}\", \"gpu\": \"{}\", "
+             "\"cublas_before\": {}, \"cublas_after\": {}, \"ratio\": {:.3f}, {}\"commit\": \"{}\", \"gpu\": \"{}\", "
              "\"cublas\": \"{}\"}}\n",
              c.dtype_name(), M, N, K, epilogue_name(epi), label, pick, ctx.sustained_s, ctx.power_limit_w, member(mine),
-             member(before), member(after), tflops(mine) / ref, TLBENCH_GIT_COMMIT, ctx.gpu, ctx.cublas);
+             member(before), member(after), tflops(mine) / ref,
+             variants.empty() ? std::string() : fmt::format("\"variants_alone\": {{{}}}, ", variants), TLBENCH_GIT_COMMIT,
+             ctx.gpu, ctx.cublas);
   std::fflush(ctx.jsonl);
 }
 

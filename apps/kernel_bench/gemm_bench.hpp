@@ -43,6 +43,7 @@ struct GemmRecordContext {
   // For bench_gemm_sustained: how long each run alone lasts, the energy meter (null: clocks
   // only) and the power limit it read.
   double sustained_s = 0.4;
+  bool sustained_variants = false;  // every big-grid variant alone too (--energy-variants)
   const EnergyMeter* meter = nullptr;
   double power_limit_w = 0;
 };
@@ -73,7 +74,8 @@ GemmPickResult bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
 // clock it runs at. On a card held at its power limit that clock follows the kernel's own
 // power, which the turns of bench_gemm share out among everything that takes them: a kernel
 // that spends more power a FLOP than cuBLAS reads better there than it runs alone. One line,
-// and one "gemm_sustained" record (ratio: ours over the mean of cuBLAS's two runs).
+// and one "gemm_sustained" record (ratio: ours over the mean of cuBLAS's two runs); with
+// ctx.sustained_variants every big-grid variant alone after them ("variants_alone").
 void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c);
 
 // How well the dispatcher ranked the table: the geometric mean of each pick's speed over its

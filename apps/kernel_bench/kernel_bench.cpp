@@ -1,15 +1,16 @@
 // tlbench_kernel_bench: the kernel-level speed floors of the hand-written kernels on the
 // current GPU, each beside the ceiling it is judged against:
-//   - `gemm [FILE] [--match TEXT] [--energy]`: the fused-epilogue layer GEMMs of cases 8, 10,
-//     12 and 13 (FFN, QKV with head split, out-projection) vs cuBLAS on the same GEMM without
-//     epilogue, every sm_90a big-grid variant beside the dispatcher's pick; with FILE one
+//   - `gemm [FILE] [--match TEXT] [--energy | --energy-variants]`: the fused-epilogue layer
+//     GEMMs of cases 8, 10, 12 and 13 (FFN, QKV with head split, out-projection) vs cuBLAS on
+//     the same GEMM without epilogue, every sm_90a big-grid variant beside the dispatcher's
+//     pick; with FILE one
 //     kernels.jsonl record each; with --match only the GEMMs whose "label dtype" (as printed,
 //     e.g. "case12 up bias+gelu fp16") contains TEXT, so that a profiler sees just those; with
 //     --energy, after the table, cuBLAS, the pick and cuBLAS again run each GEMM alone (a
 //     "gemm_sustained" record each): the speed and SM clock each holds in a job of its own,
 //     and (through NVML) its power; on a card at its power limit the turns share one clock
 //     out among all who take them, and a kernel that spends more power a FLOP reads better
-//     there than it runs alone;
+//     there than it runs alone; --energy-variants runs every big-grid variant alone as well;
 //   - `attn [FILE]`: fused attention alone on the speed table's shapes (long sequences at
 //     head_dim 64 and 128, both masks; one shape per further head_dim; the short sequences of
 //     cases 4, 5 and 7, whose tiles run past seq) in TFLOP/s, and with
@@ -73,7 +74,8 @@ struct BenchArgs {
   std::vector<GemmCase> gemms;
   const char* jsonl_path = nullptr;  // attn FILE, gemm FILE, stages FILE
   std::optional<StageBench> stages;
-  bool energy = false;  // gemm --energy
+  bool energy = false;           // gemm --energy
+  bool energy_variants = false;  // gemm --energy-variants (implies --energy)
 };
 
 // Bad input is one line and nothing: the caller exits 2, before any device work.
@@ -83,7 +85,7 @@ std::optional<BenchArgs> parse_args(int argc, char** argv) {
   const char* kModes[] = {"all", "gemm", "small", "attn", "attncases", "norm", "outproj", "stack14", "stages"};
   if (std::find(std::begin(kModes), std::end(kModes), a.only) == std::end(kModes)) {
     fmt::print(stderr,
-               "kernel_bench: unknown benchmark '{}' (expected all, gemm [FILE] [--match TEXT] [--energy], small, "
+               "kernel_bench: unknown benchmark '{}' (expected all, gemm [FILE] [--match TEXT] [--energy[-variants]], small, "
                "attn [FILE], attncases [CASES], norm, outproj [CASES], stack14 [CASES], stages [FILE] [--cases "
                "LIST] [--dtypes LIST] [--fp32-math tf32|ieee])\n",
                a.only);
@@ -96,12 +98,13 @@ std::optional<BenchArgs> parse_args(int argc, char** argv) {
   const std::pair<const char*, std::string*> options[] = {
       {"--match", &match}, {"--cases", &cases_sel}, {"--dtypes", &dtypes_sel}, {"--fp32-math", &fp32_math}};
   for (int i = 2; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--energy") == 0) {
+    if (std::strcmp(argv[i], "--energy") == 0 || std::strcmp(argv[i], "--energy-variants") == 0) {
       if (a.only != "gemm") {
-        fmt::print(stderr, "kernel_bench: --energy: only the gemm benchmark takes it\n");
+        fmt::print(stderr, "kernel_bench: {}: only the gemm benchmark takes it\n", argv[i]);
         return std::nullopt;
       }
       a.energy = true;
+      a.energy_variants = a.energy_variants || std::strcmp(argv[i], "--energy-variants") == 0;
       continue;
     }
     const auto opt = std::find_if(std::begin(options), std::end(options),
@@ -197,6 +200,7 @@ void run_benchmarks(const BenchArgs& a) {
       const std::optional<tlb::EnergyMeter> meter = tlb::EnergyMeter::open(0, why);
       ctx.meter = meter ? &*meter : nullptr;
       ctx.power_limit_w = meter ? meter->power_limit_w() : 0.0;
+      ctx.sustained_variants = a.energy_variants;
       fmt::print("each alone for {:.1f} s (cuBLAS, ours, cuBLAS); {}\n", ctx.sustained_s,
                  meter ? fmt::format("power from NVML's energy counter, limit {:.0f} W", ctx.power_limit_w)
                        : why + ": clocks only");

@@ -86,6 +86,7 @@ TEST_CASE("kernel_bench: an unknown benchmark or a special output file is one li
       {"stages --match qkv", "--match: only the gemm benchmark takes it"},
       {"gemm --cases 1", "--cases: only the stages benchmark takes it"},
       {"attn --energy", "--energy: only the gemm benchmark takes it"},
+      {"small --energy-variants", "--energy-variants: only the gemm benchmark takes it"},
       {"stages " + shell_quote(t.folder.string()), t.folder.string()},
   };
   for (const Case& c : stage_cases) {
