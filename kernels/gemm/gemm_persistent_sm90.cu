@@ -311,9 +311,9 @@ __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(Accumulators<C>& acc, in
     // done, so it is done with the stage.
     if (kt >= kInFlight) {
       release_stage(ring, held.stage, cluster);
-      held.step();
+      held.advance(1);
     }
-    slot.step();
+    slot.advance(1);
   }
   return held;
 }

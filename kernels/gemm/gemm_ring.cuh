@@ -20,13 +20,6 @@ struct RingSlot {
     phase ^= static_cast<uint32_t>(s / kStages) & 1u;
     stage = s % kStages;
   }
-  // advance(1) without the division, for the k-loops.
-  __device__ void step() {
-    if (++stage == kStages) {
-      stage = 0;
-      phase ^= 1u;
-    }
-  }
 };
 
 // Where the ring lives: the stages (C::kStageBytes each, A's k-tile first), the full barriers,
