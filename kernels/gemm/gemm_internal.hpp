@@ -106,14 +106,17 @@ enum class PersistentSchedule { pingpong, cooperative, cooperative_wide, pingpon
 // tma's head split where a 128-row box of 64 16-bit or 32 fp32 columns would meet two heads or
 // two sequences); the results are bit-identical. automatic chooses per launch
 // (automatic_store); TLBENCH_GEMM_STORE=auto|staged|tma|copy picks for launches that do not
-// say, for A/B measurements (read once; unset is auto, any other value is refused). The TMA
-// stores ran 0.86-1.03x the staged path's speed on an H100, most rows slower
-// (results/perf-log.md, 2026-12-07), and are never chosen automatically.
+// say, for A/B measurements (read once; unset is auto, any other value is refused). On the
+// 128 x 128 tiles the TMA stores ran 0.86-1.03x the staged path's speed on an H100, most
+// rows slower; on the 128 x 192 tiles 1.00-1.05x the copied-out boxes (results/perf-log.md,
+// 2026-12-07).
 enum class EpilogueStore { from_env, automatic, staged, tma, copy };
 EpilogueStore epilogue_store_setting();
-// automatic's choice for a launch: copied out for the head splits and GELUs of 16-bit products
-// with K <= 1024, staged for everything else.
-EpilogueStore automatic_store(const GemmArgs& a);
+// automatic's choice for a launch of schedule `s`: by TMA for the bias-only and activation
+// epilogues of 16-bit products on 128 x 192 tiles; copied out for the head splits and GELUs
+// of 16-bit products with K <= 1024; staged for everything else (which 128 x 192 tiles,
+// boxes only, copy out).
+EpilogueStore automatic_store(const GemmArgs& a, PersistentSchedule s);
 // Rows of tiles (of tile pairs, in clusters of two) a raster group walks column by column
 // (gemm_raster.cuh) by default. A launch may ask for others ("…_raster16_…": 16), for A/B
 // runs and tests; the dispatcher offers none, since ping-pong without clusters in groups of

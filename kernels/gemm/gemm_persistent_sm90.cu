@@ -993,10 +993,19 @@ EpilogueStore epilogue_store_setting() {
 // slows the loads that feed the MMAs and leaves the per-box bias loads exposed. Head splits
 // from K = 2048 on ran 1.12x on one card and 0.98-1.00x on the other, TF32's 0.97-1.07x:
 // staged until they agree.
-EpilogueStore automatic_store(const GemmArgs& a) {
+// On the 128 x 192 tiles (boxes only) TMA stores against copied-out boxes, two runs in
+// opposite orders on one H100 (fp16, 5b9113c): the up projections of cases 8, 10 and 13 with
+// GELU and case 13's bias-only 1.02-1.05x in turns and 1.00-1.05x alone but for case 10's
+// 0.996. The threads' copies are issue slots the other consumer's wgmmas wait for (ncu: the
+// k-loop's dispatch stalls); a TMA store is one thread's. The residual and head-split tiles,
+// and TF32's six boxes a tile, were not measured so: they copy out.
+EpilogueStore automatic_store(const GemmArgs& a, PersistentSchedule s) {
   const bool gelu = a.epilogue == GemmEpilogue::bias_activation &&
                     (a.activation == Activation::gelu || a.activation == Activation::gelu_tanh);
   const bool half = a.dtype == DType::fp16 || a.dtype == DType::bf16;
+  if (s == PersistentSchedule::pingpong_wide && half &&
+      (a.epilogue == GemmEpilogue::bias || a.epilogue == GemmEpilogue::bias_activation))
+    return EpilogueStore::tma;
   const bool heavy = gelu || a.epilogue == GemmEpilogue::bias_qkv_split;
   return half && heavy && a.K <= 1024 ? EpilogueStore::copy : EpilogueStore::staged;
 }
@@ -1030,7 +1039,7 @@ bool persistent_stream_k_applies(int64_t M, int64_t N, const PersistentLaunch& l
 
 void launch_gemm_persistent_sm90(const GemmArgs& args, const PersistentLaunch& l, cudaStream_t stream) {
   EpilogueStore store = l.store == EpilogueStore::from_env ? epilogue_store_setting() : l.store;
-  if (store == EpilogueStore::automatic) store = automatic_store(args);
+  if (store == EpilogueStore::automatic) store = automatic_store(args, l.schedule);
   const GemmArgs a = with_split_map(args);
   if (!persistent_supported(a.M, a.N, l)) {
     throw std::logic_error("persistent GEMM asked for " + persistent_variant_name(a.dtype, l) + " on M=" +

@@ -541,14 +541,18 @@ TEST_CASE("gemm persistent kernel runs many tiles per CTA, in both schedules, ev
   }
 }
 
-// How tiles leave by default, without a device: copied out where that measured ahead on
-// H100s (16-bit head splits and GELUs at K <= 1024), staged elsewhere, never by TMA.
-TEST_CASE("gemm epilogue copies boxes out for short-K 16-bit head splits and GELUs, stages the rest",
+// How tiles leave by default, without a device: by TMA from the 16-bit 128 x 192 tiles of
+// bias and activation epilogues, copied out where that measured ahead on H100s (16-bit head
+// splits and GELUs at K <= 1024), staged elsewhere.
+TEST_CASE("gemm epilogue stores 16-bit 128 x 192 tiles by TMA, copies short-K 16-bit head splits and GELUs out, stages the rest",
           "[kernels][gemm]") {
   using tlb::Activation;
   using tlb::DType;
-  using tlb::gemm_detail::automatic_store;
   using tlb::gemm_detail::EpilogueStore;
+  using tlb::gemm_detail::PersistentSchedule;
+  const auto automatic_store = [](const GemmArgs& a) {
+    return tlb::gemm_detail::automatic_store(a, PersistentSchedule::pingpong);
+  };
   auto args = [](DType d, GemmEpilogue e, Activation act, int64_t K) {
     GemmArgs a;
     a.dtype = d;
@@ -577,6 +581,27 @@ TEST_CASE("gemm epilogue copies boxes out for short-K 16-bit head splits and GEL
         EpilogueStore::staged);
   CHECK(automatic_store(args(DType::fp32, GemmEpilogue::bias_activation, Activation::gelu, 1024)) ==
         EpilogueStore::staged);
+  // The 128 x 192 tiles: bias-only and activation tiles of 16-bit products by TMA at any K;
+  // residual and head-split tiles, and TF32, as on the other tiles (their staging meaning a
+  // copy there).
+  const auto wide = [](const GemmArgs& a) {
+    return tlb::gemm_detail::automatic_store(a, PersistentSchedule::pingpong_wide);
+  };
+  for (const DType d : {DType::fp16, DType::bf16}) {
+    for (const int64_t K : {1024, 2048, 8192}) {
+      CHECK(wide(args(d, GemmEpilogue::bias, Activation::gelu, K)) == EpilogueStore::tma);
+      for (const Activation act : {Activation::gelu, Activation::gelu_tanh, Activation::relu})
+        CHECK(wide(args(d, GemmEpilogue::bias_activation, act, K)) == EpilogueStore::tma);
+      CHECK(wide(args(d, GemmEpilogue::bias_residual, Activation::gelu, K)) == EpilogueStore::staged);
+    }
+    CHECK(wide(args(d, GemmEpilogue::bias_qkv_split, Activation::gelu, 2048)) == EpilogueStore::staged);
+    CHECK(wide(args(d, GemmEpilogue::bias_qkv_split, Activation::gelu, 1024)) == EpilogueStore::copy);
+  }
+  CHECK(wide(args(DType::fp32, GemmEpilogue::bias_activation, Activation::gelu, 2048)) == EpilogueStore::staged);
+  CHECK(wide(args(DType::fp32, GemmEpilogue::bias, Activation::gelu, 2048)) == EpilogueStore::staged);
+  for (const PersistentSchedule s : {PersistentSchedule::cooperative, PersistentSchedule::cooperative_wide})
+    CHECK(tlb::gemm_detail::automatic_store(args(DType::fp16, GemmEpilogue::bias, Activation::gelu, 2048), s) ==
+          EpilogueStore::staged);
 }
 
 // Clusters of two in the ranking, without a device: ahead of the same variant without for
