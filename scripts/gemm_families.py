@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The GEMM table's rows by variant family, for deciding how the dispatcher ranks them.
 
-    scripts/gemm_families.py KERNELS.jsonl [--commit PREFIX ...]
+    scripts/gemm_families.py KERNELS.jsonl [--commit PREFIX ...] [--alone]
 
 KERNELS.jsonl holds `tlbench_kernel_bench gemm` records (results/<gpu>/kernels.jsonl, or a
 call's kernels.jsonl): per GEMM, the pick's TFLOP/s and every big-grid variant's, timed in
@@ -13,6 +13,9 @@ in pairs (`…_cluster2_…`), ping-pong on 128 x 192 tiles (pairs included), co
 256 x 128 tiles and on 128 x 256 tiles (pairs included), and the one-tile-per-CTA wgmma tiles. With --commit, only the tables of those commits (a
 prefix each, in that order); without, every table in the file. Rows without
 `variants_tflops` (fp32 IEEE's, which have none timed beside the pick) are left out.
+With --alone the same from `gemm --energy-variants`'s "gemm_sustained" records: every
+variant run alone, as in a job of its own, instead of in turns (on a card held at its power
+limit the turns share one clock out among the variants; alone each holds its own).
 
 Exit 0 with at least one row printed; 1 when no row matched; 2 on bad input (one line naming
 the file and the line).
@@ -39,11 +42,20 @@ def is_pingpong(v):
     return v.startswith("sm90_pingpong_") and "_cluster2_" not in v and re.search(r"_128x128x\d+_", v) is not None
 
 
-def load(path):
-    """The GEMM records of `path` that carry variants; ValueError or OSError on bad input."""
+def load(path, alone=False):
+    """The GEMM records of `path` that carry variants, timed in turns ("gemm") or alone
+    ("gemm_sustained", as the same fields); ValueError or OSError on bad input."""
     rows = []
     for n, r in read_objects(path):
-        if r.get("kernel") != "gemm" or not r.get("variants_tflops"):
+        if alone:
+            if r.get("kernel") != "gemm_sustained" or not r.get("variants_alone"):
+                continue
+            try:
+                r = dict(r, ours_tflops=r["ours"]["tflops"],
+                         variants_tflops={k: v["tflops"] for k, v in r["variants_alone"].items()})
+            except (KeyError, TypeError, AttributeError):
+                raise ValueError(f"{path}:{n}: sustained GEMM record without \"ours\" or a variant's \"tflops\"")
+        elif r.get("kernel") != "gemm" or not r.get("variants_tflops"):
             continue
         for key in ("label", "dtype", "commit", "ours_tflops", "variant"):
             if key not in r:
@@ -70,9 +82,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("kernels")
     ap.add_argument("--commit", action="append", default=[], help="a table's commit (prefix); repeatable")
+    ap.add_argument("--alone", action="store_true", help="the variants run alone (gemm_sustained records)")
     a = ap.parse_args()
     try:
-        rows = load(a.kernels)
+        rows = load(a.kernels, a.alone)
     except ValueError as e:
         print(f"gemm_families: {e}", file=sys.stderr)
         return 2
@@ -101,7 +114,7 @@ def main():
     if a.commit:
         tables = [c for c in a.commit if c in tables]
     if not by_row:
-        print("gemm_families: no GEMM record with variants matched", file=sys.stderr)
+        print(f"gemm_families: no GEMM record with variants{' alone' if a.alone else ''} matched", file=sys.stderr)
         return 1
 
     def cell(x):

@@ -53,6 +53,22 @@ def main():
         expect("summary", "table aaaa: picks at 0.893" in out, True)
         expect("ieee row left out", "fp32-ieee" in out, False)
 
+        # --alone reads the variants run alone instead (gemm_sustained records), and only them.
+        sustained = {"kernel": "gemm_sustained", "dtype": "fp16", "label": "case13 up bias+gelu",
+                     "commit": "dddd4444", "variant": "sm90_pingpong_128x192x64_s4", "ours": {"tflops": 540.0},
+                     "variants_alone": {k: {"tflops": x * 1.1, "sm_mhz": 1400} for k, x in variants.items()}}
+        rc, out, err = run(tmp, lines + [json.dumps(sustained) + "\n"], "--alone")
+        expect("alone exit", rc, 0)
+        body = [l.split() for l in out.splitlines() if l.startswith("case")]
+        expect("alone rows", [b[:2] for b in body], [["case13", "up"]])
+        if body:
+            expect("alone families", body[0][5:], ["0.900", "1.020", "1.120", "1.050", "-", "0.877"])
+        rc, out, err = run(tmp, lines, "--alone")
+        expect("alone without sustained records exit", rc, 1)
+        rc, out, err = run(tmp, [json.dumps(dict(sustained, ours=5)) + "\n"], "--alone")
+        expect("alone bad record exit", rc, 2)
+        expect("alone bad record one line", len(err.strip().splitlines()), 1)
+
         rc, out, err = run(tmp, lines, "--commit", "cccc")
         expect("no match exit", rc, 1)
         rc, out, err = run(tmp, ["{\"kernel\": \"gemm\", \"variants_tflops\": {\"a\": 1}}\n"])
