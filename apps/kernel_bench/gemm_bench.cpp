@@ -241,6 +241,10 @@ void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
   const Sustained mine = sustained_run(ours, st, ctx.sustained_s, ctx.meter);
   const Sustained after = sustained_run(cublas, st, ctx.sustained_s, ctx.meter);
   const auto tflops = [&](const Sustained& r) { return flops / r.ms / 1e9; };
+  // The clock as JSON: null where no probe read one.
+  const auto json_mhz = [](const Sustained& r) {
+    return std::isnan(r.sm_mhz) ? std::string("null") : fmt::format("{:.0f}", r.sm_mhz);
+  };
   const double ref = (tflops(before) + tflops(after)) / 2;
   const auto text = [&](const Sustained& r) {
     return fmt::format("{:6.1f} TFLOP/s at {:4.0f} MHz", tflops(r), r.sm_mhz) +
@@ -255,13 +259,13 @@ void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
       const Sustained r = sustained_run([&](cudaStream_t s) { tlb::gemm_fused_variant(b.args, v, s); }, st,
                                         ctx.sustained_s, ctx.meter);
       fmt::print("      {:<44} {} | ratio {:5.3f}\n", v, text(r), tflops(r) / ref);
-      variants += fmt::format("{}\"{}\": {{\"tflops\": {:.1f}, \"sm_mhz\": {:.0f}}}", variants.empty() ? "" : ", ", v,
-                              tflops(r), r.sm_mhz);
+      variants += fmt::format("{}\"{}\": {{\"tflops\": {:.1f}, \"sm_mhz\": {}}}", variants.empty() ? "" : ", ", v,
+                              tflops(r), json_mhz(r));
     }
   }
   if (!ctx.jsonl) return;
   const auto member = [&](const Sustained& r) {
-    return fmt::format("{{\"tflops\": {:.1f}, \"sm_mhz\": {:.0f}, \"mj\": {}, \"watts\": {}}}", tflops(r), r.sm_mhz,
+    return fmt::format("{{\"tflops\": {:.1f}, \"sm_mhz\": {}, \"mj\": {}, \"watts\": {}}}", tflops(r), json_mhz(r),
                        r.mj >= 0 ? fmt::format("{:.3f}", r.mj) : "null",
                        r.watts >= 0 ? fmt::format("{:.0f}", r.watts) : "null");
   };
