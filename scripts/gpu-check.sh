@@ -229,7 +229,7 @@ for step in "${steps[@]}"; do
       clocked gemmbench timeout "${BENCH_TIMEOUT:-300}" $BUILD/tlbench_kernel_bench gemm "$OUT/gemm-ours.jsonl" \
         ${GEMM_MATCH:+--match "$GEMM_MATCH"} ${GEMM_ENERGY:+--energy}
       echo "rc=$?" | tee -a "$OUT/summary.txt"
-      grep -E "\] (gemm|      sm90|      alone for)" "$OUT/gemmbench-clocks.log" | tee -a "$OUT/summary.txt"
+      grep -E "\] (gemm|      sm90|alone)" "$OUT/gemmbench-clocks.log" | tee -a "$OUT/summary.txt"
       grep -A40 "^dispatcher's picks" "$OUT/gemmbench.log" | tee -a "$OUT/summary.txt"
       cat "$OUT/gemm-ours.jsonl" >>"$OUT/kernels.jsonl"
       # GEMM_AB="VAR=VALUE ...": the table once more under those environment variables (e.g.

@@ -137,8 +137,8 @@ Sustained sustained_run(const Timed& fn, cudaStream_t st, double seconds, const 
   const double wall = elapsed();
   float ms = 0;
   TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  out.calls = batches * batch;
-  out.ms = ms / out.calls;
+  const int calls = batches * batch;
+  out.ms = ms / calls;
   std::vector<ClockProbeSample> host(static_cast<size_t>(std::min(batches, kSlots)));
   TLB_CUDA_CHECK(cudaMemcpy(host.data(), slots, host.size() * sizeof(ClockProbeSample), cudaMemcpyDeviceToHost));
   std::vector<double> mhz;
@@ -147,7 +147,7 @@ Sustained sustained_run(const Timed& fn, cudaStream_t st, double seconds, const 
   std::sort(mhz.begin(), mhz.end());
   out.sm_mhz = mhz.empty() ? std::nan("") : mhz[mhz.size() / 2];
   if (e0 >= 0 && e1 >= e0) {
-    out.mj = static_cast<double>(e1 - e0) / out.calls;
+    out.mj = static_cast<double>(e1 - e0) / calls;
     out.watts = static_cast<double>(e1 - e0) / 1000.0 / wall;
   }
   return out;

@@ -53,7 +53,6 @@ void warm_up(const Timed& fn, cudaStream_t st, double seconds);
 // clock probes run after every batch of calls of about 2 ms, a 10 us probe each, counted in
 // the time), and with a meter the energy a call and the mean power over the run.
 struct Sustained {
-  int calls = 0;
   double ms = 0;
   double sm_mhz = 0;
   double mj = -1;  // per call; negative where there was no meter or it did not read

@@ -49,6 +49,16 @@ struct GemmBench {
     if (tlb::gemm_technique_needs_product(args))
       product = DeviceBuffer(static_cast<size_t>(m * n) * sizeof(float));
   }
+  // One GEMM of the speed table, its bias and activation as the case says.
+  explicit GemmBench(const GemmCase& c) : GemmBench(c.M, c.N, c.K, c.dt, c.epi, c.heads, c.math) {
+    if (!c.bias) args.bias = nullptr;
+    args.activation = c.act;
+  }
+  double flops() const { return 2.0 * M * N * K; }
+  // Our GEMM as the dispatcher picks it; returns the pick's name.
+  std::string ours(cublasHandle_t h, cudaStream_t s) const {
+    return tlb::gemm_technique(h, args, static_cast<float*>(product.get()), s);
+  }
   // fp32 in the math our kernel runs: TF32 tensor cores, or plain fp32 (cuBLAS's SGEMM path,
   // as PyTorch runs it with TF32 off).
   void cublas(cublasHandle_t h) const {
@@ -180,16 +190,11 @@ void print_persistent_capacity() {
 GemmPickResult bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c) {
   const auto [label, M, N, K, dt, epi, heads, bias, math, act] = c;
   const std::string dtype = c.dtype_name();
-  GemmBench b(M, N, K, dt, epi, heads, math);
-  if (!bias) b.args.bias = nullptr;
-  b.args.activation = act;
-  const double flops = 2.0 * M * N * K;
+  const GemmBench b(c);
+  const double flops = b.flops();
   std::string pick;
   const std::vector<std::string> others = big_grid_variants(b.args);
-  std::vector<Timed> fns = {[&](cudaStream_t) { b.cublas(h); },
-                            [&](cudaStream_t s) {
-                              pick = tlb::gemm_technique(h, b.args, static_cast<float*>(b.product.get()), s);
-                            }};
+  std::vector<Timed> fns = {[&](cudaStream_t) { b.cublas(h); }, [&](cudaStream_t s) { pick = b.ours(h, s); }};
   for (const std::string& v : others) fns.push_back([&, v](cudaStream_t s) { tlb::gemm_fused_variant(b.args, v, s); });
   const std::vector<double> ms = median_ms_each(fns, st, 40);
   const auto tflops = [&](double t) { return flops / t / 1e9; };
@@ -225,16 +230,11 @@ GemmPickResult bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
 }
 
 void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c) {
-  const auto [label, M, N, K, dt, epi, heads, bias, math, act] = c;
-  GemmBench b(M, N, K, dt, epi, heads, math);
-  if (!bias) b.args.bias = nullptr;
-  b.args.activation = act;
-  const double flops = 2.0 * M * N * K;
+  const GemmBench b(c);
+  const double flops = b.flops();
   std::string pick;
   const Timed cublas = [&](cudaStream_t) { b.cublas(h); };
-  const Timed ours = [&](cudaStream_t s) {
-    pick = tlb::gemm_technique(h, b.args, static_cast<float*>(b.product.get()), s);
-  };
+  const Timed ours = [&](cudaStream_t s) { pick = b.ours(h, s); };
   // cuBLAS before and after ours: a drift of the card's temperature over the three runs
   // lands on cuBLAS's mean as on ours.
   const Sustained before = sustained_run(cublas, st, ctx.sustained_s, ctx.meter);
@@ -250,7 +250,7 @@ void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
     return fmt::format("{:6.1f} TFLOP/s at {:4.0f} MHz", tflops(r), r.sm_mhz) +
            (r.mj >= 0 ? fmt::format(" ({:.0f} W)", r.watts) : std::string());
   };
-  fmt::print("alone {:<28} {:>9} ours {} | cuBLAS {}, {} | ratio {:5.3f} ({})\n", label, c.dtype_name(), text(mine),
+  fmt::print("alone {:<28} {:>9} ours {} | cuBLAS {}, {} | ratio {:5.3f} ({})\n", c.label, c.dtype_name(), text(mine),
              text(before), text(after), tflops(mine) / ref, pick);
   // --energy-variants: every big-grid variant alone as well, after cuBLAS's second run.
   std::string variants;
@@ -274,7 +274,7 @@ void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
              "\"label\": \"{}\", \"variant\": \"{}\", \"seconds\": {:.2f}, \"power_limit_w\": {:.0f}, \"ours\": {}, "
              "\"cublas_before\": {}, \"cublas_after\": {}, \"ratio\": {:.3f}, {}\"commit\": \"{}\", \"gpu\": \"{}\", "
              "\"cublas\": \"{}\"}}\n",
-             c.dtype_name(), M, N, K, epilogue_name(epi), label, pick, ctx.sustained_s, ctx.power_limit_w, member(mine),
+             c.dtype_name(), c.M, c.N, c.K, epilogue_name(c.epi), c.label, pick, ctx.sustained_s, ctx.power_limit_w, member(mine),
              member(before), member(after), tflops(mine) / ref,
              variants.empty() ? std::string() : fmt::format("\"variants_alone\": {{{}}}, ", variants), TLBENCH_GIT_COMMIT,
              ctx.gpu, ctx.cublas);

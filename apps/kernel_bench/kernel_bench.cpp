@@ -3,10 +3,9 @@
 //   - `gemm [FILE] [--match TEXT] [--energy | --energy-variants]`: the fused-epilogue layer
 //     GEMMs of cases 8, 10, 12 and 13 (FFN, QKV with head split, out-projection) vs cuBLAS on
 //     the same GEMM without epilogue, every sm_90a big-grid variant beside the dispatcher's
-//     pick; with FILE one
-//     kernels.jsonl record each; with --match only the GEMMs whose "label dtype" (as printed,
-//     e.g. "case12 up bias+gelu fp16") contains TEXT, so that a profiler sees just those; with
-//     --energy, after the table, cuBLAS, the pick and cuBLAS again run each GEMM alone (a
+//     pick; with FILE one kernels.jsonl record each; with --match only the GEMMs whose "label
+//     dtype" (as printed, e.g. "case12 up bias+gelu fp16") contains TEXT, so that a profiler
+//     sees just those; with --energy, after the table, cuBLAS, the pick and cuBLAS again run each GEMM alone (a
 //     "gemm_sustained" record each): the speed and SM clock each holds in a job of its own,
 //     and (through NVML) its power; on a card at its power limit the turns share one clock
 //     out among all who take them, and a kernel that spends more power a FLOP reads better
