@@ -289,10 +289,17 @@ __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(Accumulators<C>& acc, in
   using T = typename C::Elem;
   constexpr int kInFlight = C::kMmaGroupsInFlight;
   RingSlot<C::STAGES> held = slot;  // the oldest stage not yet released
+  // The stage's full barrier and A descriptor walk the ring as running values (a descriptor's
+  // address field is in 16-byte units and shared memory lies below 256 KiB, so adding to the
+  // 64-bit descriptor never carries out of it). Formed from slot.stage each k-tile instead,
+  // ptxas builds every wgmma's descriptor in vector registers and moves it to a uniform one:
+  // twice the k-loop's instructions, which a ping-pong partner's epilogue then competes with.
+  const uint64_t desc_stage0 = ptx::wgmma_desc_k_major_sw128(ring.stage(0) + a_rows_bytes);
+  uint64_t desc_a = ptx::wgmma_desc_k_major_sw128(ring.stage(slot.stage) + a_rows_bytes);
+  uint32_t full = ring.full(slot.stage);
   for (int kt = 0; kt < k_tiles; ++kt) {
-    ptx::mbarrier_wait(ring.full(slot.stage), slot.phase);
-    const uint64_t desc_a = ptx::wgmma_desc_k_major_sw128(ring.stage(slot.stage) + a_rows_bytes);
-    const uint64_t desc_w = ptx::wgmma_desc_k_major_sw128(ring.stage(slot.stage) + C::kATileBytes);
+    ptx::mbarrier_wait(full, slot.phase);
+    const uint64_t desc_w = desc_a + ((C::kATileBytes - a_rows_bytes) >> 4);
     ptx::wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < C::kKSteps; ++ks) {
@@ -313,7 +320,15 @@ __device__ __forceinline__ RingSlot<C::STAGES> mma_tile(Accumulators<C>& acc, in
       release_stage(ring, held.stage, cluster);
       held.advance(1);
     }
-    slot.advance(1);
+    if (++slot.stage == C::STAGES) {  // the ring wraps: back to stage 0, the next round's phase
+      slot.stage = 0;
+      slot.phase ^= 1u;
+      desc_a = desc_stage0;
+      full = ring.full(0);
+    } else {
+      desc_a += C::kStageBytes >> 4;
+      full += 8;
+    }
   }
   return held;
 }
