@@ -128,7 +128,12 @@ Sustained sustained_run(const Timed& fn, cudaStream_t st, double seconds, const 
     for (int i = 0; i < batch; ++i) fn(st);
     launch_clock_probe(slots + batches % kSlots, kClockProbeSpinNs, st);
     TLB_CUDA_CHECK(cudaEventRecord(done[batches % 2], st));
-    if (batches > 0) TLB_CUDA_CHECK(cudaEventSynchronize(done[(batches - 1) % 2]));
+    if (batches > 0) {
+      TLB_CUDA_CHECK(cudaEventSynchronize(done[(batches - 1) % 2]));
+      // The batch just queued is running now: why the clock is where it is.
+      if (const std::optional<unsigned long long> r = meter ? meter->clock_event_reasons() : std::nullopt)
+        out.clock_events.add(*r);
+    }
     ++batches;
   }
   TLB_CUDA_CHECK(cudaEventRecord(stop, st));

@@ -51,12 +51,14 @@ void warm_up(const Timed& fn, cudaStream_t st, double seconds);
 // `fn` run alone, back to back, for `seconds` after a warm-up half as long, as a kernel runs
 // inside a long job: its device time a call, the SM clock it holds there (the median of the
 // clock probes run after every batch of calls of about 2 ms, a 10 us probe each, counted in
-// the time), and with a meter the energy a call and the mean power over the run.
+// the time), and with a meter the energy a call, the mean power over the run and how often
+// each clock-event reason was active (NVML read while each batch runs).
 struct Sustained {
   double ms = 0;
   double sm_mhz = 0;
   double mj = -1;  // per call; negative where there was no meter or it did not read
   double watts = -1;
+  ClockEventTally clock_events;  // no samples where there was no meter or it does not say
 };
 Sustained sustained_run(const Timed& fn, cudaStream_t st, double seconds, const EnergyMeter* meter);
 

@@ -245,10 +245,25 @@ void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
   const auto json_mhz = [](const Sustained& r) {
     return std::isnan(r.sm_mhz) ? std::string("null") : fmt::format("{:.0f}", r.sm_mhz);
   };
+  // The clock-event reasons as JSON ({"sw_power_cap": 0.98}: the share of the run's samples
+  // each was active in; {} where none was; null without samples) and as text.
+  const auto json_events = [](const Sustained& r) {
+    if (r.clock_events.samples() == 0) return std::string("null");
+    std::string members;
+    for (const auto& [name, share] : r.clock_events.shares())
+      members += fmt::format("{}\"{}\": {:.2f}", members.empty() ? "" : ", ", name, share);
+    return "{" + members + "}";
+  };
+  const auto text_events = [](const Sustained& r) {
+    std::string t;
+    for (const auto& [name, share] : r.clock_events.shares())
+      t += fmt::format("{}{} {:.0f} %", t.empty() ? "" : ", ", name, 100 * share);
+    return r.clock_events.samples() == 0 ? std::string() : " [" + (t.empty() ? "no clock event" : t) + "]";
+  };
   const double ref = (tflops(before) + tflops(after)) / 2;
   const auto text = [&](const Sustained& r) {
     return fmt::format("{:6.1f} TFLOP/s at {:4.0f} MHz", tflops(r), r.sm_mhz) +
-           (r.mj >= 0 ? fmt::format(" ({:.0f} W)", r.watts) : std::string());
+           (r.mj >= 0 ? fmt::format(" ({:.0f} W)", r.watts) : std::string()) + text_events(r);
   };
   fmt::print("alone {:<28} {:>9} ours {} | cuBLAS {}, {} | ratio {:5.3f} ({})\n", c.label, c.dtype_name(), text(mine),
              text(before), text(after), tflops(mine) / ref, pick);
@@ -259,15 +274,15 @@ void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
       const Sustained r = sustained_run([&](cudaStream_t s) { tlb::gemm_fused_variant(b.args, v, s); }, st,
                                         ctx.sustained_s, ctx.meter);
       fmt::print("      {:<44} {} | ratio {:5.3f}\n", v, text(r), tflops(r) / ref);
-      variants += fmt::format("{}\"{}\": {{\"tflops\": {:.1f}, \"sm_mhz\": {}}}", variants.empty() ? "" : ", ", v,
-                              tflops(r), json_mhz(r));
+      variants += fmt::format("{}\"{}\": {{\"tflops\": {:.1f}, \"sm_mhz\": {}, \"clock_events\": {}}}",
+                              variants.empty() ? "" : ", ", v, tflops(r), json_mhz(r), json_events(r));
     }
   }
   if (!ctx.jsonl) return;
   const auto member = [&](const Sustained& r) {
-    return fmt::format("{{\"tflops\": {:.1f}, \"sm_mhz\": {}, \"mj\": {}, \"watts\": {}}}", tflops(r), json_mhz(r),
-                       r.mj >= 0 ? fmt::format("{:.3f}", r.mj) : "null",
-                       r.watts >= 0 ? fmt::format("{:.0f}", r.watts) : "null");
+    return fmt::format("{{\"tflops\": {:.1f}, \"sm_mhz\": {}, \"mj\": {}, \"watts\": {}, \"clock_events\": {}}}",
+                       tflops(r), json_mhz(r), r.mj >= 0 ? fmt::format("{:.3f}", r.mj) : "null",
+                       r.watts >= 0 ? fmt::format("{:.0f}", r.watts) : "null", json_events(r));
   };
   fmt::print(ctx.jsonl,
              "{{\"kernel\": \"gemm_sustained\", \"dtype\": \"{}\", \"m\": {}, \"n\": {}, \"k\": {}, \"epilogue\": \"{}\", "

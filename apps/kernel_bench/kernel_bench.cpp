@@ -7,9 +7,10 @@
 //     dtype" (as printed, e.g. "case12 up bias+gelu fp16") contains TEXT, so that a profiler
 //     sees just those; with --energy, after the table, cuBLAS, the pick and cuBLAS again run each GEMM alone (a
 //     "gemm_sustained" record each): the speed and SM clock each holds in a job of its own,
-//     and (through NVML) its power; on a card at its power limit the turns share one clock
-//     out among all who take them, and a kernel that spends more power a FLOP reads better
-//     there than it runs alone; --energy-variants runs every big-grid variant alone as well;
+//     and (through NVML) its power and what held its clock (the clock-event reasons); on a
+//     card held at a limit the turns share one clock out among all who take them, so a
+//     kernel that alone runs at a lower clock reads better there than it runs alone;
+//     --energy-variants runs every big-grid variant alone as well;
 //   - `attn [FILE]`: fused attention alone on the speed table's shapes (long sequences at
 //     head_dim 64 and 128, both masks; one shape per further head_dim; the short sequences of
 //     cases 4, 5 and 7, whose tiles run past seq) in TFLOP/s, and with

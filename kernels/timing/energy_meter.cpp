@@ -17,6 +17,7 @@ struct EnergyMeter::Api {
   int (*by_pci_bus_id)(const char*, Device*) = nullptr;
   int (*total_energy)(Device, unsigned long long*) = nullptr;
   int (*enforced_power_limit)(Device, unsigned*) = nullptr;
+  int (*clock_events)(Device, unsigned long long*) = nullptr;  // optional
   Device device = nullptr;
 
   ~Api() {
@@ -54,6 +55,9 @@ std::optional<EnergyMeter> EnergyMeter::open(int device, std::string& why) {
     return std::nullopt;
   }
   find(a.lib, "nvmlShutdown", a.shutdown);  // only now is there something to shut down
+  // The reasons' entry point under its name since driver 535, else the older one (same ABI).
+  if (!find(a.lib, "nvmlDeviceGetCurrentClocksEventReasons", a.clock_events))
+    find(a.lib, "nvmlDeviceGetCurrentClocksThrottleReasons", a.clock_events);
   char bus_id[32] = {};
   if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != cudaSuccess) {
     why = "the CUDA device has no PCI bus id";
@@ -81,6 +85,30 @@ std::optional<unsigned long long> EnergyMeter::energy_mj() const {
 double EnergyMeter::power_limit_w() const {
   unsigned mw = 0;
   return api_->enforced_power_limit(api_->device, &mw) == 0 ? mw / 1000.0 : 0.0;
+}
+
+std::optional<unsigned long long> EnergyMeter::clock_event_reasons() const {
+  unsigned long long mask = 0;
+  if (!api_->clock_events || api_->clock_events(api_->device, &mask) != 0) return std::nullopt;
+  return mask;
+}
+
+void ClockEventTally::add(unsigned long long reasons) {
+  ++samples_;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    if (reasons & kClockEventReasons[i].bit) ++active_[i];
+    reasons &= ~kClockEventReasons[i].bit;
+  }
+  if (reasons != 0) ++other_;
+}
+
+std::vector<std::pair<std::string, double>> ClockEventTally::shares() const {
+  std::vector<std::pair<std::string, double>> out;
+  if (samples_ == 0) return out;
+  for (size_t i = 0; i < active_.size(); ++i)
+    if (active_[i] > 0) out.emplace_back(kClockEventReasons[i].name, static_cast<double>(active_[i]) / samples_);
+  if (other_ > 0) out.emplace_back("other", static_cast<double>(other_) / samples_);
+  return out;
 }
 
 }  // namespace tlb

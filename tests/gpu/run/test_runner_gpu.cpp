@@ -239,7 +239,8 @@ TEST_CASE("CUDA run clock times real work and reads a plausible SM clock", "[gpu
   TLB_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
-TEST_CASE("The energy meter's counter grows while the GPU works, at a plausible power", "[gpu][timer]") {
+TEST_CASE("The energy meter's counter grows while the GPU works, at a plausible power, and the clock-event reasons read",
+          "[gpu][timer]") {
   TLB_REQUIRE_GPU();
   std::string why;
   const std::optional<EnergyMeter> meter = EnergyMeter::open(0, why);
@@ -262,6 +263,9 @@ TEST_CASE("The energy meter's counter grows while the GPU works, at a plausible 
   }
   const std::optional<unsigned long long> e1 = meter->energy_mj();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // What holds the clock: every driver that runs an sm_80 or newer GPU says.
+  const std::optional<unsigned long long> reasons = meter->clock_event_reasons();
+  CHECK(reasons);
   REQUIRE(e0);
   REQUIRE(e1);
   REQUIRE(*e1 > *e0);
