@@ -231,6 +231,7 @@ for step in "${steps[@]}"; do
       echo "rc=$?" | tee -a "$OUT/summary.txt"
       grep -E "\] (gemm|      sm90|alone)" "$OUT/gemmbench-clocks.log" | tee -a "$OUT/summary.txt"
       grep -A40 "^dispatcher's picks" "$OUT/gemmbench.log" | tee -a "$OUT/summary.txt"
+      [[ -n ${GEMM_ENERGY:-} ]] && python3 scripts/gemm_alone.py "$OUT/gemm-ours.jsonl" 2>&1 | tee -a "$OUT/summary.txt"
       cat "$OUT/gemm-ours.jsonl" >>"$OUT/kernels.jsonl"
       # GEMM_AB="VAR=VALUE ...": the table once more under those environment variables (e.g.
       # TLBENCH_GEMM_STORE=tma), cuBLAS beside it again, for an A/B of two builds of one
