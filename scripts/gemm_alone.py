@@ -44,6 +44,10 @@ def family(variant):
     return "other"
 
 
+def is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def load(path):
     """The "gemm_sustained" records of `path`, checked; ValueError or OSError on bad input."""
     rows = []
@@ -53,18 +57,21 @@ def load(path):
         for key in ("label", "dtype", "commit", "variant", "ratio", *RUNS):
             if key not in r:
                 raise ValueError(f"{path}:{n}: sustained GEMM record without \"{key}\"")
+        for key in ("label", "dtype", "commit", "variant"):
+            if not isinstance(r[key], str):
+                raise ValueError(f"{path}:{n}: \"{key}\" is not a string")
         for run in RUNS:
             x = r[run]
-            if not isinstance(x, dict) or not isinstance(x.get("tflops"), (int, float)):
+            if not isinstance(x, dict) or not is_number(x.get("tflops")):
                 raise ValueError(f"{path}:{n}: \"{run}\" without a number \"tflops\"")
             for key in ("sm_mhz", "watts"):
-                if x.get(key) is not None and not isinstance(x[key], (int, float)):
+                if x.get(key) is not None and not is_number(x[key]):
                     raise ValueError(f"{path}:{n}: \"{run}\".\"{key}\" is not a number or null")
             events = x.get("clock_events")
             if events is not None and (not isinstance(events, dict) or
-                                       not all(isinstance(v, (int, float)) for v in events.values())):
+                                       not all(is_number(v) for v in events.values())):
                 raise ValueError(f"{path}:{n}: \"{run}\".\"clock_events\" is not an object of shares")
-        if not isinstance(r["ratio"], (int, float)) or r["ratio"] <= 0:
+        if not is_number(r["ratio"]) or r["ratio"] <= 0:
             raise ValueError(f"{path}:{n}: \"ratio\" is not a positive number")
         rows.append(r)
     return rows
@@ -167,11 +174,16 @@ def main():
         print(f"gemm_alone: {a.kernels}: cannot read ({e.strerror})", file=sys.stderr)
         return 2
 
-    tables = {}  # commit -> {(label, dtype): last record}, in order of first appearance
+    # commit as recorded (a build of a changed tree says "-dirty") -> {(label, dtype): last
+    # record}, in order of first appearance
+    tables = {}
     for r in records:
-        tables.setdefault(r["commit"][:12], {})[(r["label"], r["dtype"])] = r
+        tables.setdefault(r["commit"], {})[(r["label"], r["dtype"])] = r
 
     def table(prefix):
+        """The one table `prefix` names: the commit itself, or the only one it begins."""
+        if prefix in tables:
+            return prefix
         hits = [t for t in tables if t.startswith(prefix)]
         return hits[0] if len(hits) == 1 else None
 

@@ -82,6 +82,15 @@ def main():
         expect("ab other variant named", "base sm90_coop_256x128x64_s4" in out, True)
         expect("ab dtype", "fp16: 1.062 over 2 GEMMs" in out, True)
 
+        # A build of a changed tree is a table of its own ("-dirty"), which --base can name.
+        dirty = [record("aaaa1111-dirty", 0.88), record("aaaa1111-dirty", 0.99, label="case13 up bias+gelu")]
+        rc, out, err = run(tmp, lines + dirty, "--commit", "aaaa1111-dirty", "--base", "aaaa1111")
+        expect("dirty over clean exit", rc, 0)
+        expect("dirty over clean", [l.split()[6] for l in out.splitlines() if l.startswith("case")],
+               ["1.100", "1.100"])
+        rc, out, err = run(tmp, lines + dirty, "--commit", "aaaa")
+        expect("both tables printed", ("table aaaa1111\n" in out, "table aaaa1111-dirty\n" in out), (True, True))
+
         # A later record of the same GEMM in a table replaces the earlier one.
         rc, out, err = run(tmp, lines + [record("aaaa1111", 0.5)], "--commit", "aaaa")
         expect("last record counts", "0.500" in out and "0.800" not in out, True)
@@ -97,6 +106,10 @@ def main():
         rc, out, err = run(tmp, [bad])
         expect("bad clock exit", rc, 2)
         expect("bad clock message", err.strip().endswith(":1: \"ours\".\"sm_mhz\" is not a number or null"), True)
+        rc, out, err = run(tmp, [dict(record("aaaa1111", 0.8), label=None)])
+        expect("label not a string exit", rc, 2)
+        rc, out, err = run(tmp, [dict(record("aaaa1111", 0.8), ratio=True)])
+        expect("ratio a boolean exit", rc, 2)
         missing = record("aaaa1111", 0.8)
         del missing["cublas_after"]
         rc, out, err = run(tmp, [missing])
