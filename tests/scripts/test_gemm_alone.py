@@ -7,6 +7,9 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from expectations import Expectations  # noqa: E402
+
 SCRIPT = os.path.join(HERE, "..", "..", "scripts", "gemm_alone.py")
 
 
@@ -34,11 +37,8 @@ def run(tmp, lines, *args):
 
 
 def main():
-    failures = []
-
-    def expect(what, got, want):
-        if got != want:
-            failures.append(f"{what}: got {got!r}, want {want!r}")
+    checks = Expectations("test_gemm_alone")
+    expect = checks.expect
 
     with tempfile.TemporaryDirectory() as tmp:
         lines = [record("aaaa1111", 0.80, events={"hw_slowdown": 0.6, "sw_power_cap": 0.05}),
@@ -119,11 +119,7 @@ def main():
         expect("bad JSON exit", rc, 2)
     r = subprocess.run([sys.executable, SCRIPT, "/nonexistent/kernels.jsonl"], capture_output=True, text=True)
     expect("unreadable exit", r.returncode, 2)
-
-    for f in failures:
-        print(f"FAILED: {f}")
-    print(f"{'ok' if not failures else 'failed'}: test_gemm_alone")
-    return 1 if failures else 0
+    return checks.finish()
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from expectations import Expectations  # noqa: E402
+
 SCRIPT = os.path.join(HERE, "..", "..", "scripts", "gemm_families.py")
 
 
@@ -24,11 +27,8 @@ def run(tmp, lines, *args):
 
 
 def main():
-    failures = []
-
-    def expect(what, got, want):
-        if got != want:
-            failures.append(f"{what}: got {got!r}, want {want!r}")
+    checks = Expectations("test_gemm_families")
+    expect = checks.expect
 
     variants = {"sm90_pingpong_128x128x64_s6": 500.0, "sm90_pingpong_streamk2_128x128x64_s6": 400.0,
                 "sm90_pingpong_cluster2_128x128x64_s6": 450.0, "sm90_coop_256x128x64_s4": 550.0,
@@ -79,10 +79,7 @@ def main():
         expect("one line", len(err.strip().splitlines()), 1)
     r = subprocess.run([sys.executable, SCRIPT, "/nonexistent/kernels.jsonl"], capture_output=True, text=True)
     expect("unreadable exit", r.returncode, 2)
-    for f in failures:
-        print(f"FAILED: {f}")
-    print(f"{'ok' if not failures else 'failed'}: test_gemm_families")
-    return 1 if failures else 0
+    return checks.finish()
 
 
 if __name__ == "__main__":

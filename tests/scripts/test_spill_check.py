@@ -7,6 +7,9 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from expectations import Expectations  # noqa: E402
+
 SCRIPT = os.path.join(HERE, "..", "..", "scripts", "spill_check.py")
 # void tlb::(anonymous namespace)::k<2>(float const*, int), spilling in two compilations.
 MANGLED = "_ZN3tlb12_GLOBAL__N_11kILi2EEEvPKfi"
@@ -30,11 +33,8 @@ def run(tmp, log_lines, budget):
 
 
 def main():
-    failures = []
-
-    def expect(what, got, want):
-        if got != want:
-            failures.append(f"{what}: got {got!r}, want {want!r}")
+    checks = Expectations("test_spill_check")
+    expect = checks.expect
 
     with tempfile.TemporaryDirectory() as tmp:
         lines = [warning(MANGLED, 8, 8), warning(MANGLED, 24, 40)]  # the larger one counts: 64
@@ -57,10 +57,7 @@ def main():
             expect("written budget", json.load(f), {KEY: 64})
         missing = subprocess.run([sys.executable, SCRIPT, os.path.join(tmp, "none.log")], capture_output=True)
         expect("missing log", missing.returncode, 2)
-    for f in failures:
-        print("FAIL:", f)
-    print("spill_check tests:", "failed" if failures else "passed")
-    return 1 if failures else 0
+    return checks.finish()
 
 
 if __name__ == "__main__":
