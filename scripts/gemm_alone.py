@@ -82,6 +82,11 @@ def mean(*xs):
     return sum(xs) / len(xs) if xs else None
 
 
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
 def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
@@ -122,9 +127,6 @@ def print_table(t, rows):
               f"{events_text(r['ours'])} | {events_text(r['cublas_before'])}, {events_text(r['cublas_after'])}")
         by_dtype.setdefault(r["dtype"], []).append((r, s))
     for dtype, rs in by_dtype.items():
-        def median(values):
-            values = [v for v in values if v is not None]
-            return statistics.median(values) if values else None
         mhz_o, mhz_c = (median(s["mhz"][i] for _, s in rs) for i in (0, 1))
         w_o, w_c = (median(s["watts"][i] for _, s in rs) for i in (0, 1))
         print(f"{dtype}: ours/cuBLAS {geomean([r['ratio'] for r, _ in rs]):.3f} (geometric mean of {len(rs)}); "

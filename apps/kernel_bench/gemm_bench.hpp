@@ -71,9 +71,10 @@ GemmPickResult bench_gemm(cublasHandle_t h, cudaStream_t st, const GemmRecordCon
 
 // The same GEMM as each kernel runs in a long job of its own: cuBLAS, the pick, cuBLAS again,
 // each alone back to back (sustained_run), no other kernel between its calls to set the
-// clock it runs at. On a card held at its power limit that clock follows the kernel's own
-// power, which the turns of bench_gemm share out among everything that takes them: a kernel
-// that spends more power a FLOP than cuBLAS reads better there than it runs alone. One line,
+// clock it runs at. On a card held at a limit (power, current, temperature: the records'
+// clock_events say which) each kernel alone holds a clock of its own, which the turns of
+// bench_gemm share out among everything that takes them: a kernel whose own clock is lower
+// than cuBLAS's reads better there than it runs alone. One line,
 // and one "gemm_sustained" record (ratio: ours over the mean of cuBLAS's two runs); with
 // ctx.sustained_variants every big-grid variant alone after them ("variants_alone").
 void bench_gemm_sustained(cublasHandle_t h, cudaStream_t st, const GemmRecordContext& ctx, const GemmCase& c);

@@ -1,8 +1,8 @@
-// The GPU's energy counter and power limit through NVML, for benchmarks that ask what a kernel
-// costs in joules: on a card held at its power limit a kernel's speed follows its energy per
-// call (a kernel that spends more energy on the same FLOPs runs at a lower clock), which event
-// times alone do not show. NVML is loaded at run time (libnvidia-ml.so.1 comes with the
-// driver), so the build needs nothing and a machine without it gets no meter, not an error.
+// The GPU's energy counter, power limit and clock-event reasons through NVML, for benchmarks
+// that ask what a kernel costs in joules and what holds the clock it runs at (the power cap,
+// a current or voltage limit, temperature), which event times alone do not show. NVML is
+// loaded at run time (libnvidia-ml.so.1 comes with the driver), so the build needs nothing
+// and a machine without it gets no meter, not an error.
 #pragma once
 
 #include <array>
@@ -51,9 +51,9 @@ struct ClockEventReason {
   const char* name;
 };
 inline constexpr ClockEventReason kClockEventReasons[] = {
-    {0x4, "sw_power_cap"}, {0x80, "hw_power_brake"},      {0x8, "hw_slowdown"},
-    {0x20, "sw_thermal"},  {0x40, "hw_thermal"},          {0x2, "applications_clocks"},
-    {0x10, "sync_boost"},  {0x100, "display_clocks"},     {0x1, "gpu_idle"}};
+    {0x4, "sw_power_cap"}, {0x80, "hw_power_brake"}, {0x8, "hw_slowdown"},
+    {0x20, "sw_thermal"},  {0x40, "hw_thermal"},     {0x2, "applications_clocks"},
+    {0x10, "sync_boost"},  {0x100, "display_clocks"}, {0x1, "gpu_idle"}};
 
 // How often each clock-event reason was active over the samples of a run (one mask a sample).
 class ClockEventTally {
