@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common/cuda_check.hpp"
+#include "common/cuda_event.hpp"
 #include "common/device_buffer.hpp"
 #include "timing/clock_probe.hpp"
 #include "timing/l2_flush.hpp"
@@ -32,7 +33,7 @@ std::vector<Side> abba_schedule(size_t first_pair, size_t pairs) {
 struct CudaRunClock::Impl {
   cudaStream_t stream = nullptr;
   Options opt;
-  std::vector<cudaEvent_t> start, stop;
+  std::vector<CudaEvent> start, stop;
   DeviceBuffer probes;  // ClockProbeSample per slot
   std::vector<ClockProbeSample> probes_host;
   DeviceBuffer flush;
@@ -40,11 +41,8 @@ struct CudaRunClock::Impl {
 
   void reserve(size_t slots) {
     while (start.size() < slots) {
-      cudaEvent_t a = nullptr, b = nullptr;
-      TLB_CUDA_CHECK(cudaEventCreate(&a));
-      start.push_back(a);
-      TLB_CUDA_CHECK(cudaEventCreate(&b));
-      stop.push_back(b);
+      start.emplace_back();
+      stop.emplace_back();
     }
     if (opt.sample_clock && probes.bytes() < slots * sizeof(ClockProbeSample)) {
       // Grow geometrically. This can happen in the middle of a batch, so the samples already
@@ -74,11 +72,7 @@ CudaRunClock::CudaRunClock(cudaStream_t stream, const Options& opt) : impl_(new 
   impl_->reserve(512);  // the timer's largest batch: 256 pairs
 }
 
-CudaRunClock::~CudaRunClock() {
-  // Events of a faulted context cannot be destroyed cleanly; the errors are of no use here.
-  for (cudaEvent_t e : impl_->start) cudaEventDestroy(e);
-  for (cudaEvent_t e : impl_->stop) cudaEventDestroy(e);
-}
+CudaRunClock::~CudaRunClock() = default;
 
 uint64_t CudaRunClock::l2_flush_bytes() const { return impl_->flush.bytes(); }
 
@@ -110,9 +104,7 @@ void CudaRunClock::collect(size_t count, std::vector<double>& ms, std::vector<do
                                    m.stream));
   TLB_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   for (size_t i = 0; i < count; ++i) {
-    float t = 0;
-    TLB_CUDA_CHECK(cudaEventElapsedTime(&t, m.start[i], m.stop[i]));
-    ms[i] = t;
+    ms[i] = elapsed_ms(m.start[i], m.stop[i]);
     if (m.opt.sample_clock) mhz[i] = clock_probe_mhz(m.probes_host[i]);
   }
 }

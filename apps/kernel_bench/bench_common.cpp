@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "common/cuda_check.hpp"
+#include "common/cuda_event.hpp"
 #include "common/rounding.hpp"
 #include "common/stream_graph.hpp"
 #include "timing/clock_probe.hpp"
@@ -88,19 +89,6 @@ void warm_up(const Timed& fn, cudaStream_t st, double seconds) {
   }
 }
 
-namespace {
-
-struct Event {
-  cudaEvent_t e = nullptr;
-  Event() { TLB_CUDA_CHECK(cudaEventCreate(&e)); }
-  ~Event() { cudaEventDestroy(e); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  operator cudaEvent_t() const { return e; }
-};
-
-}  // namespace
-
 Sustained sustained_run(const Timed& fn, cudaStream_t st, double seconds, const EnergyMeter* meter) {
   warm_up(fn, st, seconds / 2);
   EventTimer timer(st);
@@ -110,7 +98,7 @@ Sustained sustained_run(const Timed& fn, cudaStream_t st, double seconds, const 
   constexpr int kSlots = 1024;
   DeviceBuffer probes(kSlots * sizeof(ClockProbeSample));
   auto* slots = static_cast<ClockProbeSample*>(probes.get());
-  const Event start, stop, done[2];
+  const CudaEvent start, stop, done[2];
   TLB_CUDA_CHECK(cudaStreamSynchronize(st));
   // The counter in mJ, or -1 without one.
   const auto read_mj = [&]() -> long long {
@@ -140,10 +128,8 @@ Sustained sustained_run(const Timed& fn, cudaStream_t st, double seconds, const 
   TLB_CUDA_CHECK(cudaEventSynchronize(stop));
   const long long e1 = read_mj();
   const double wall = elapsed();
-  float ms = 0;
-  TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   const int calls = batches * batch;
-  out.ms = ms / calls;
+  out.ms = elapsed_ms(start, stop) / calls;
   std::vector<ClockProbeSample> host(static_cast<size_t>(std::min(batches, kSlots)));
   TLB_CUDA_CHECK(cudaMemcpy(host.data(), slots, host.size() * sizeof(ClockProbeSample), cudaMemcpyDeviceToHost));
   std::vector<double> mhz;

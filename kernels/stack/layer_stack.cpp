@@ -23,6 +23,7 @@
 
 #include "attention/attention.hpp"
 #include "common/cuda_check.hpp"
+#include "common/cuda_event.hpp"
 #include "common/launch.hpp"
 #include "common/rng.hpp"
 #include "common/rounding.hpp"
@@ -255,7 +256,6 @@ struct StackPath::Impl {
   ~Impl() {
     with_events.graph.reset();  // their nodes record the events
     with_layer_events.graph.reset();
-    for (cudaEvent_t ev : events) cudaEventDestroy(ev);
   }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -288,7 +288,7 @@ struct StackPath::Impl {
   std::function<void(int)> marker;
   int repeat = -1;
   int only = -1;  // the stage whose work alone runs (run_stage_alone); -1: every stage's
-  std::vector<cudaEvent_t> events;  // the stage and layer events' markers, created on first use
+  std::vector<CudaEvent> events;  // the stage and layer events' markers, created on first use
   // A graph path's forward with the events before each stage, and before each layer only.
   EventsGraph with_events, with_layer_events;
   CapturedGraph repeated[kNumCostStages];
@@ -725,11 +725,7 @@ void StackPath::Impl::forward() {
 
 void StackPath::Impl::ensure_events() {
   const size_t markers = static_cast<size_t>(s.layers) * kNumCostStages + 1;
-  while (events.size() < markers) {
-    cudaEvent_t ev = nullptr;
-    TLB_CUDA_CHECK(cudaEventCreate(&ev));
-    events.push_back(ev);
-  }
+  while (events.size() < markers) events.emplace_back();
 }
 
 std::vector<int> StackPath::Impl::forward_with_events(bool as_nodes, bool layers_only) {
@@ -837,8 +833,7 @@ StageTimes StackPath::Impl::timed_events(bool layers_only, EventsGraph& graph) {
   TLB_CUDA_CHECK(cudaStreamSynchronize(stream));
   StageTimes t;
   for (size_t i = 0; i + 1 < stage_of.size(); ++i) {
-    float ms = 0;
-    TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, events[i], events[i + 1]));
+    const double ms = elapsed_ms(events[i], events[i + 1]);
     t.ms[static_cast<size_t>(stage_of[i])] += ms;
     t.total_ms += ms;
   }

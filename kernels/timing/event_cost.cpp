@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/cuda_check.hpp"
+#include "common/cuda_event.hpp"
 #include "common/stream_graph.hpp"
 #include "timing/event_timer.hpp"
 #include "timing/launch_hold.hpp"
@@ -11,18 +12,7 @@
 namespace tlb {
 
 std::vector<double> probe_event_costs_ms(cudaStream_t stream, int pairs) {
-  std::vector<cudaEvent_t> events;
-  struct Events {
-    std::vector<cudaEvent_t>& v;
-    ~Events() {
-      for (cudaEvent_t e : v) cudaEventDestroy(e);
-    }
-  } owner{events};
-  for (int i = 0; i < kEventProbeKernels; ++i) {
-    cudaEvent_t e = nullptr;
-    TLB_CUDA_CHECK(cudaEventCreate(&e));  // timing events, as the stages' markers are
-    events.push_back(e);
-  }
+  std::vector<CudaEvent> events(kEventProbeKernels);  // timing events, as the stages' markers are
   // The chain of the probe's kernels, with an event node after each where `marked`.
   auto chain = [&](bool marked) {
     for (int i = 0; i < kEventProbeKernels; ++i) {

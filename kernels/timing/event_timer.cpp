@@ -5,15 +5,7 @@
 
 namespace tlb {
 
-EventTimer::EventTimer(cudaStream_t stream) : stream_(stream) {
-  TLB_CUDA_CHECK(cudaEventCreate(&start_));
-  TLB_CUDA_CHECK(cudaEventCreate(&stop_));
-}
-
-EventTimer::~EventTimer() {
-  cudaEventDestroy(start_);
-  cudaEventDestroy(stop_);
-}
+EventTimer::EventTimer(cudaStream_t stream) : stream_(stream) {}
 
 double EventTimer::ms(const std::function<void()>& work, LaunchHold* hold) {
   if (hold) hold->hold(stream_);
@@ -28,9 +20,7 @@ double EventTimer::ms(const std::function<void()>& work, LaunchHold* hold) {
                       "than the queue holds, or a synchronising call among them): not measured",
                       false);
   }
-  float t = 0;
-  TLB_CUDA_CHECK(cudaEventElapsedTime(&t, start_, stop_));
-  return t;
+  return elapsed_ms(start_, stop_);
 }
 
 }  // namespace tlb

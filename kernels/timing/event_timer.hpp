@@ -7,6 +7,8 @@
 
 #include <functional>
 
+#include "common/cuda_event.hpp"
+
 namespace tlb {
 
 class LaunchHold;
@@ -14,7 +16,6 @@ class LaunchHold;
 class EventTimer {
  public:
   explicit EventTimer(cudaStream_t stream);
-  ~EventTimer();
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
   // The work's time on the stream; where `hold` is given, with the work queued behind it
@@ -24,7 +25,7 @@ class EventTimer {
 
  private:
   cudaStream_t stream_;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  CudaEvent start_, stop_;
 };
 
 }  // namespace tlb

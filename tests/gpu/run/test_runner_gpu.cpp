@@ -27,6 +27,7 @@
 #include "accuracy.hpp"
 #include "accuracy/compare.hpp"
 #include "common/cuda_check.hpp"
+#include "common/cuda_event.hpp"
 #include "common/device_buffer.hpp"
 #include "common/rounding.hpp"
 #include "paired_timer.hpp"
@@ -282,9 +283,7 @@ TEST_CASE("A launch hold keeps the host's time out of events around the work it 
   TLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
     DeviceBuffer buf(size_t{64} << 20);
-    cudaEvent_t a = nullptr, b = nullptr;
-    TLB_CUDA_CHECK(cudaEventCreate(&a));
-    TLB_CUDA_CHECK(cudaEventCreate(&b));
+    const CudaEvent a, b;
     // The work is launched 30 ms of host time after the first event, as a slow host would.
     auto timed_ms = [&](LaunchHold* hold) {
       if (hold) hold->hold(stream);
@@ -294,9 +293,7 @@ TEST_CASE("A launch hold keeps the host's time out of events around the work it 
       TLB_CUDA_CHECK(cudaEventRecord(b, stream));
       if (hold) hold->release();
       TLB_CUDA_CHECK(cudaEventSynchronize(b));
-      float ms = 0;
-      TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-      return static_cast<double>(ms);
+      return elapsed_ms(a, b);
     };
     CHECK(timed_ms(nullptr) > 25.0);  // without a hold the events hold the host's 30 ms
     LaunchHold hold;
@@ -323,8 +320,6 @@ TEST_CASE("A launch hold keeps the host's time out of events around the work it 
     }
     const double let_go_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - left_at).count();
     CHECK(let_go_s < 0.5);
-    TLB_CUDA_CHECK(cudaEventDestroy(a));
-    TLB_CUDA_CHECK(cudaEventDestroy(b));
   }
   TLB_CUDA_CHECK(cudaStreamDestroy(stream));
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/cuda_check.hpp"
+#include "common/cuda_event.hpp"
 #include "common/device_buffer.hpp"
 #include "common/rng.hpp"
 #include "gpu_test_util.hpp"
@@ -280,22 +281,17 @@ TEST_CASE("streamed golden attention handles seq 100000 causal in seconds", "[gp
   const int64_t B = 1, H = 16, S = 100000, DH = 64;
   Qkv t = make_qkv(B, H, S, DH, 330, stream.get());
   TLB_CUDA_CHECK(cudaMemsetAsync(t.o.get(), 0xFF, t.o.bytes(), stream.get()));
-  cudaEvent_t start, stop;
-  TLB_CUDA_CHECK(cudaEventCreate(&start));
-  TLB_CUDA_CHECK(cudaEventCreate(&stop));
+  const CudaEvent start, stop;
   TLB_CUDA_CHECK(cudaEventRecord(start, stream.get()));
   const std::string variant =
       reference::attention_streamed_fp32(streamed_args(t, MaskKind::causal, nullptr), stream.get());
   TLB_CUDA_CHECK(cudaEventRecord(stop, stream.get()));
   TLB_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0.0f;
-  TLB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  const double ms = elapsed_ms(start, stop);
   const double flops = 4.0 * B * H * DH * (static_cast<double>(S) * (S + 1) / 2.0);
   std::printf("streamed golden attention %s, seq %lld causal: %.1f ms, %.1f TFLOP/s (fp32 FMA)\n",
               variant.c_str(), static_cast<long long>(S), ms, flops / (ms * 1e-3) / 1e12);
-  CHECK(ms < 10000.0f);
+  CHECK(ms < 10000.0);
 
   // Sampled rows of the first and last head against fp64.
   for (int64_t h : {int64_t{0}, H - 1}) {
