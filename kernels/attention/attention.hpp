@@ -45,8 +45,9 @@ struct AttentionArgs {
 };
 
 // Whether the hand-written kernel covers this shape; `why` says why not (a visible fallback).
-// head_dim 64 and 128 run everywhere; fp16/bf16 with any other multiple of 8 up to 256 run on
-// the sm_90a kernel, so for those the answer asks the current device.
+// Multiples of 8 up to 128 run everywhere (head_dim 64 and 128 on their own widths, narrower
+// heads on those with zero-filled columns); fp16/bf16 ones up to 256 run on the sm_90a kernel,
+// so for those the answer asks the current device.
 bool flash_attention_supported(const LayerShape& s, DType dtype, std::string* why);
 // Scratch the chosen variant needs (0 when it needs none). Host-only, no device needed: a pure
 // function of the shape (and of TLBENCH_ATTN_VARIANT), linear in seq.

@@ -69,6 +69,8 @@ struct Spec {
   bool long_tile = false;  // the TMA kernel on its long-sequence tile whatever seq is
 };
 
+// The widths the cp.async kernels compile; narrower heads run on them with zero-filled columns
+// (attn::portable_width), except on the short-sequence kernel and the wgmma one.
 bool is_sm80_head_dim(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
 Spec parse_spec(const char* text, const char* origin) {
@@ -170,12 +172,13 @@ Engine resolve_engine(const Spec& spec, Family family, int64_t head_dim, bool sm
   } else if (e == Engine::tma && family == Family::fp32fma) {
     no = "the tma kernel runs fp16, bf16 and tf32, not fp32 ieee";
   } else if (e == Engine::tma && family == Family::tf32 && !attn::sm90_tf32_head_dim_ok(head_dim)) {
-    no = "the tma kernel runs tf32 at head_dim 64 and 128, not " + std::to_string(head_dim);
+    no = "the tma kernel runs tf32 at head_dim 40..64 and 104..128 (multiples of 8), not " + std::to_string(head_dim);
   } else if ((e == Engine::tma || e == Engine::wgmma) && !sm90a) {
     no = "the sm_90a kernels need an sm_90 GPU and a build with sm_90a code";
-  } else if ((e == Engine::wgmma || e == Engine::mma) && family == Family::mma16 && !is_sm80_head_dim(head_dim)) {
-    no = std::string(e == Engine::wgmma ? "the wgmma" : "the mma.sync") + " kernel covers head_dim 64 and 128, not " +
-         std::to_string(head_dim);
+  } else if (e == Engine::wgmma && family == Family::mma16 && !is_sm80_head_dim(head_dim)) {
+    no = "the wgmma kernel covers head_dim 64 and 128, not " + std::to_string(head_dim);
+  } else if (e == Engine::mma && family == Family::mma16 && !attn::portable_head_dim_ok(head_dim)) {
+    no = "the mma.sync kernel covers head_dim up to 128 (multiples of 8), not " + std::to_string(head_dim);
   }
   if (no.empty()) return e;
   if (strict) reject(no);
@@ -223,11 +226,15 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   const bool tma_family = half || (plan.family == Family::tf32 && attn::sm90_tf32_head_dim_ok(head_dim));
   if (tma_family) plan.engine = engine == Engine::automatic ? (sm90a ? Engine::tma : Engine::mma) : engine;
   const bool tma = tma_family && plan.engine == Engine::tma;
+  // A head narrower than the mma.sync kernel's width runs its two standard tiles only.
+  const bool narrow_mma = half && plan.engine == Engine::mma && !is_sm80_head_dim(head_dim);
+  const bool tile_runs = !(narrow_mma && spec.tile == TileShape::q128w4);
   if (spec.has_tile && strict) {
     if (!half) reject("tile shapes are fp16/bf16 only; fp32 runs 64-row tiles of 32 (tf32) or 64 (ieee) keys");
     if (tma) reject("the tma kernel's tile follows the head_dim; it takes no tile shape");
     if (plan.engine == Engine::wgmma && spec.tile != TileShape::q128w8)
       reject("the wgmma kernel runs the 128-row tile only (q128w8's shape)");
+    if (!tile_runs) reject("head_dim " + std::to_string(head_dim) + " runs the q128w8 and q64w4 tiles, not q128w4");
   }
   int q_rows = 0, kv_cols = 0;
   int64_t slots = 0;  // blocks the GPU runs at once
@@ -244,7 +251,7 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
     if (half) {
       if (plan.engine == Engine::wgmma) {
         plan.tile = TileShape::q128w8;
-      } else if (spec.has_tile) {
+      } else if (spec.has_tile && tile_runs) {
         plan.tile = spec.tile;
       } else {
         const int64_t blocks128 = bh * ((seq + 127) / 128);
@@ -252,7 +259,7 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
       }
     }
     q_rows = attn::tile_q_rows(plan.family, plan.tile);
-    kv_cols = attn::tile_kv_cols(plan.family, plan.tile, static_cast<int>(head_dim));
+    kv_cols = attn::tile_kv_cols(plan.family, plan.tile, attn::portable_width(head_dim));
     slots = kPlanningSms * kWarpsPerSm / tile_warps(plan.family, plan.tile);
   }
   const int64_t blocks = bh * ((seq + q_rows - 1) / q_rows);
@@ -306,28 +313,39 @@ void size_workspace(Plan& plan, int64_t batch, int64_t heads, int64_t seq, int64
   }
 }
 
+// "d80w128": a head of 80 columns on the kernel compiled at 128 ("d64" where they agree).
+std::string head_name(int64_t head_dim, int width) {
+  // Appended piece by piece: GCC 12 takes `"d" + std::to_string(...)` for an overlapping copy
+  // (-Wrestrict).
+  std::string name(1, 'd');
+  name += std::to_string(head_dim);
+  if (width != head_dim) {
+    name += 'w';
+    name += std::to_string(width);
+  }
+  return name;
+}
+
 std::string variant_name(const Plan& plan, int64_t head_dim) {
   const std::string d = std::to_string(head_dim);
-  const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile, static_cast<int>(head_dim));
+  const std::string portable = head_name(head_dim, attn::portable_width(head_dim));
+  const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile, attn::portable_width(head_dim));
   if (plan.short_seq) return "flash_short_d" + d + "_q64_kv" + std::to_string(kv_cols);
   const std::string prefix = plan.splits > 1 ? "flash_splitkv_x" + std::to_string(plan.splits) + "_" : "flash_fwd_";
   switch (plan.family) {
     case Family::mma16:
-      if (plan.engine == Engine::tma) {
-        const int width = attn::sm90_width(head_dim);
-        std::string name = prefix + "sm90_tma_d" + d;
-        if (width != head_dim) name += 'w' + std::to_string(width);  // (char + string: no -Wrestrict alarm)
-        return name + "_q" + std::to_string(plan.sm90.q_rows) + "_kv" + std::to_string(plan.sm90.kv_cols) +
+      if (plan.engine == Engine::tma)
+        return prefix + "sm90_tma_" + head_name(head_dim, attn::sm90_width(head_dim)) + "_q" +
+               std::to_string(plan.sm90.q_rows) + "_kv" + std::to_string(plan.sm90.kv_cols) +
                (plan.persistent ? "_persistent" : "");
-      }
       if (plan.engine == Engine::wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv64";
-      return prefix + "sm80_d" + d + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
+      return prefix + "sm80_" + portable + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
     case Family::tf32:
       if (plan.engine == Engine::tma)
-        return prefix + "sm90_tma_tf32_d" + d + "_q" + std::to_string(plan.sm90.q_rows) + "_kv" +
+        return prefix + "sm90_tma_tf32_" + portable + "_q" + std::to_string(plan.sm90.q_rows) + "_kv" +
                std::to_string(plan.sm90.kv_cols) + (plan.persistent ? "_persistent" : "");
-      return prefix + "tf32_d" + d + "_q64_kv32";
-    case Family::fp32fma: return prefix + "fp32fma_d" + d + "_q64_kv" + std::to_string(kv_cols);
+      return prefix + "tf32_" + portable + "_q64_kv32";
+    case Family::fp32fma: return prefix + "fp32fma_" + portable + "_q64_kv" + std::to_string(kv_cols);
   }
   return prefix;
 }
@@ -341,13 +359,14 @@ bool shape_supported(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim
     return no("empty shape (batch " + std::to_string(batch) + ", heads " + std::to_string(heads) + ", seq " +
               std::to_string(seq) + ", head_dim " + std::to_string(head_dim) + ")");
   const std::string hd = "head_dim " + std::to_string(head_dim);
-  if (!is_sm80_head_dim(head_dim)) {
-    // Only the sm_90a kernel covers other widths (rounded up to 64, 128, 192 or 256 columns).
-    if (dtype == DType::fp32) return no(hd + " not in {64, 128} (the fp32 kernels' widths)");
+  // Multiples of 8 up to 128 run everywhere (on the widths 64 and 128, attn::portable_width);
+  // up to 256 in fp16/bf16 on the sm_90a kernel alone.
+  if (!attn::portable_head_dim_ok(head_dim)) {
     if (!attn::sm90_head_dim_ok(head_dim)) return no(hd + " is not a multiple of 8 in 8..256");
+    if (dtype == DType::fp32) return no(hd + " is over 128, the fp32 kernels' widest head");
     if (!device_has_sm90a())
-      return no(hd + " runs only on the sm_90a kernel (64 and 128 run everywhere), and this device is not an "
-                     "sm_90 GPU running an sm_90a build");
+      return no(hd + " is over 128: it runs only on the sm_90a kernel, and this device is not an sm_90 GPU "
+                     "running an sm_90a build");
   }
   // One block per (64-row query tile, batch*head) must fit the grid's x dimension; TMA takes
   // 32-bit row coordinates.
@@ -385,7 +404,7 @@ uint64_t flash_attention_workspace_bytes(const LayerShape& s, DType dtype) {
   if (!flash_attention_supported(s, dtype, nullptr)) return 0;
   // The fp32 math mode is a run option the shape does not carry, and planning must not ask the
   // device which engine runs: plan for the largest.
-  const bool sm80_width = is_sm80_head_dim(s.head_dim());
+  const bool portable = attn::portable_head_dim_ok(s.head_dim());
   uint64_t bytes = 0;
   auto plan_for = [&](Fp32Math math, bool sm90a) {
     Plan plan = plan_variant(s.batch, s.heads, s.seq, s.head_dim(), s.mask, dtype, math, env_spec(), false, sm90a);
@@ -397,7 +416,7 @@ uint64_t flash_attention_workspace_bytes(const LayerShape& s, DType dtype) {
     plan_for(Fp32Math::tf32, true);
     plan_for(Fp32Math::ieee, false);
   } else {
-    if (sm80_width) plan_for(Fp32Math::tf32, false);
+    if (portable) plan_for(Fp32Math::tf32, false);
     plan_for(Fp32Math::tf32, true);
   }
   return bytes;

@@ -1,7 +1,8 @@
 // Flash attention forward for fp16/bf16 on mma.sync m16n8k16 (sm_80 and later): S = Q K^T and
 // O += P V on tensor cores with fp32 accumulation, the online softmax in registers, masks in
-// the tile; plus the split-KV combine step (any dtype, any head_dim up to 256). The tiles: head_dim 64
-// and 128, any seq, every mask.
+// the tile; plus the split-KV combine step (any dtype, any head_dim up to 256). The tiles: head
+// widths 64 and 128 (narrower heads, multiples of 8, on the width above them with zero-filled
+// columns: portable_width), any seq, every mask.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -146,8 +147,8 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[kMT][kD / 8][4],
 
 // One block: kRows query rows of one (batch, head) against the keys of its range (all of them,
 // or one split's). Key/value tiles are double-buffered with cp.async: the next tile's loads
-// are in flight while this one is multiplied.
-template <typename T, int kD, TileShape kShape>
+// are in flight while this one is multiplied. kNarrow: the head has p.head_dim < kD columns.
+template <typename T, int kD, TileShape kShape, bool kNarrow>
 __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
     flash_fwd_mma16(const FlashParams p) {
   ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
@@ -165,7 +166,8 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
   const uint32_t sq = ptx::smem_addr(sQ), sk = ptx::smem_addr(sK), sv = ptx::smem_addr(sV);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const auto [c, split, kr, n_tiles, causal, gQ, gK, gV] = block_work<T>(p, kRows, kKV, kD);
+  const int width = kNarrow ? p.head_dim : kD;
+  const auto [c, split, kr, n_tiles, causal, gQ, gK, gV] = block_work<T>(p, kRows, kKV, width);
   const int warp_row = warp * 16 * kMT;           // in the block's tile
   const int64_t row0 = c.q0 + warp_row;           // in the sequence
 
@@ -186,9 +188,9 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
 
   if (n_tiles > 0) {
     uint32_t qf[kMT][kKS][4];
-    load_tile_async<T, kD, kRows, kThreads>(sQ, gQ, c.q0, p.seq, tid);
-    load_tile_async<T, kD, kKV, kThreads>(sK, gK, kr.begin, p.seq, tid);
-    load_tile_async<T, kD, kKV, kThreads>(sV, gV, kr.begin, p.seq, tid);
+    load_tile_async<T, kD, kRows, kThreads, kNarrow>(sQ, gQ, c.q0, p.seq, tid, width);
+    load_tile_async<T, kD, kKV, kThreads, kNarrow>(sK, gK, kr.begin, p.seq, tid, width);
+    load_tile_async<T, kD, kKV, kThreads, kNarrow>(sV, gV, kr.begin, p.seq, tid, width);
     ptx::cp_async_commit();
 
     if constexpr (C::kSingle) {
@@ -218,8 +220,8 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
         ptx::cp_async_wait<0>();
         __syncthreads();
         if (it + 1 < n_tiles) {
-          load_tile_async<T, kD, kKV, kThreads>(sK + (stage ^ 1) * kKV * kD, gK, kv0 + kKV, p.seq, tid);
-          load_tile_async<T, kD, kKV, kThreads>(sV + (stage ^ 1) * kKV * kD, gV, kv0 + kKV, p.seq, tid);
+          load_tile_async<T, kD, kKV, kThreads, kNarrow>(sK + (stage ^ 1) * kKV * kD, gK, kv0 + kKV, p.seq, tid, width);
+          load_tile_async<T, kD, kKV, kThreads, kNarrow>(sV + (stage ^ 1) * kKV * kD, gV, kv0 + kKV, p.seq, tid, width);
         }
         ptx::cp_async_commit();
 
@@ -231,7 +233,7 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
       }
     }
   }
-  store_rows<T, kD>(p, c, split, row0, o, m, l, lane);
+  store_rows<T, kD, kNarrow>(p, c, split, row0, o, m, l, lane);
 }
 
 // Merges the split-KV partials of one row per warp: O = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s
@@ -289,10 +291,10 @@ __global__ void __launch_bounds__(128) flash_splitkv_combine(const FlashParams p
     if (col0 + e < width) dst[e] = from_float<T>(acc[e] * inv);
 }
 
-template <typename T, int kD, TileShape kShape>
+template <typename T, int kD, TileShape kShape, bool kNarrow>
 void launch_tile(const FlashLaunch& l, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kD, kShape>();
-  auto kernel = flash_fwd_mma16<T, kD, kShape>;
+  auto kernel = flash_fwd_mma16<T, kD, kShape, kNarrow>;
   allow_dynamic_smem(kernel, kSmem);
   const int64_t n_qt = (l.p.seq + Tile<kShape, kD>::kRows - 1) / Tile<kShape, kD>::kRows;
   static_assert(Tile<kShape, kD>::kKV == tile_kv_cols(Family::mma16, kShape, kD), "plan and kernel disagree");
@@ -304,21 +306,33 @@ void launch_tile(const FlashLaunch& l, cudaStream_t stream) {
 template <typename T, int kD>
 void launch_dim(const FlashLaunch& l, cudaStream_t stream) {
   switch (l.tile) {
-    case TileShape::q128w8: return launch_tile<T, kD, TileShape::q128w8>(l, stream);
-    case TileShape::q128w4: return launch_tile<T, kD, TileShape::q128w4>(l, stream);
-    case TileShape::q64w4: return launch_tile<T, kD, TileShape::q64w4>(l, stream);
-    case TileShape::short64: return launch_tile<T, kD, TileShape::short64>(l, stream);
-    case TileShape::short128: return launch_tile<T, kD, TileShape::short128>(l, stream);
+    case TileShape::q128w8: return launch_tile<T, kD, TileShape::q128w8, false>(l, stream);
+    case TileShape::q128w4: return launch_tile<T, kD, TileShape::q128w4, false>(l, stream);
+    case TileShape::q64w4: return launch_tile<T, kD, TileShape::q64w4, false>(l, stream);
+    case TileShape::short64: return launch_tile<T, kD, TileShape::short64, false>(l, stream);
+    case TileShape::short128: return launch_tile<T, kD, TileShape::short128, false>(l, stream);
   }
   throw std::invalid_argument("flash attention: unknown tile shape");
 }
 
+// A head narrower than kD: the two standard tiles only (portable_width's comment).
+template <typename T, int kD>
+void launch_narrow(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.tile == TileShape::q128w8) return launch_tile<T, kD, TileShape::q128w8, true>(l, stream);
+  if (l.tile == TileShape::q64w4) return launch_tile<T, kD, TileShape::q64w4, true>(l, stream);
+  throw std::logic_error("flash attention: head_dim " + std::to_string(l.p.head_dim) +
+                         " runs the q128w8 and q64w4 tiles only");
+}
+
 template <typename T>
 void launch_type(const FlashLaunch& l, cudaStream_t stream) {
-  if (l.p.head_dim == 64) return launch_dim<T, 64>(l, stream);
-  if (l.p.head_dim == 128) return launch_dim<T, 128>(l, stream);
-  throw std::invalid_argument("flash attention: head_dim " + std::to_string(l.p.head_dim) +
-                              " not compiled");
+  const int hd = l.p.head_dim;
+  if (hd == 64) return launch_dim<T, 64>(l, stream);
+  if (hd == 128) return launch_dim<T, 128>(l, stream);
+  if (!portable_head_dim_ok(hd))
+    throw std::invalid_argument("flash attention: head_dim " + std::to_string(hd) + " is not a multiple of 8 in 8..128");
+  if (portable_width(hd) == 64) return launch_narrow<T, 64>(l, stream);
+  launch_narrow<T, 128>(l, stream);
 }
 
 template <typename T, int kPer>

@@ -1,8 +1,9 @@
 // Flash attention forward for fp32 storage, in the two fp32 math modes: `tf32` on mma.sync
 // m16n8k8 (operands rounded to TF32, fp32 accumulate) and `ieee` on plain fp32 FMA. Both use
 // the online softmax in fp32, masks in the tile, and the split-KV partial layout of the
-// fp16/bf16 kernel. head_dim 64 and 128, any seq, every mask; 64 query rows x 32 keys (tf32) or
-// 64 keys (ieee) per step.
+// fp16/bf16 kernel. Head widths 64 and 128 (narrower heads, multiples of 8, on the width above
+// them with zero-filled columns: portable_width), any seq, every mask; 64 query rows x 32 keys
+// (tf32) or 64 keys (ieee) per step.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -42,14 +43,16 @@ __device__ __forceinline__ int tf32_offset(int row, int col) {
 }
 
 // Rows [row0, row0 + kTileRows) of a [seq, kD] fp32 matrix into a tile by cp.async, 16-byte
-// chunk ch of row r at float offset `at(r, ch)`; rows >= seq become zeros. Thread tid copies
-// chunks tid, tid + kThreads, ... (convert_own_tf32 relies on that mapping).
-template <int kD, int kTileRows, class At>
-__device__ __forceinline__ void load_rows_async(float* tile, const float* g, int64_t row0, int64_t seq, int tid,
-                                                At at) {
+// chunk ch of row r at float offset `at(r, ch)`; rows >= seq become zeros. kNarrow: the matrix
+// is [seq, width] for a head narrower than the tile, and chunks from column width on become
+// zeros too. Thread tid copies chunks tid, tid + kThreads, ... (convert_own_tf32 relies on that
+// mapping).
+template <int kD, int kTileRows, bool kNarrow, class At>
+__device__ __forceinline__ void load_rows_async(float* tile, const float* g, int64_t row0, int64_t seq, int width,
+                                                int tid, At at) {
   constexpr int kChunks = kD / 4;
   static_assert((kTileRows * kChunks) % kThreads == 0, "tile must split evenly over the threads");
-  if (row0 + kTileRows <= seq) {
+  if (!kNarrow && row0 + kTileRows <= seq) {
     // Every row inside: one base address, the copies at fixed offsets from it, no selects (the
     // general form below was most of a step's integer work, all of it in one dependent run).
     const float* src = g + row0 * kD;
@@ -66,18 +69,19 @@ __device__ __forceinline__ void load_rows_async(float* tile, const float* g, int
     const int i = tid + it * kThreads;
     const int r = i / kChunks, ch = i % kChunks;
     const int64_t row = row0 + r;
-    const bool valid = row < seq;
-    ptx::cp_async_16_zfill(ptx::smem_addr(tile + at(r, ch)), valid ? g + row * kD + ch * 4 : g, valid);
+    const bool valid = row < seq && (!kNarrow || ch * 4 < width);
+    ptx::cp_async_16_zfill(ptx::smem_addr(tile + at(r, ch)), valid ? g + row * (kNarrow ? width : kD) + ch * 4 : g,
+                           valid);
   }
 }
 
 // The tf32 kernel's tiles: swizzled for its fragment reads. convert_own_tf32 later rounds
 // exactly the chunks this thread copied.
-template <Swizzle kSw, int kD, int kTileRows>
+template <Swizzle kSw, int kD, int kTileRows, bool kNarrow>
 __device__ __forceinline__ void load_f32_async(float* tile, const float* g, int64_t row0,
-                                               int64_t seq, int tid) {
-  load_rows_async<kD, kTileRows>(tile, g, row0, seq, tid,
-                                 [](int r, int ch) { return tf32_offset<kSw, kD>(r, ch * 4); });
+                                               int64_t seq, int width, int tid) {
+  load_rows_async<kD, kTileRows, kNarrow>(tile, g, row0, seq, width, tid,
+                                          [](int r, int ch) { return tf32_offset<kSw, kD>(r, ch * 4); });
 }
 
 // Rounds this thread's chunks of a landed tile to TF32 in place (once per tile instead of once
@@ -100,7 +104,8 @@ __device__ __forceinline__ void convert_own_tf32(float* tile, int tid) {
 }
 
 // 233 / 158 registers (sm_90a, no spills), 96 / 48 KB of shared memory at head_dim 128 / 64.
-template <int kD>
+// kNarrow: the head has p.head_dim < kD columns.
+template <int kD, bool kNarrow>
 __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams p) {
   ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
   ptx::pdl_launch_dependents();
@@ -113,7 +118,8 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const auto [c, split, kr, n_tiles, causal, gQ, gK, gV] = block_work<float>(p, kRows, kKV, kD);
+  const int width = kNarrow ? p.head_dim : kD;
+  const auto [c, split, kr, n_tiles, causal, gQ, gK, gV] = block_work<float>(p, kRows, kKV, width);
   const int warp_row = warp * 16;
   const int64_t row0 = c.q0 + warp_row;
 
@@ -122,9 +128,9 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
   clear_row_state(o, m, l);
 
   if (n_tiles > 0) {
-    load_f32_async<Swizzle::qk, kD, kRows>(sQ, gQ, c.q0, p.seq, tid);
-    load_f32_async<Swizzle::qk, kD, kKV>(sK, gK, kr.begin, p.seq, tid);
-    load_f32_async<Swizzle::v, kD, kKV>(sV, gV, kr.begin, p.seq, tid);
+    load_f32_async<Swizzle::qk, kD, kRows, kNarrow>(sQ, gQ, c.q0, p.seq, width, tid);
+    load_f32_async<Swizzle::qk, kD, kKV, kNarrow>(sK, gK, kr.begin, p.seq, width, tid);
+    load_f32_async<Swizzle::v, kD, kKV, kNarrow>(sV, gV, kr.begin, p.seq, width, tid);
     ptx::cp_async_commit();
     ptx::cp_async_wait<0>();
     convert_own_tf32<Swizzle::qk, kD, kRows>(sQ, tid);
@@ -142,8 +148,8 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
       convert_own_tf32<Swizzle::v, kD, kKV>(v_tile, tid);
       __syncthreads();
       if (it + 1 < n_tiles) {
-        load_f32_async<Swizzle::qk, kD, kKV>(sK + (stage ^ 1) * L::kK, gK, kv0 + kKV, p.seq, tid);
-        load_f32_async<Swizzle::v, kD, kKV>(sV + (stage ^ 1) * L::kV, gV, kv0 + kKV, p.seq, tid);
+        load_f32_async<Swizzle::qk, kD, kKV, kNarrow>(sK + (stage ^ 1) * L::kK, gK, kv0 + kKV, p.seq, width, tid);
+        load_f32_async<Swizzle::v, kD, kKV, kNarrow>(sV + (stage ^ 1) * L::kV, gV, kv0 + kKV, p.seq, width, tid);
       }
       ptx::cp_async_commit();
 
@@ -182,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
       }
     }
   }
-  store_rows<float, kD>(p, c, split, row0, o, m, l, lane);
+  store_rows<float, kD, kNarrow>(p, c, split, row0, o, m, l, lane);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -213,15 +219,18 @@ __device__ __forceinline__ int fma_chunk_offset(int row, int chunk, int row_floa
 
 // The `ieee` kernel's tiles, committed as one cp.async group: chunks swizzled (Q, K: read four
 // head-dim columns of several rows at once) or not (V: read along a row).
-template <int kD, int kTileRows, bool kSwizzle>
-__device__ __forceinline__ void load_fma_tile(float* tile, const float* g, int64_t row0, int64_t seq, int tid) {
-  load_rows_async<kD, kTileRows>(tile, g, row0, seq, tid, [](int r, int ch) {
+template <int kD, int kTileRows, bool kSwizzle, bool kNarrow>
+__device__ __forceinline__ void load_fma_tile(float* tile, const float* g, int64_t row0, int64_t seq, int width,
+                                              int tid) {
+  load_rows_async<kD, kTileRows, kNarrow>(tile, g, row0, seq, width, tid, [](int r, int ch) {
     return kSwizzle ? fma_chunk_offset(r, ch, kD) : r * kD + ch * 4;
   });
   ptx::cp_async_commit();
 }
 
-template <int kD>
+// kNarrow: the head has p.head_dim < kD columns (its output columns 32j + 4tx .. +3 are whole
+// inside or outside it, p.head_dim being a multiple of 8).
+template <int kD, bool kNarrow>
 __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd_fp32fma(const FlashParams p) {
   ptx::pdl_wait();  // PDL: the inputs may be the previous kernel's output
   ptx::pdl_launch_dependents();
@@ -235,7 +244,8 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
 
   const int tid = threadIdx.x;
   const int ty = tid >> 3, tx = tid & 7;
-  const BlockWork<float> w = block_work<float>(p, kRows, kFmaKV, kD);
+  const int width = kNarrow ? p.head_dim : kD;
+  const BlockWork<float> w = block_work<float>(p, kRows, kFmaKV, width);
   const int64_t row0 = w.c.q0 + 4 * ty;
 
   float o[4][kCols][4] = {};
@@ -247,8 +257,8 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
   }
 
   if (w.n_tiles > 0) {
-    load_fma_tile<kD, kRows, true>(sQ, w.q, w.c.q0, p.seq, tid);
-    load_fma_tile<kD, kFmaKV, true>(sK, w.k, w.kr.begin, p.seq, tid);
+    load_fma_tile<kD, kRows, true, kNarrow>(sQ, w.q, w.c.q0, p.seq, width, tid);
+    load_fma_tile<kD, kFmaKV, true, kNarrow>(sK, w.k, w.kr.begin, p.seq, width, tid);
     // The swizzles of a thread's rows, worked out: its query rows 4ty + r share r / 4 % 8 = ty % 8
     // (and ty % 4 in P), its keys 4tx + c and 32 + 4tx + c share tx.
     const float* q_rows = sQ + (4 * ty) * kD;
@@ -261,7 +271,7 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
       // step's V: its buffer takes this step's.
       ptx::cp_async_wait<0>();
       __syncthreads();
-      load_fma_tile<kD, kFmaKV, false>(sV, w.v, kv0, p.seq, tid);
+      load_fma_tile<kD, kFmaKV, false, kNarrow>(sV, w.v, kv0, p.seq, width, tid);
 
       // S = Q K^T, head-dim columns ascending per score, in runs of eight chunks (32 columns):
       // the swizzles touch only a chunk's low three bits, so within a run they are the same for
@@ -329,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
       // takes the next step's. P's rows are the warp's own; the barrier orders them too.
       ptx::cp_async_wait<0>();
       __syncthreads();
-      if (it + 1 < w.n_tiles) load_fma_tile<kD, kFmaKV, true>(sK, w.k, kv0 + kFmaKV, p.seq, tid);
+      if (it + 1 < w.n_tiles) load_fma_tile<kD, kFmaKV, true, kNarrow>(sK, w.k, kv0 + kFmaKV, p.seq, width, tid);
 
       // O += P V, keys ascending per output, in runs of four chunks of P (16 keys): P's
       // swizzle touches a chunk's low two bits, the same in every run.
@@ -373,17 +383,21 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
     if (row >= p.seq) continue;
     if (p.splits == 1) {
       const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
-      float* dst = static_cast<float*>(p.o) + ((w.c.b * p.seq + row) * p.heads + w.c.h) * kD + 4 * tx;
+      float* dst = static_cast<float*>(p.o) + ((w.c.b * p.seq + row) * p.heads + w.c.h) * width + 4 * tx;
 #pragma unroll
-      for (int j = 0; j < kCols; ++j)
+      for (int j = 0; j < kCols; ++j) {
+        if (kNarrow && 32 * j + 4 * tx >= width) continue;
         *reinterpret_cast<float4*>(dst + 32 * j) =
             make_float4(o[r][j][0] * inv, o[r][j][1] * inv, o[r][j][2] * inv, o[r][j][3] * inv);
+      }
     } else {
       const int64_t prow = (static_cast<int64_t>(w.split) * p.batch * p.heads + w.c.bh) * p.seq + row;
-      float* dst = p.o_part + prow * kD + 4 * tx;
+      float* dst = p.o_part + prow * width + 4 * tx;
 #pragma unroll
-      for (int j = 0; j < kCols; ++j)
+      for (int j = 0; j < kCols; ++j) {
+        if (kNarrow && 32 * j + 4 * tx >= width) continue;
         *reinterpret_cast<float4*>(dst + 32 * j) = make_float4(o[r][j][0], o[r][j][1], o[r][j][2], o[r][j][3]);
+      }
       if (tx == 0) {
         const float ms = m[r] == neg_inf() ? neg_inf() : m[r] * p.scale_log2;
         *reinterpret_cast<float2*>(p.ml_part + prow * 2) = make_float2(ms, lsum);
@@ -404,15 +418,23 @@ void launch_fp32(const FlashLaunch& l, cudaStream_t stream) {
 }  // namespace
 
 void launch_flash_tf32(const FlashLaunch& l, cudaStream_t stream) {
-  if (l.p.head_dim == 64) return launch_fp32<flash_fwd_tf32<64>, Tf32Layout<64>::kBytes>(l, stream);
-  if (l.p.head_dim == 128) return launch_fp32<flash_fwd_tf32<128>, Tf32Layout<128>::kBytes>(l, stream);
-  throw std::invalid_argument("flash attention tf32: head_dim " + std::to_string(l.p.head_dim) + " not compiled");
+  const int hd = l.p.head_dim;
+  if (!portable_head_dim_ok(hd))
+    throw std::invalid_argument("flash attention tf32: head_dim " + std::to_string(hd) + " is not a multiple of 8 in 8..128");
+  if (hd == 64) return launch_fp32<flash_fwd_tf32<64, false>, Tf32Layout<64>::kBytes>(l, stream);
+  if (hd == 128) return launch_fp32<flash_fwd_tf32<128, false>, Tf32Layout<128>::kBytes>(l, stream);
+  if (portable_width(hd) == 64) return launch_fp32<flash_fwd_tf32<64, true>, Tf32Layout<64>::kBytes>(l, stream);
+  launch_fp32<flash_fwd_tf32<128, true>, Tf32Layout<128>::kBytes>(l, stream);
 }
 
 void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream) {
-  if (l.p.head_dim == 64) return launch_fp32<flash_fwd_fp32fma<64>, FmaLayout<64>::kBytes>(l, stream);
-  if (l.p.head_dim == 128) return launch_fp32<flash_fwd_fp32fma<128>, FmaLayout<128>::kBytes>(l, stream);
-  throw std::invalid_argument("flash attention fp32: head_dim " + std::to_string(l.p.head_dim) + " not compiled");
+  const int hd = l.p.head_dim;
+  if (!portable_head_dim_ok(hd))
+    throw std::invalid_argument("flash attention fp32: head_dim " + std::to_string(hd) + " is not a multiple of 8 in 8..128");
+  if (hd == 64) return launch_fp32<flash_fwd_fp32fma<64, false>, FmaLayout<64>::kBytes>(l, stream);
+  if (hd == 128) return launch_fp32<flash_fwd_fp32fma<128, false>, FmaLayout<128>::kBytes>(l, stream);
+  if (portable_width(hd) == 64) return launch_fp32<flash_fwd_fp32fma<64, true>, FmaLayout<64>::kBytes>(l, stream);
+  launch_fp32<flash_fwd_fp32fma<128, true>, FmaLayout<128>::kBytes>(l, stream);
 }
 
 }  // namespace tlb::attn

@@ -1,5 +1,6 @@
 // The warp-specialised sm_90a attention kernel (attention_fwd_sm90.cuh) in tf32: fp32 Q, K and
-// V read by tf32 wgmma at head_dim 64 and 128. wgmma takes the B operand of P V K-major only in
+// V read by tf32 wgmma at head widths 64 and 128, and the narrower heads each of whose 32-column
+// boxes holds some of their columns (sm90_tf32_head_dim_ok). wgmma takes the B operand of P V K-major only in
 // tf32, so V is first transposed into the workspace (V^T, keys in tf32_v_position's order, which
 // lets P's accumulators feed the MMA as they stand): one pass over V, a small fraction of the
 // attention's time at any length. V is rounded to tf32 there; Q and K reach the tensor cores
@@ -53,7 +54,8 @@ void launch_flash_sm90_tf32(const FlashLaunch& l, cudaStream_t stream) {
   const FlashParams& p = l.p;
   if (l.dtype != DType::fp32) throw std::invalid_argument("flash attention sm90 tf32: fp32 only");
   if (!sm90_tf32_head_dim_ok(p.head_dim))
-    throw std::invalid_argument("flash attention sm90 tf32: head_dim " + std::to_string(p.head_dim) + " is not 64 or 128");
+    throw std::invalid_argument("flash attention sm90 tf32: head_dim " + std::to_string(p.head_dim) +
+                                " is not a multiple of 8 in 40..64 or 104..128");
   if (l.v_transposed == nullptr) throw std::logic_error("flash attention sm90 tf32: no workspace for V^T");
   if (!flash_sm90_image_present()) throw std::logic_error("flash attention sm90 tf32: this build carries no sm_90a image");
   const int64_t bh = p.batch * p.heads, keys = tf32_v_keys(p.seq);

@@ -84,17 +84,27 @@ void launch_flash_sm90_tf32(const FlashLaunch& l, cudaStream_t stream);
 void launch_flash_tf32(const FlashLaunch& l, cudaStream_t stream);
 void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream);
 
+// The cp.async kernels (fp16/bf16 on mma.sync, fp32 in tf32 on mma.sync and in ieee on FMA)
+// compile head widths 64 and 128. A narrower head that is a multiple of 8 runs on the width at
+// or above it: its loads zero-fill the missing columns (zeros add nothing to Q K^T, and P V's
+// extra columns are never stored), its rows keep their own stride, and its stores stop at its
+// last column. A head of 80 so costs what one of 128 does; only the sm_90a kernel has widths
+// in between. The 16-bit narrow heads run the two standard tiles the dispatcher picks
+// (q128w8, q64w4), not q128w4 or the short-sequence kernel.
+constexpr bool portable_head_dim_ok(int64_t head_dim) { return head_dim >= 8 && head_dim <= 128 && head_dim % 8 == 0; }
+constexpr int portable_width(int64_t head_dim) { return head_dim <= 64 ? 64 : 128; }
+
 // Query rows and keys per block of each kernel: the dispatcher's split and workspace
-// arithmetic and the kernels must agree on them.
+// arithmetic and the kernels must agree on them. `width`: the compiled head width.
 constexpr int tile_q_rows(Family f, TileShape t) {
   if (f != Family::mma16) return 64;
   return (t == TileShape::q128w8 || t == TileShape::q128w4) ? 128 : 64;
 }
-constexpr int tile_kv_cols(Family f, TileShape t, int head_dim) {
+constexpr int tile_kv_cols(Family f, TileShape t, int width) {
   if (f == Family::fp32fma) return 64;
   if (f != Family::mma16) return 32;
   if (t == TileShape::short128) return 128;
-  if (t == TileShape::q128w4 || (t == TileShape::q128w8 && head_dim == 64)) return 32;
+  if (t == TileShape::q128w4 || (t == TileShape::q128w8 && width == 64)) return 32;
   return 64;
 }
 
@@ -130,8 +140,13 @@ constexpr Sm90Tile sm90_tile(int64_t head_dim, bool causal) {
 // each group of 8 in tf32_v_position's order (attention_tile.cuh). Tiles hold half the
 // elements a 16-bit tile does in the same shared memory, and P takes a register per element:
 // 128 x 128 at head_dim 64 (Q 32 KiB, three stages of K and V^T at 32 KiB each), 128 x 64 at
-// 128 (Q 64 KiB, two stages of 32 KiB each).
-constexpr bool sm90_tf32_head_dim_ok(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+// 128 (Q 64 KiB, two stages of 32 KiB each). Compiled at widths 64 and 128 (portable_width):
+// a narrower head's missing columns come as TMA's zero fill of its 32-column boxes, so it runs
+// here where every box holds some of its columns (40-64 and 104-128); the others run the
+// mma.sync tf32 kernel, which fills them itself.
+constexpr bool sm90_tf32_head_dim_ok(int64_t head_dim) {
+  return portable_head_dim_ok(head_dim) && head_dim > portable_width(head_dim) - 32;
+}
 constexpr Sm90Tile sm90_tile_tf32(int64_t head_dim) { return head_dim <= 64 ? Sm90Tile{128, 128} : Sm90Tile{128, 64}; }
 constexpr int64_t tf32_v_keys(int64_t seq) { return (seq + 7) / 8 * 8; }
 

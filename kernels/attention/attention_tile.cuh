@@ -311,19 +311,22 @@ __device__ __forceinline__ int swizzled(int row, int chunk) {
 }
 
 // rows [row0, row0 + kRows) of a [seq, kD] matrix into a swizzled tile; rows >= seq become
-// zeros (their scores are masked, and a zero V row cannot turn a masked 0 into NaN).
-template <typename T, int kD, int kRows, int kThreads>
+// zeros (their scores are masked, and a zero V row cannot turn a masked 0 into NaN). kNarrow:
+// the matrix is [seq, width] for a head narrower than the tile (a multiple of 8 below kD), and
+// the tile's columns from width on become zeros too.
+template <typename T, int kD, int kRows, int kThreads, bool kNarrow = false>
 __device__ __forceinline__ void load_tile_async(T* tile, const T* g, int64_t row0, int64_t seq,
-                                                int tid) {
+                                                int tid, int width = kD) {
   constexpr int kChunks = kD / 8;
   static_assert((kRows * kChunks) % kThreads == 0, "tile must split evenly over the threads");
+  const int stride = kNarrow ? width : kD;
 #pragma unroll
   for (int it = 0; it < kRows * kChunks / kThreads; ++it) {
     const int i = tid + it * kThreads;
     const int r = i / kChunks, ch = i % kChunks;
     const int64_t row = row0 + r;
-    const bool valid = row < seq;
-    const T* src = valid ? g + row * kD + ch * 8 : g;
+    const bool valid = row < seq && (!kNarrow || ch * 8 < width);
+    const T* src = valid ? g + row * stride + ch * 8 : g;
     ptx::cp_async_16_zfill(ptx::smem_addr(tile + swizzled<kD>(r, ch)), src, valid);
   }
 }

@@ -419,16 +419,18 @@ TEST_CASE("fp32 ieee plans the QKV technique's cuBLAS product an fp32 buffer", "
 TEST_CASE("plan names, per case and dtype, every technique whose kernels cannot run the shape, and why",
           "[plan]") {
   // head_dim 20: neither the head-split QKV epilogue nor attention; head_dim 272: attention
-  // only (past the widest compiled width); head_dim 96: fp16/bf16 attention where the sm_90a
-  // kernel runs (an H200), never fp32's (its attention kernels have widths 64 and 128 only).
+  // only (past the widest compiled width); head_dim 136: fp16/bf16 attention where the sm_90a
+  // kernel runs (an H200), never fp32's (its attention kernels' widest head is 128); head_dim
+  // 96: every stage in every dtype (on a width of 128, or the sm_90a kernel's 96).
   const tlb::CaseSet cases = tlb::parse_cases(R"({"cases": [
     {"id": 1, "name": "hd20", "batch": 1, "seq": 7, "d_model": 80, "heads": 4, "d_ff": 256, "layers": 1, "mask": "none"},
     {"id": 2, "name": "hd272", "batch": 1, "seq": 257, "d_model": 544, "heads": 2, "d_ff": 1024, "layers": 1, "mask": "causal"},
-    {"id": 3, "name": "hd96", "batch": 2, "seq": 33, "d_model": 384, "heads": 4, "d_ff": 1536, "layers": 1, "mask": "none"}
+    {"id": 3, "name": "hd136", "batch": 2, "seq": 33, "d_model": 544, "heads": 4, "d_ff": 1536, "layers": 1, "mask": "none"},
+    {"id": 4, "name": "hd96", "batch": 2, "seq": 33, "d_model": 384, "heads": 4, "d_ff": 1536, "layers": 1, "mask": "none"}
   ]})", "odd.json");
   const tlb::Plan plan =
       tlb::make_plan(cases, tlb::default_techniques(), {}, 1, tlb::fixed_memory_budget(80, "test"));
-  REQUIRE(plan.cases.size() == 3);
+  REQUIRE(plan.cases.size() == 4);
   auto stages_of = [&](int c, int d) {
     std::string out;
     for (const tlb::StageFallback& f : plan.cases[static_cast<size_t>(c)].dtypes[static_cast<size_t>(d)].fallbacks) {
@@ -443,6 +445,7 @@ TEST_CASE("plan names, per case and dtype, every technique whose kernels cannot 
     CHECK(stages_of(0, d) == "qkv,attn");
     CHECK(stages_of(1, d) == "attn");
     CHECK(stages_of(2, d) == (d == 2 || !tlb::flash_attention_has_sm90a() ? "attn" : ""));
+    CHECK(stages_of(3, d).empty());
   }
   const tlb::StageFallback& hd272 = plan.cases[1].dtypes[0].fallbacks.front();
   CHECK(hd272.why.find("272") != std::string::npos);
@@ -461,5 +464,6 @@ TEST_CASE("plan names, per case and dtype, every technique whose kernels cannot 
   const auto doc = nlohmann::json::parse(tlb::plan_json(plan));
   REQUIRE(doc["cases"][0]["dtypes"][0]["fallbacks"].size() == 2);
   CHECK(doc["cases"][0]["dtypes"][0]["fallbacks"][1]["stage"] == "attn");
-  CHECK(doc["cases"][2]["dtypes"][2]["fallbacks"][0]["why"].get<std::string>().find("96") != std::string::npos);
+  REQUIRE(doc["cases"][2]["dtypes"][2]["fallbacks"].size() == 1);
+  CHECK(doc["cases"][2]["dtypes"][2]["fallbacks"][0]["why"].get<std::string>().find("136") != std::string::npos);
 }

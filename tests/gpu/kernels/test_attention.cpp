@@ -627,6 +627,67 @@ TEST_CASE("the sm_90a TMA kernel in tf32 and the mma.sync tf32 kernel match fp64
   }
 }
 
+// Heads narrower than the cp.async kernels' widths (multiples of 8 below 64 and 128) on every
+// engine that takes them, in every dtype and fp32 math: their columns zero-filled on the way
+// in, only theirs stored on the way out (the guard bytes and the NaN-poisoned output and
+// partials see any column written past the head), split-KV partials at the head's own width.
+TEST_CASE("narrow heads on the mma.sync, tf32 and FMA kernels match fp64 attention", "[gpu][kernels][attention]") {
+  TLB_REQUIRE_GPU();
+  int idx = 0;
+  for (int64_t head_dim : {8, 24, 40, 72, 80, 120})
+    for (MaskKind mask : kMasks)
+      for (int64_t seq : {1, 7, 65, 257}) {
+        ++idx;
+        Shape s{idx % 2 ? 1 : 3, 1 + idx % 3, seq, head_dim, mask, {}};
+        if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, static_cast<uint64_t>(idx));
+        const std::string head = "_d" + std::to_string(head_dim) + "w" + (head_dim <= 64 ? "64" : "128");
+        for (const Mode& mode : kModes) {
+          const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 16));
+          const std::vector<double> ref = reference_attention(p);
+          check_against_fp64(p, ref, mode, nullptr);  // as dispatched (on Hopper, 16-bit: the TMA kernel)
+          if (mode.dtype != DType::fp32) {
+            for (const char* tile : {"standard,q128w8,mma", "standard,q64w4,mma"})
+              CHECK(check_against_fp64(p, ref, mode, tile).find("_sm80" + head) != std::string::npos);
+            if (seq >= 257) CHECK(split_count(check_against_fp64(p, ref, mode, "splitkv:3,q64w4,mma")) == 3);
+          } else {
+            const char* engine = mode.math == tlb::Fp32Math::tf32 ? "standard,mma" : "standard";
+            CHECK(check_against_fp64(p, ref, mode, engine).find(head) != std::string::npos);
+            if (seq >= 257) {
+              const std::string split = std::string("splitkv:3") + (mode.math == tlb::Fp32Math::tf32 ? ",mma" : "");
+              CHECK(split_count(check_against_fp64(p, ref, mode, split.c_str())) >= 2);
+            }
+          }
+        }
+      }
+  // Many key tiles, the diagonal far from the first one.
+  for (const Mode& mode : {kTf32, kIeee}) {
+    Shape s{1, 2, 1500, 80, MaskKind::causal, {}};
+    const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 17));
+    CHECK(check_against_fp64(p, reference_attention(p), mode, mode.math == tlb::Fp32Math::tf32 ? "standard,mma" : nullptr)
+              .find("_d80w128") != std::string::npos);
+  }
+  // tf32 on the TMA kernel at the narrow heads it takes (each 32-column box holds some of the
+  // head: 40..64 and 104..128), both grids and split.
+  if (!tlb::flash_attention_has_sm90a()) return;
+  for (int64_t head_dim : {40, 56, 104, 120})
+    for (MaskKind mask : kMasks)
+      for (int64_t seq : {7, 257, 1500}) {
+        ++idx;
+        Shape s{seq >= 1500 ? 1 : 2, 1 + idx % 2, seq, head_dim, mask, {}};
+        if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, static_cast<uint64_t>(idx));
+        const Problem p = make_problem(s, kTf32.dtype, seed_of(s, kTf32, 18));
+        const std::vector<double> ref = reference_attention(p);
+        const std::string name = "flash_fwd_sm90_tma_tf32_d" + std::to_string(head_dim) + "w";
+        CHECK(starts_with(check_against_fp64(p, ref, kTf32, "standard,tma,persistent"), name));
+        CHECK(starts_with(check_against_fp64(p, ref, kTf32, "standard,tma,tiles"), name));
+        if (seq >= 257) {
+          const std::string v = check_against_fp64(p, ref, kTf32, "splitkv:3,tma");
+          CHECK(split_count(v) >= 2);
+          CHECK(v.find("_sm90_tma_tf32_d") != std::string::npos);
+        }
+      }
+}
+
 // ---- Host-only: no device needed.
 
 // Small enough for compute-sanitizer (memcheck, racecheck): every compiled width of the TMA
@@ -649,9 +710,10 @@ TEST_CASE("the sm_90a TMA kernel on small shapes, for the sanitizers", "[gpu][ke
 }
 
 TEST_CASE("head_dims the kernels do not cover fall back with a reason", "[kernels][attention]") {
-  // head_dim 64 and 128 run everywhere. Other multiples of 8 up to 256 run in fp16/bf16 on the
-  // sm_90a kernel alone: on any other device (or none) they fall back, and say why. fp32 and
-  // widths outside 8..256 or off the multiples of 8 always fall back.
+  // Multiples of 8 up to 128 run everywhere in every dtype (narrower heads on the widths 64 and
+  // 128 with zero-filled columns). Wider ones up to 256 run in fp16/bf16 on the sm_90a kernel
+  // alone: on any other device (or none) they fall back, and say why; fp32 always falls back
+  // there. Widths outside 8..256 or off the multiples of 8 fall back everywhere.
   const bool sm90a = tlb::flash_attention_has_sm90a();
   auto layer = [](int64_t head_dim) {
     tlb::LayerShape s;
@@ -661,17 +723,21 @@ TEST_CASE("head_dims the kernels do not cover fall back with a reason", "[kernel
     s.d_model = 4 * head_dim;
     return s;
   };
-  for (int64_t head_dim : {8, 32, 80, 96, 192, 256}) {
+  std::string why;
+  for (int64_t head_dim : {8, 24, 32, 40, 64, 80, 96, 120, 128})
+    for (DType dt : {DType::fp16, DType::bf16, DType::fp32}) {
+      INFO("head_dim " << head_dim << " " << tlb::to_string(dt));
+      CHECK(tlb::flash_attention_supported(layer(head_dim), dt, &why));
+    }
+  for (int64_t head_dim : {136, 192, 256}) {
     INFO("head_dim " << head_dim);
-    std::string why;
     CHECK(tlb::flash_attention_supported(layer(head_dim), DType::fp16, &why) == sm90a);
-    if (!sm90a) CHECK(why.find("runs only on the sm_90a kernel") != std::string::npos);
+    if (!sm90a) CHECK(why.find("it runs only on the sm_90a kernel") != std::string::npos);
     CHECK_FALSE(tlb::flash_attention_supported(layer(head_dim), DType::fp32, &why));
-    CHECK(why == "head_dim " + std::to_string(head_dim) + " not in {64, 128} (the fp32 kernels' widths)");
+    CHECK(why == "head_dim " + std::to_string(head_dim) + " is over 128, the fp32 kernels' widest head");
     CHECK(tlb::flash_attention_workspace_bytes(layer(head_dim), DType::fp32) == 0);
   }
   for (int64_t head_dim : {36, 264}) {
-    std::string why;
     CHECK_FALSE(tlb::flash_attention_supported(layer(head_dim), DType::bf16, &why));
     CHECK(why == "head_dim " + std::to_string(head_dim) + " is not a multiple of 8 in 8..256");
     CHECK(tlb::flash_attention_workspace_bytes(layer(head_dim), DType::bf16) == 0);
@@ -681,9 +747,69 @@ TEST_CASE("head_dims the kernels do not cover fall back with a reason", "[kernel
     a.seq = 100;
     CHECK_THROWS_AS(tlb::flash_attention(a, nullptr), std::invalid_argument);
   }
-  std::string why;
-  for (int64_t head_dim : {64, 128})
-    for (DType dt : {DType::fp16, DType::bf16, DType::fp32}) CHECK(tlb::flash_attention_supported(layer(head_dim), dt, &why));
+}
+
+// The variant a narrow head runs, by engine: the width it is compiled at in its name, the tiles
+// and kernels it cannot run refused when forced.
+TEST_CASE("narrow heads run on the width above them and say so", "[kernels][attention]") {
+  if (std::getenv("TLBENCH_ATTN_VARIANT") != nullptr) {
+    WARN("TLBENCH_ATTN_VARIANT is set: the dispatcher's own choices are not what this test checks");
+    return;
+  }
+  const bool sm90a = tlb::flash_attention_has_sm90a();
+  auto args = [](int64_t head_dim, DType dt, tlb::Fp32Math math, const char* force) {
+    AttentionArgs a;
+    a.batch = 2;
+    a.heads = 8;
+    a.seq = 1000;
+    a.head_dim = head_dim;
+    a.dtype = dt;
+    a.fp32_math = math;
+    a.mask = MaskKind::causal;
+    a.force = force;
+    return a;
+  };
+  using tlb::Fp32Math;
+  CHECK(tlb::flash_attention_variant(args(80, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d80w128_q64_kv64");
+  CHECK(tlb::flash_attention_variant(args(40, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d40w64_q64_kv64");
+  CHECK(tlb::flash_attention_variant(args(64, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d64_q64_kv64");
+  // tf32 on Hopper: the TMA kernel where each of its 32-column boxes holds some of the head
+  // (40..64, 104..128), the mma.sync kernel below those.
+  CHECK(tlb::flash_attention_variant(args(80, DType::fp32, Fp32Math::tf32, nullptr)) == "flash_fwd_tf32_d80w128_q64_kv32");
+  CHECK(tlb::flash_attention_variant(args(24, DType::fp32, Fp32Math::tf32, nullptr)) == "flash_fwd_tf32_d24w64_q64_kv32");
+  CHECK(tlb::flash_attention_variant(args(112, DType::fp32, Fp32Math::tf32, nullptr)) ==
+        (sm90a ? "flash_fwd_sm90_tma_tf32_d112w128_q128_kv64" : "flash_fwd_tf32_d112w128_q64_kv32"));
+  CHECK(tlb::flash_attention_variant(args(112, DType::fp32, Fp32Math::tf32, "standard,mma")) ==
+        "flash_fwd_tf32_d112w128_q64_kv32");
+  CHECK(tlb::flash_attention_variant(args(48, DType::fp32, Fp32Math::tf32, "standard,mma")) ==
+        "flash_fwd_tf32_d48w64_q64_kv32");
+  for (const char* spec : {"standard,tma", "tma"}) {
+    INFO(spec);
+    if (sm90a) {
+      CHECK_THROWS_AS(tlb::flash_attention_variant(args(80, DType::fp32, Fp32Math::tf32, spec)), std::invalid_argument);
+      CHECK(tlb::flash_attention_variant(args(56, DType::fp32, Fp32Math::tf32, spec)) ==
+            "flash_fwd_sm90_tma_tf32_d56w64_q128_kv128");
+    }
+  }
+  // fp16/bf16 on mma.sync (everywhere but Hopper, where it is asked for): the two standard
+  // tiles; q128w4, the short-sequence kernel and the wgmma one take heads of 64 and 128 only.
+  CHECK(tlb::flash_attention_variant(args(80, DType::fp16, Fp32Math::tf32, "standard,q128w8,mma")) ==
+        "flash_fwd_sm80_d80w128_q128w8_kv64");
+  CHECK(tlb::flash_attention_variant(args(8, DType::bf16, Fp32Math::tf32, "standard,q64w4,mma")) ==
+        "flash_fwd_sm80_d8w64_q64w4_kv64");
+  CHECK(tlb::flash_attention_variant(args(40, DType::fp16, Fp32Math::tf32, "standard,q128w8,mma")) ==
+        "flash_fwd_sm80_d40w64_q128w8_kv32");
+  CHECK_THROWS_AS(tlb::flash_attention_variant(args(80, DType::fp16, Fp32Math::tf32, "standard,q128w4,mma")),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(tlb::flash_attention_variant(args(80, DType::fp16, Fp32Math::tf32, "short")), std::invalid_argument);
+  CHECK_THROWS_AS(tlb::flash_attention_variant(args(80, DType::fp16, Fp32Math::tf32, "wgmma")), std::invalid_argument);
+  CHECK_THROWS_AS(tlb::flash_attention_variant(args(136, DType::fp16, Fp32Math::tf32, "standard,mma")),
+                  std::invalid_argument);
+  // A split's partials are the head's own columns.
+  AttentionArgs split = args(80, DType::fp32, Fp32Math::ieee, "splitkv:4");
+  split.mask = MaskKind::none;
+  CHECK(tlb::flash_attention_variant(split) == "flash_splitkv_x4_fp32fma_d80w128_q64_kv64");
+  CHECK(tlb::flash_attention_workspace_bytes(split) == 4ull * 16 * 1000 * 80 * 4 + 4ull * 16 * 1000 * 2 * 4);
 }
 
 TEST_CASE("attention variants and workspace are pure functions of the shape, linear in seq",

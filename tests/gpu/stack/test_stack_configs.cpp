@@ -152,6 +152,33 @@ TEST_CASE("fp32 ieee techniques' GEMMs run on cuBLAS with the epilogue pass", "[
   }
 }
 
+// Heads of 80 and 24 columns (d_model 240 over 3 heads, 96 over 4): the attention technique
+// runs our kernel on them in every dtype and fp32 math, not the reference (on the mma.sync,
+// tf32 and FMA kernels compiled at 128 and 64 columns, or the sm_90a kernel in fp16/bf16).
+TEST_CASE("narrow heads run the fused attention in every dtype", "[gpu][stack][configs]") {
+  TLB_REQUIRE_GPU();
+  for (const CaseSpec& c : {small_case(411, 2, 45, 240, 3, 480, 2, MaskKind::causal, Activation::gelu),
+                            small_case(412, 2, 70, 96, 4, 192, 1, MaskKind::padding, Activation::relu, {70, 33})}) {
+    std::vector<ConfigCheck> configs;
+    for (const char* bits : {"01000", "11111"})
+      for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) configs.push_back({bits, "", math});
+    check_configs_against_oracle(c, configs);
+    TestStream stream;
+    for (DType dt : kDTypes)
+      for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) {
+        if (dt != DType::fp32 && math == Fp32Math::ieee) continue;
+        CaseData data(c, dt, dt, stream.get());
+        const PathResult r = run_path(data, options_from_bits("01000", "", math), stream.get());
+        const auto sd = std::find_if(r.dispatch.begin(), r.dispatch.end(),
+                                     [](const StageDispatch& d) { return d.stage == Stage::attn; });
+        REQUIRE(sd != r.dispatch.end());
+        INFO(label(c, dt) << " " << to_string(math) << ": " << sd->variant << " (" << sd->reason << ")");
+        CHECK(sd->fused);
+        CHECK(sd->variant.find("_d" + std::to_string(c.shape.head_dim())) != std::string::npos);
+      }
+  }
+}
+
 TEST_CASE("mixed E/F policies match the oracle", "[gpu][stack][configs]") {
   TLB_REQUIRE_GPU();
   const CaseSpec c = small_case(403, 2, 24, 128, 2, 256, 2, MaskKind::none, Activation::relu);
