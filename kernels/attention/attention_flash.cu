@@ -76,17 +76,20 @@ constexpr int smem_bytes() {
   return (C::kRows + (C::kSingle ? 2 : 4) * C::kKV) * kD * 2;
 }
 
-// S += Q K^T for this warp's rows against one key tile.
+// S += Q K^T for this warp's rows against one key tile, over the first `steps` k16 steps of
+// the head (kD / 16, or fewer for a narrow head: past its columns Q and K are zeros).
 template <typename T, int kD, int kMT, int kKV, bool kQRegs>
 __device__ __forceinline__ void compute_scores(float (&s)[kMT][kKV / 8][4],
                                                const uint32_t (&qf)[kMT][kD / 16][4],
-                                               uint32_t sq, uint32_t sk, int warp_row, int lane) {
+                                               uint32_t sq, uint32_t sk, int warp_row, int lane,
+                                               int steps = kD / 16) {
   // K as the col-major B operand: matrices (keys 0-7, cols lo), (keys 0-7, cols hi),
   // (keys 8-15, cols lo), (keys 8-15, cols hi) of a 16-key pair of n tiles.
   const int k_row = (lane & 7) + ((lane >> 4) << 3);
   const int k_hi = (lane >> 3) & 1;
 #pragma unroll
   for (int ks = 0; ks < kD / 16; ++ks) {
+    if (ks >= steps) break;
     uint32_t a[kMT][4];
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
@@ -112,11 +115,13 @@ __device__ __forceinline__ void compute_scores(float (&s)[kMT][kKV / 8][4],
 }
 
 // O += P V: P comes straight from the score accumulators (the C layout of two adjacent n8
-// tiles is the A layout of one k16 step), rounded to T as the second product's input.
+// tiles is the A layout of one k16 step), rounded to T as the second product's input. Only the
+// first `steps` pairs of n8 tiles of O (kD / 16, or fewer for a narrow head, whose other
+// columns are never stored).
 template <typename T, int kD, int kMT, int kKV>
 __device__ __forceinline__ void accumulate_pv(float (&o)[kMT][kD / 8][4],
                                               const float (&s)[kMT][kKV / 8][4], uint32_t sv,
-                                              int lane) {
+                                              int lane, int steps = kD / 16) {
   // V is stored key-major, so the transposing ldmatrix yields the B operand: matrices
   // (keys 0-7, d lo), (keys 8-15, d lo), (keys 0-7, d hi), (keys 8-15, d hi).
   const int v_row = lane & 15;
@@ -133,6 +138,7 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[kMT][kD / 8][4],
     }
 #pragma unroll
     for (int dp = 0; dp < kD / 16; ++dp) {
+      if (dp >= steps) break;
       uint32_t b[4];
       ptx::ldmatrix_x4_trans(b, sv + 2 * swizzled<kD>(kk * 16 + v_row, 2 * dp + v_hi));
       const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
@@ -167,6 +173,7 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int width = kNarrow ? p.head_dim : kD;
+  const int head_steps = kNarrow ? (width + 15) / 16 : kD / 16;  // k16 steps (and n16 of O) of the head
   const auto [c, split, kr, n_tiles, causal, gQ, gK, gV] = block_work<T>(p, kRows, kKV, width);
   const int warp_row = warp * 16 * kMT;           // in the block's tile
   const int64_t row0 = c.q0 + warp_row;           // in the sequence
@@ -197,11 +204,11 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
       ptx::cp_async_wait<0>();
       __syncthreads();
       float s[kMT][kNT][4] = {};
-      compute_scores<T, kD, kMT, kKV, false>(s, qf, sq, sk, warp_row, lane);
+      compute_scores<T, kD, kMT, kKV, false>(s, qf, sq, sk, warp_row, lane, head_steps);
       if (tile_needs_mask(p, kr.begin, kKV, kr.end, row0))
         mask_scores(s, row0, kr.begin, kr.end, causal, lane);
       softmax_update<true>(s, o, m, l, p.scale_log2);
-      accumulate_pv<T, kD, kMT, kKV>(o, s, sv, lane);
+      accumulate_pv<T, kD, kMT, kKV>(o, s, sv, lane, head_steps);
     } else {
       constexpr bool kQRegs = C::kQRegs;
       if constexpr (kQRegs) {
@@ -226,10 +233,10 @@ __global__ void __launch_bounds__(kThreadsOf<kShape>, min_blocks<kD, kShape>())
         ptx::cp_async_commit();
 
         float s[kMT][kNT][4] = {};
-        compute_scores<T, kD, kMT, kKV, kQRegs>(s, qf, sq, sk + stage * kTileBytes, warp_row, lane);
+        compute_scores<T, kD, kMT, kKV, kQRegs>(s, qf, sq, sk + stage * kTileBytes, warp_row, lane, head_steps);
         if (tile_needs_mask(p, kv0, kKV, kr.end, row0)) mask_scores(s, row0, kv0, kr.end, causal, lane);
         softmax_update<false>(s, o, m, l, p.scale_log2);
-        accumulate_pv<T, kD, kMT, kKV>(o, s, sv + stage * kTileBytes, lane);
+        accumulate_pv<T, kD, kMT, kKV>(o, s, sv + stage * kTileBytes, lane, head_steps);
       }
     }
   }

@@ -159,6 +159,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
       float s[1][kNT][4] = {};
 #pragma unroll
       for (int ks = 0; ks < kD / 8; ++ks) {
+        if (kNarrow && ks * 8 >= width) break;  // past the head Q and K are zeros
         const float2 qlo = *reinterpret_cast<const float2*>(sQ + tf32_offset<Swizzle::qk, kD>(warp_row + g, ks * 8 + 2 * t));
         const float2 qhi = *reinterpret_cast<const float2*>(sQ + tf32_offset<Swizzle::qk, kD>(warp_row + g + 8, ks * 8 + 2 * t));
         const uint32_t a[4] = {__float_as_uint(qlo.x), __float_as_uint(qhi.x), __float_as_uint(qlo.y),
@@ -181,6 +182,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
                                ptx::to_tf32(__float_as_uint(s[0][kk][1])), ptx::to_tf32(__float_as_uint(s[0][kk][3]))};
 #pragma unroll
         for (int dn = 0; dn < kDN; ++dn) {
+          if (kNarrow && dn * 8 >= width) break;  // O's columns past the head are never stored
           const uint32_t b[2] = {__float_as_uint(v_tile[tf32_offset<Swizzle::v, kD>(kk * 8 + 2 * t, dn * 8 + g)]),
                                  __float_as_uint(v_tile[tf32_offset<Swizzle::v, kD>(kk * 8 + 2 * t + 1, dn * 8 + g)])};
           ptx::mma_m16n8k8_tf32(o[0][dn], a, b);
@@ -278,8 +280,10 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
       // every run, and the loop stays a run long (the whole head_dim unrolled overflowed the
       // instruction cache: 5 000 instructions a step at head_dim 128).
       float s[4][8] = {};
+      // A narrow head's runs past its columns hold zeros of Q and K: skipped.
+      const int runs = kNarrow ? (width + 31) / 32 : kD / 32;
 #pragma unroll 1
-      for (int run = 0; run < kD / 32; ++run) {
+      for (int run = 0; run < runs; ++run) {
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
           float4 qa[4], kb[8];
@@ -356,6 +360,7 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
         for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
           for (int j = 0; j < kCols; ++j) {
+            if (kNarrow && 32 * j >= width) break;  // columns past the head are never stored
             const float4 vv = *reinterpret_cast<const float4*>(sV + (4 * k4 + kk) * kD + 32 * j + 4 * tx);
 #pragma unroll
             for (int r = 0; r < 4; ++r) {

@@ -88,9 +88,10 @@ void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream);
 // compile head widths 64 and 128. A narrower head that is a multiple of 8 runs on the width at
 // or above it: its loads zero-fill the missing columns (zeros add nothing to Q K^T, and P V's
 // extra columns are never stored), its rows keep their own stride, and its stores stop at its
-// last column. A head of 80 so costs what one of 128 does; only the sm_90a kernel has widths
-// in between. The 16-bit narrow heads run the two standard tiles the dispatcher picks
-// (q128w8, q64w4), not q128w4 or the short-sequence kernel.
+// last column. Its products stop at the head too, to the step each kernel takes (16 columns on
+// mma.sync, 8 in tf32, 32 on FMA), so a head of 80 costs about what one of 80 or 96 would;
+// loads and shared memory stay the width's. The 16-bit narrow heads run the two standard tiles
+// the dispatcher picks (q128w8, q64w4), not q128w4 or the short-sequence kernel.
 constexpr bool portable_head_dim_ok(int64_t head_dim) { return head_dim >= 8 && head_dim <= 128 && head_dim % 8 == 0; }
 constexpr int portable_width(int64_t head_dim) { return head_dim <= 64 ? 64 : 128; }
 
