@@ -104,12 +104,16 @@ void bench_attention_table(cudaStream_t st, std::FILE* jsonl) {
       {DType::fp32, 1, 8, 16384, 128, MaskKind::none, kIeee},  {DType::fp32, 1, 16, 8192, 128, MaskKind::causal, kIeee},
       {DType::fp32, 1, 16, 16384, 64, MaskKind::causal, kIeee}, {DType::fp32, 4, 20, 1500, 64, MaskKind::none, kIeee},
       {DType::fp32, 32, 16, 257, 64, MaskKind::none, kIeee},
+      // A head narrower than the FMA kernel's width of 128 (zero-filled columns, products to 96).
+      {DType::fp32, 1, 16, 8192, 80, MaskKind::none, kIeee},
   };
   // TF32 (fp32 storage) as dispatched (the sm_90a kernel on Hopper) and on the mma.sync kernel,
   // printed only: PyTorch's fp32 attention has no TF32 kernel to set them against.
   const Row tf32_rows[] = {
       {DType::fp32, 1, 16, 16384, 128, MaskKind::none},  {DType::fp32, 1, 16, 8192, 128, MaskKind::causal},
       {DType::fp32, 8, 16, 4096, 128, MaskKind::causal}, {DType::fp32, 1, 16, 16384, 64, MaskKind::causal},
+      // Narrow heads: 80 on the mma.sync kernel everywhere, 112 on the TMA kernel on Hopper.
+      {DType::fp32, 1, 16, 8192, 80, MaskKind::none},    {DType::fp32, 1, 16, 8192, 112, MaskKind::none},
   };
   bool first = true;
   for (const Row& r : rows) {
