@@ -774,11 +774,12 @@ TEST_CASE("narrow heads run on the width above them and say so", "[kernels][atte
   CHECK(tlb::flash_attention_variant(args(40, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d40w64_q64_kv64");
   CHECK(tlb::flash_attention_variant(args(64, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d64_q64_kv64");
   // tf32 on Hopper: the TMA kernel where each of its 32-column boxes holds some of the head
-  // (40..64, 104..128), the mma.sync kernel below those.
+  // (40..64, 104..128), the mma.sync kernel below those; 1000 causal keys make short items
+  // there (a mean of 4-8 key tiles), so a persistent grid.
   CHECK(tlb::flash_attention_variant(args(80, DType::fp32, Fp32Math::tf32, nullptr)) == "flash_fwd_tf32_d80w128_q64_kv32");
   CHECK(tlb::flash_attention_variant(args(24, DType::fp32, Fp32Math::tf32, nullptr)) == "flash_fwd_tf32_d24w64_q64_kv32");
   CHECK(tlb::flash_attention_variant(args(112, DType::fp32, Fp32Math::tf32, nullptr)) ==
-        (sm90a ? "flash_fwd_sm90_tma_tf32_d112w128_q128_kv64" : "flash_fwd_tf32_d112w128_q64_kv32"));
+        (sm90a ? "flash_fwd_sm90_tma_tf32_d112w128_q128_kv64_persistent" : "flash_fwd_tf32_d112w128_q64_kv32"));
   CHECK(tlb::flash_attention_variant(args(112, DType::fp32, Fp32Math::tf32, "standard,mma")) ==
         "flash_fwd_tf32_d112w128_q64_kv32");
   CHECK(tlb::flash_attention_variant(args(48, DType::fp32, Fp32Math::tf32, "standard,mma")) ==
@@ -788,7 +789,7 @@ TEST_CASE("narrow heads run on the width above them and say so", "[kernels][atte
     if (sm90a) {
       CHECK_THROWS_AS(tlb::flash_attention_variant(args(80, DType::fp32, Fp32Math::tf32, spec)), std::invalid_argument);
       CHECK(tlb::flash_attention_variant(args(56, DType::fp32, Fp32Math::tf32, spec)) ==
-            "flash_fwd_sm90_tma_tf32_d56w64_q128_kv128");
+            "flash_fwd_sm90_tma_tf32_d56w64_q128_kv128_persistent");
     }
   }
   // fp16/bf16 on mma.sync (everywhere but Hopper, where it is asked for): the two standard
