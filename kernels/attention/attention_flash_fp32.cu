@@ -420,26 +420,30 @@ void launch_fp32(const FlashLaunch& l, cudaStream_t stream) {
   TLB_LAUNCH_CHECK(stream);
 }
 
+// The kernel of the head's width: its own at 64 and 128, the narrow one of the width above it
+// otherwise (portable_width).
+template <auto k64, auto k64Narrow, int kSmem64, auto k128, auto k128Narrow, int kSmem128>
+void launch_head(const FlashLaunch& l, cudaStream_t stream, const char* family) {
+  const int hd = l.p.head_dim;
+  if (!portable_head_dim_ok(hd))
+    throw std::invalid_argument(std::string("flash attention ") + family + ": head_dim " + std::to_string(hd) +
+                                " is not a multiple of 8 in 8..128");
+  if (hd == 64) return launch_fp32<k64, kSmem64>(l, stream);
+  if (hd == 128) return launch_fp32<k128, kSmem128>(l, stream);
+  if (portable_width(hd) == 64) return launch_fp32<k64Narrow, kSmem64>(l, stream);
+  launch_fp32<k128Narrow, kSmem128>(l, stream);
+}
+
 }  // namespace
 
 void launch_flash_tf32(const FlashLaunch& l, cudaStream_t stream) {
-  const int hd = l.p.head_dim;
-  if (!portable_head_dim_ok(hd))
-    throw std::invalid_argument("flash attention tf32: head_dim " + std::to_string(hd) + " is not a multiple of 8 in 8..128");
-  if (hd == 64) return launch_fp32<flash_fwd_tf32<64, false>, Tf32Layout<64>::kBytes>(l, stream);
-  if (hd == 128) return launch_fp32<flash_fwd_tf32<128, false>, Tf32Layout<128>::kBytes>(l, stream);
-  if (portable_width(hd) == 64) return launch_fp32<flash_fwd_tf32<64, true>, Tf32Layout<64>::kBytes>(l, stream);
-  launch_fp32<flash_fwd_tf32<128, true>, Tf32Layout<128>::kBytes>(l, stream);
+  launch_head<flash_fwd_tf32<64, false>, flash_fwd_tf32<64, true>, Tf32Layout<64>::kBytes, flash_fwd_tf32<128, false>,
+              flash_fwd_tf32<128, true>, Tf32Layout<128>::kBytes>(l, stream, "tf32");
 }
 
 void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream) {
-  const int hd = l.p.head_dim;
-  if (!portable_head_dim_ok(hd))
-    throw std::invalid_argument("flash attention fp32: head_dim " + std::to_string(hd) + " is not a multiple of 8 in 8..128");
-  if (hd == 64) return launch_fp32<flash_fwd_fp32fma<64, false>, FmaLayout<64>::kBytes>(l, stream);
-  if (hd == 128) return launch_fp32<flash_fwd_fp32fma<128, false>, FmaLayout<128>::kBytes>(l, stream);
-  if (portable_width(hd) == 64) return launch_fp32<flash_fwd_fp32fma<64, true>, FmaLayout<64>::kBytes>(l, stream);
-  launch_fp32<flash_fwd_fp32fma<128, true>, FmaLayout<128>::kBytes>(l, stream);
+  launch_head<flash_fwd_fp32fma<64, false>, flash_fwd_fp32fma<64, true>, FmaLayout<64>::kBytes,
+              flash_fwd_fp32fma<128, false>, flash_fwd_fp32fma<128, true>, FmaLayout<128>::kBytes>(l, stream, "fp32");
 }
 
 }  // namespace tlb::attn

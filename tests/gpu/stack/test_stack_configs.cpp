@@ -84,6 +84,17 @@ void check_configs_against_oracle(const CaseSpec& c, const std::vector<ConfigChe
   }
 }
 
+// The attention stage's dispatch record of configuration `bits` on the case, in dtype and
+// fp32 math.
+StageDispatch attn_dispatch(const CaseSpec& c, DType dt, Fp32Math math, const char* bits, cudaStream_t stream) {
+  CaseData data(c, dt, dt, stream);
+  const PathResult r = run_path(data, options_from_bits(bits, "", math), stream);
+  const auto sd = std::find_if(r.dispatch.begin(), r.dispatch.end(),
+                               [](const StageDispatch& d) { return d.stage == Stage::attn; });
+  REQUIRE(sd != r.dispatch.end());
+  return *sd;
+}
+
 }  // namespace
 
 TEST_CASE("all 32 stage switches match the oracle", "[gpu][stack][configs]") {
@@ -121,12 +132,7 @@ TEST_CASE("the attention's cuBLAS out-projection runs in the fused path's fp32 m
   for (DType dt : kDTypes)
     for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) {
       if (dt != DType::fp32 && math == Fp32Math::ieee) continue;
-      CaseData data(c, dt, dt, stream.get());
-      const PathResult r = run_path(data, options_from_bits("01010", "", math), stream.get());
-      const auto sd = std::find_if(r.dispatch.begin(), r.dispatch.end(),
-                                   [](const StageDispatch& d) { return d.stage == Stage::attn; });
-      REQUIRE(sd != r.dispatch.end());
-      const std::string attn = sd->variant;
+      const std::string attn = attn_dispatch(c, dt, math, "01010", stream.get()).variant;
       INFO(to_string(dt) << " " << to_string(math) << ": " << attn);
       const bool tf32 = dt == DType::fp32 && math == Fp32Math::tf32;
       CHECK(attn.find(tf32 ? "+out_proj_cublas_tf32" : "+out_proj_cublas") != std::string::npos);
@@ -167,14 +173,10 @@ TEST_CASE("narrow heads run the fused attention in every dtype", "[gpu][stack][c
     for (DType dt : kDTypes)
       for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) {
         if (dt != DType::fp32 && math == Fp32Math::ieee) continue;
-        CaseData data(c, dt, dt, stream.get());
-        const PathResult r = run_path(data, options_from_bits("01000", "", math), stream.get());
-        const auto sd = std::find_if(r.dispatch.begin(), r.dispatch.end(),
-                                     [](const StageDispatch& d) { return d.stage == Stage::attn; });
-        REQUIRE(sd != r.dispatch.end());
-        INFO(label(c, dt) << " " << to_string(math) << ": " << sd->variant << " (" << sd->reason << ")");
-        CHECK(sd->fused);
-        CHECK(sd->variant.find("_d" + std::to_string(c.shape.head_dim())) != std::string::npos);
+        const StageDispatch sd = attn_dispatch(c, dt, math, "01000", stream.get());
+        INFO(label(c, dt) << " " << to_string(math) << ": " << sd.variant << " (" << sd.reason << ")");
+        CHECK(sd.fused);
+        CHECK(sd.variant.find("_d" + std::to_string(c.shape.head_dim())) != std::string::npos);
       }
   }
 }
