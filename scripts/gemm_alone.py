@@ -27,21 +27,12 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gemm_families import FAMILIES, is_pingpong  # noqa: E402
+from gemm_families import family_of  # noqa: E402
 from json_lines import read_objects  # noqa: E402
 
 RUNS = ("ours", "cublas_before", "cublas_after")
 # A reason shown beside a run: active in at least this share of its reads.
 SHOWN_SHARE = 0.1
-
-
-def family(variant):
-    if is_pingpong(variant):
-        return "pingpong"
-    for name, member in FAMILIES:
-        if member(variant):
-            return name
-    return "other"
 
 
 def is_number(x):
@@ -143,7 +134,7 @@ def print_ab(t, base, rows, base_rows):
             continue
         b = base_rows[key]
         x = r["ratio"] / b["ratio"]
-        fam = family(r["variant"])
+        fam = family_of(r["variant"])
         same = "" if b["variant"] == r["variant"] else f", base {b['variant']}"
         print(f"{(key[0] + ' ' + key[1])[:38]:<38} {r['ratio']:6.3f} {b['ratio']:6.3f} {x:6.3f}  "
               f"{fam} ({r['variant']}{same})")

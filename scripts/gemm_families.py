@@ -42,6 +42,14 @@ def is_pingpong(v):
     return v.startswith("sm90_pingpong_") and "_cluster2_" not in v and re.search(r"_128x128x\d+_", v) is not None
 
 
+def family_of(v):
+    """The family a variant belongs to: "pingpong" (the baseline above), one of FAMILIES, or
+    "other"."""
+    if is_pingpong(v):
+        return "pingpong"
+    return next((name for name, member in FAMILIES if member(v)), "other")
+
+
 def load(path, alone=False):
     """The GEMM records of `path` that carry variants, timed in turns ("gemm") or alone
     ("gemm_sustained", as the same fields); ValueError or OSError on bad input."""
