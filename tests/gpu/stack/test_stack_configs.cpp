@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,22 @@ void check_configs_against_oracle(const CaseSpec& c, const std::vector<ConfigChe
   }
 }
 
+// Each configuration in fp32's two math modes (fp16/bf16 run them in their own math).
+std::vector<ConfigCheck> in_both_fp32_maths(std::initializer_list<const char*> bits) {
+  std::vector<ConfigCheck> configs;
+  for (const char* b : bits)
+    for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) configs.push_back({b, "", math});
+  return configs;
+}
+
+// f(dtype, math) for each dtype in each fp32 math mode it has (ieee is fp32's only).
+template <class F>
+void for_each_dtype_and_math(F f) {
+  for (DType dt : kDTypes)
+    for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee})
+      if (dt == DType::fp32 || math == Fp32Math::tf32) f(dt, math);
+}
+
 // The attention stage's dispatch record of configuration `bits` on the case, in dtype and
 // fp32 math.
 StageDispatch attn_dispatch(const CaseSpec& c, DType dt, Fp32Math math, const char* bits, cudaStream_t stream) {
@@ -124,20 +141,15 @@ TEST_CASE("the attention's cuBLAS out-projection runs in the fused path's fp32 m
   TLB_REQUIRE_GPU();
   const CaseSpec c = small_case(409, 2, 257, 256, 4, 512, 2, MaskKind::causal, Activation::gelu);
   REQUIRE(c.shape.tokens() * c.shape.d_model > kOutProjectionOursMaxOutputs);
-  std::vector<ConfigCheck> configs;
-  for (const char* bits : {"01000", "01010", "11110", "11111"})
-    for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) configs.push_back({bits, "", math});
-  check_configs_against_oracle(c, configs);
+  check_configs_against_oracle(c, in_both_fp32_maths({"01000", "01010", "11110", "11111"}));
   TestStream stream;
-  for (DType dt : kDTypes)
-    for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) {
-      if (dt != DType::fp32 && math == Fp32Math::ieee) continue;
-      const std::string attn = attn_dispatch(c, dt, math, "01010", stream.get()).variant;
-      INFO(to_string(dt) << " " << to_string(math) << ": " << attn);
-      const bool tf32 = dt == DType::fp32 && math == Fp32Math::tf32;
-      CHECK(attn.find(tf32 ? "+out_proj_cublas_tf32" : "+out_proj_cublas") != std::string::npos);
-      if (!tf32) CHECK(attn.find("out_proj_cublas_tf32") == std::string::npos);
-    }
+  for_each_dtype_and_math([&](DType dt, Fp32Math math) {
+    const std::string attn = attn_dispatch(c, dt, math, "01010", stream.get()).variant;
+    INFO(to_string(dt) << " " << to_string(math) << ": " << attn);
+    const bool tf32 = dt == DType::fp32 && math == Fp32Math::tf32;
+    CHECK(attn.find(tf32 ? "+out_proj_cublas_tf32" : "+out_proj_cublas") != std::string::npos);
+    if (!tf32) CHECK(attn.find("out_proj_cublas_tf32") == std::string::npos);
+  });
 }
 
 // fp32 in IEEE math runs the techniques' GEMMs as cuBLAS's product and the epilogue pass
@@ -165,19 +177,14 @@ TEST_CASE("narrow heads run the fused attention in every dtype", "[gpu][stack][c
   TLB_REQUIRE_GPU();
   for (const CaseSpec& c : {small_case(411, 2, 45, 240, 3, 480, 2, MaskKind::causal, Activation::gelu),
                             small_case(412, 2, 70, 96, 4, 192, 1, MaskKind::padding, Activation::relu, {70, 33})}) {
-    std::vector<ConfigCheck> configs;
-    for (const char* bits : {"01000", "11111"})
-      for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) configs.push_back({bits, "", math});
-    check_configs_against_oracle(c, configs);
+    check_configs_against_oracle(c, in_both_fp32_maths({"01000", "11111"}));
     TestStream stream;
-    for (DType dt : kDTypes)
-      for (Fp32Math math : {Fp32Math::tf32, Fp32Math::ieee}) {
-        if (dt != DType::fp32 && math == Fp32Math::ieee) continue;
-        const StageDispatch sd = attn_dispatch(c, dt, math, "01000", stream.get());
-        INFO(label(c, dt) << " " << to_string(math) << ": " << sd.variant << " (" << sd.reason << ")");
-        CHECK(sd.fused);
-        CHECK(sd.variant.find("_d" + std::to_string(c.shape.head_dim())) != std::string::npos);
-      }
+    for_each_dtype_and_math([&](DType dt, Fp32Math math) {
+      const StageDispatch sd = attn_dispatch(c, dt, math, "01000", stream.get());
+      INFO(label(c, dt) << " " << to_string(math) << ": " << sd.variant << " (" << sd.reason << ")");
+      CHECK(sd.fused);
+      CHECK(sd.variant.find("_d" + std::to_string(c.shape.head_dim())) != std::string::npos);
+    });
   }
 }
 
