@@ -328,8 +328,9 @@ std::string head_name(int64_t head_dim, int width) {
 
 std::string variant_name(const Plan& plan, int64_t head_dim) {
   const std::string d = std::to_string(head_dim);
-  const std::string portable = head_name(head_dim, attn::portable_width(head_dim));
-  const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile, attn::portable_width(head_dim));
+  const int width = attn::portable_width(head_dim);  // the cp.async kernels' (the sm_90a one has its own)
+  const std::string portable = head_name(head_dim, width);
+  const int kv_cols = attn::tile_kv_cols(plan.family, plan.tile, width);
   if (plan.short_seq) return "flash_short_d" + d + "_q64_kv" + std::to_string(kv_cols);
   const std::string prefix = plan.splits > 1 ? "flash_splitkv_x" + std::to_string(plan.splits) + "_" : "flash_fwd_";
   switch (plan.family) {
