@@ -67,7 +67,14 @@ struct Spec {
   Engine engine = Engine::automatic;
   enum class Grid { automatic, persistent, tiles } grid = Grid::automatic;  // the TMA kernel's
   bool long_tile = false;  // the TMA kernel on its long-sequence tile whatever seq is
+  // The TMA kernel's exponentials: some on the FMA pipe ("fmaexp") or all on the
+  // special-function unit ("mufuexp"); automatic: kFmaExpByDefault, where the width has it.
+  enum class Exp { automatic, fma, mufu } exp = Exp::automatic;
 };
+
+// Whether the TMA kernel moves a share of the exponentials to the FMA pipe at the widths that
+// compile it (attn::sm90_fma_exp_every), unless a spec says otherwise.
+constexpr bool kFmaExpByDefault = false;
 
 // The widths the cp.async kernels compile; narrower heads run on them with zero-filled columns
 // (attn::portable_width), except on the short-sequence kernel and the wgmma one.
@@ -106,6 +113,8 @@ Spec parse_spec(const char* text, const char* origin) {
       o.grid = tok == "persistent" ? Spec::Grid::persistent : Spec::Grid::tiles;
     } else if (tok == "longtile") {
       o.long_tile = true;
+    } else if (tok == "fmaexp" || tok == "mufuexp") {
+      o.exp = tok == "fmaexp" ? Spec::Exp::fma : Spec::Exp::mufu;
     } else if (tok == "wgmma") {
       o.engine = Engine::wgmma;
     } else if (tok == "mma") {
@@ -113,7 +122,8 @@ Spec parse_spec(const char* text, const char* origin) {
     } else {
       throw std::invalid_argument(std::string(origin) + ": unknown token '" + std::string(tok) +
                                   "' (expected auto, standard, short, splitkv, splitkv:N, q128w8, "
-                                  "q128w4, q64w4, tma, wgmma, mma, persistent, tiles, longtile)");
+                                  "q128w4, q64w4, tma, wgmma, mma, persistent, tiles, longtile, fmaexp, "
+                                  "mufuexp)");
     }
   }
   return o;
@@ -132,6 +142,7 @@ struct Plan {
                                 // tf32: tma (attn::sm90_tile_tf32) or mma (its own kernel)
   bool persistent = false;      // tma: one block per SM walks the work items
   attn::Sm90Tile sm90{};        // tma: the block shape
+  bool fma_exp = false;         // tma, fp16/bf16: a share of the exponentials on the FMA pipe
   bool short_seq = false;
   int splits = 1;
   int64_t keys_per_split = 0;
@@ -213,7 +224,9 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   const bool auto_split = variant == Variant::automatic;
   if (variant == Variant::automatic) variant = short_fits && !sm90_engine ? Variant::short_seq : Variant::standard;
 
+  const std::string no_fma_exp = "fmaexp is the tma kernel's, in fp16/bf16 at head_dim up to 64";
   if (variant == Variant::short_seq) {
+    if (spec.exp == Spec::Exp::fma && strict) reject(no_fma_exp);
     plan.short_seq = true;
     plan.tile = seq <= 64 ? TileShape::short64 : TileShape::short128;
     return plan;
@@ -239,6 +252,9 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   int q_rows = 0, kv_cols = 0;
   int64_t slots = 0;  // blocks the GPU runs at once
   if (spec.grid != Spec::Grid::automatic && !tma && strict) reject("persistent and tiles are grids of the tma kernel");
+  const bool fma_exp_runs = tma && half && attn::sm90_fma_exp_every(attn::sm90_width(head_dim)) > 0;
+  if (spec.exp == Spec::Exp::fma && !fma_exp_runs && strict) reject(no_fma_exp);
+  plan.fma_exp = fma_exp_runs && (spec.exp == Spec::Exp::fma || (spec.exp == Spec::Exp::automatic && kFmaExpByDefault));
   if (tma) {
     const bool causal = mask == MaskKind::causal;
     plan.sm90 = !half           ? attn::sm90_tile_tf32(head_dim)
@@ -338,6 +354,7 @@ std::string variant_name(const Plan& plan, int64_t head_dim) {
       if (plan.engine == Engine::tma)
         return prefix + "sm90_tma_" + head_name(head_dim, attn::sm90_width(head_dim)) + "_q" +
                std::to_string(plan.sm90.q_rows) + "_kv" + std::to_string(plan.sm90.kv_cols) +
+               (plan.fma_exp ? "_fmaexp" + std::to_string(attn::sm90_fma_exp_every(attn::sm90_width(head_dim))) : "") +
                (plan.persistent ? "_persistent" : "");
       if (plan.engine == Engine::wgmma) return prefix + "sm90_wgmma_d" + d + "_q128wg2_kv64";
       return prefix + "sm80_" + portable + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
@@ -453,6 +470,7 @@ std::string flash_attention(const AttentionArgs& a, cudaStream_t stream) {
   l.tile = plan.tile;
   l.persistent = plan.persistent;
   l.sm90 = plan.sm90;
+  l.fma_exp = plan.fma_exp;
   l.dtype = a.dtype;
   l.p.q = a.q;
   l.p.k = a.k;

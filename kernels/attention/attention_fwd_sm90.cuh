@@ -50,10 +50,12 @@ namespace tlb::attn::sm90 {
 // The block shape: kWidth head-dim columns computed (a multiple of 16), laid out in shared memory
 // as kD columns (kWidth rounded up to a 128-byte swizzle row: 64 16-bit or 32 fp32 elements),
 // kBlockN keys per tile, kConsumers warpgroups of 64 query rows, elements of kElemBytes (2:
-// fp16/bf16; 4: fp32 read as tf32).
-template <int kWidth_, int kBlockN_, int kConsumers_, int kElemBytes_ = 2>
+// fp16/bf16; 4: fp32 read as tf32), and every kFmaExpEvery-th 8-key column of a tile's
+// exponentials on the FMA pipe (0: none; softmax_scores).
+template <int kWidth_, int kBlockN_, int kConsumers_, int kElemBytes_ = 2, int kFmaExpEvery_ = 0>
 struct FwdShape {
   static constexpr int kElemBytes = kElemBytes_;
+  static constexpr int kFmaExpEvery = kFmaExpEvery_;
   static constexpr bool kTf32 = kElemBytes == 4;
   static constexpr int kColElems = 128 / kElemBytes;  // elements of one swizzle row
   static constexpr int kKStep = 32 / kElemBytes;      // wgmma's k: 32 bytes (k16, or k8 in tf32)
@@ -334,7 +336,7 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
     fence_operands(s_flat);
     release_stage(sm.k_empty(stage(0)));
     mask_tile(0);
-    softmax_scores(s, m, l, alpha, p.scale_log2);  // O is still zero: nothing to rescale
+    softmax_scores<1, kNT, S::kFmaExpEvery>(s, m, l, alpha, p.scale_log2);  // O is still zero: nothing to rescale
     pack_p<T>(pa, s);
 
     for (int j = 1; j < w.n_tiles; ++j) {
@@ -349,7 +351,7 @@ __device__ void consume(const Smem<S>& sm, const FlashParams& p, const BlockWork
       fence_operands(s_flat);
       release_stage(sm.k_empty(stage(j)));
       mask_tile(j);
-      const bool rescale = softmax_scores(s, m, l, alpha, p.scale_log2);
+      const bool rescale = softmax_scores<1, kNT, S::kFmaExpEvery>(s, m, l, alpha, p.scale_log2);
       ptx::wgmma_wait_group<0>();
       fence_operands(o_flat);
       release_stage(sm.v_empty(stage(j - 1)));
@@ -526,16 +528,27 @@ void launch_shape(const FlashLaunch& l, cudaStream_t stream) {
   launch_fwd<T, S, false>(l, stream);
 }
 
+// S, or, where the plan moves some exponentials to the FMA pipe, S built that way.
+template <class S>
+using FmaExpShape = FwdShape<S::kWidth, S::kBlockN, S::kConsumers, S::kElemBytes, sm90_fma_exp_every(S::kWidth)>;
+template <typename T, class S>
+void launch_exp(const FlashLaunch& l, cudaStream_t stream) {
+  if (!l.fma_exp) return launch_shape<T, S>(l, stream);
+  if constexpr (sm90_fma_exp_every(S::kWidth) > 0) return launch_shape<T, FmaExpShape<S>>(l, stream);
+  throw std::logic_error("flash attention sm90: width " + std::to_string(S::kWidth) +
+                         " has no kernel with exponentials on the FMA pipe");
+}
+
 // The shapes of one compiled width: both masks' long-sequence tiles (they differ only where
 // sm90_tile says so) and, where the width has it, the short-keys tile.
 template <typename T, int kD>
 void launch_width(const FlashLaunch& l, cudaStream_t stream) {
   const bool causal = l.p.mask == static_cast<int>(MaskKind::causal);
   if constexpr (sm90_has_short_keys_tile(kD, false)) {
-    if (!causal && l.sm90.kv_cols == kSm90ShortKeysTile.kv_cols) return launch_shape<T, ShortKeysShape<kD>>(l, stream);
+    if (!causal && l.sm90.kv_cols == kSm90ShortKeysTile.kv_cols) return launch_exp<T, ShortKeysShape<kD>>(l, stream);
   }
-  if (causal) return launch_shape<T, PlannedShape<kD, true>>(l, stream);
-  launch_shape<T, PlannedShape<kD, false>>(l, stream);
+  if (causal) return launch_exp<T, PlannedShape<kD, true>>(l, stream);
+  launch_exp<T, PlannedShape<kD, false>>(l, stream);
 }
 
 // One compiled width in tf32 (attention_fwd_sm90_tf32.cu), V^T already in place.

@@ -57,6 +57,8 @@ struct FlashLaunch {
   TileShape tile = TileShape::q128w8;  // mma16 only
   bool persistent = false;             // sm90 only: one block per SM walks the work items
   Sm90Tile sm90{};                     // sm90 only: the block shape (sm90_tile's or sm90_tile_tf32's)
+  bool fma_exp = false;                // sm90 fp16/bf16 only: some exponentials on the FMA pipe
+                                       // (widths where sm90_fma_exp_every > 0)
   void* v_transposed = nullptr;        // sm90 tf32 only: V^T, see tf32_v_keys
   DType dtype = DType::fp16;
   FlashParams p;  // p.head_dim picks the compiled width
@@ -166,5 +168,15 @@ constexpr Sm90Tile sm90_tile(int64_t head_dim, bool causal, int64_t seq) {
   auto computed = [seq](int kv_cols) { return (seq + kv_cols - 1) / kv_cols * kv_cols; };
   return computed(kSm90ShortKeysTile.kv_cols) < computed(t.kv_cols) ? kSm90ShortKeysTile : t;
 }
+
+// The special-function unit issues 16 exponentials a clock per SM, the tensor cores 4096 16-bit
+// FLOPs: per query row and key, a head of width w costs 4w FLOPs of MMA (w / 1024 clocks) and
+// one exponential (1 / 16). At width 64 the two are equal, at 32 the exponentials take twice
+// as long, so the compiled widths up to 64 also build a kernel that moves every
+// sm90_fma_exp_every-th 8-key column of each tile to the FMA pipe (exp2_fma in
+// attention_tile.cuh, about 8 of its 128 instructions a clock each): a quarter at 64, a third
+// at 32, leaving the FMA pipe (about 3.5 instructions an exponential besides) below the unit.
+// 0: the width has no such kernel.
+constexpr int sm90_fma_exp_every(int width) { return width <= 32 ? 3 : width <= 64 ? 4 : 0; }
 
 }  // namespace tlb::attn

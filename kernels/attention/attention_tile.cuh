@@ -139,6 +139,31 @@ __device__ __forceinline__ void clear_row_state(float (&o)[MT][DN][4], float (&m
   }
 }
 
+// 2^x for x <= 0 on the FMA pipe rather than the special-function unit, which issues 16 of
+// them a clock per SM: at head_dim 64 a tile's exponentials take that unit as long as its two
+// GEMMs take the tensor cores, and at 32 twice as long, so softmax_scores can move a share of
+// them here (about 8 FMA-pipe instructions each, of 128 a clock). x = j + f with j the nearest
+// integer (adding 1.5 * 2^23 leaves it in the low mantissa bits) and f in [-0.5, 0.5]; 2^f is a
+// degree-4 minimax polynomial (relative error 2.7e-6 in fp32, against the 2^-11 a 16-bit P
+// keeps), and j goes into the exponent field. x is clamped at -126, so a masked score (-inf)
+// gives about 1e-38 instead of 0: nothing a row sum of at least 1 can hold, and 0 once rounded
+// into P.
+__device__ __forceinline__ float exp2_fma(float x) {
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  x = fmaxf(x, -126.0f);
+  const float shifted = x + kRound;
+  const float f = x - (shifted - kRound);
+  float p = 9.570102207e-03f;
+  p = fmaf(p, f, 5.591785908e-02f);
+  p = fmaf(p, f, 2.402474433e-01f);
+  p = fmaf(p, f, 6.931217909e-01f);
+  p = fmaf(p, f, 9.999992847e-01f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(shifted) << 23));
+}
+
+// Whether 8-key column nt of a tile takes exp2_fma when every `every`-th does (0: none).
+__host__ __device__ constexpr bool fma_exp_column(int nt, int every) { return every > 0 && nt % every == every - 1; }
+
 // The scores half of one online-softmax step over a tile of raw scores s (scale not yet
 // applied): updates the running max m (raw units) and the running sum l (this lane's columns
 // only; the quad's partial sums are added once at the end, since every rescale factor is shared
@@ -146,8 +171,10 @@ __device__ __forceinline__ void clear_row_state(float (&o)[MT][DN][4], float (&m
 // by in alpha. Returns whether any row of the warp needs a rescale: once the running maxima
 // settle, most tiles leave every max of the warp unchanged (factor exactly 1), and the warp
 // skips the O rescale, the bulk of the softmax's arithmetic. A row whose keys are all masked so
-// far keeps m = -inf and contributes exact zeros, never NaN.
-template <int MT, int NT>
+// far keeps m = -inf and contributes zeros (or exp2_fma's 1e-38s), never NaN.
+// kFmaExpEvery > 0: every kFmaExpEvery-th 8-column tile of s takes its exponentials on the FMA
+// pipe (exp2_fma), the rest on the special-function unit.
+template <int MT, int NT, int kFmaExpEvery = 0>
 __device__ __forceinline__ bool softmax_scores(float (&s)[MT][NT][4], float (&m)[MT][2],
                                                float (&l)[MT][2], float (&alpha)[MT][2],
                                                float scale_log2) {
@@ -167,7 +194,8 @@ __device__ __forceinline__ bool softmax_scores(float (&s)[MT][NT][4], float (&m)
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          const float pv = ptx::ex2_approx(fmaf(s[mt][nt][e], scale_log2, -ms));
+          const float x = fmaf(s[mt][nt][e], scale_log2, -ms);
+          const float pv = fma_exp_column(nt, kFmaExpEvery) ? exp2_fma(x) : ptx::ex2_approx(x);
           s[mt][nt][e] = pv;
           sum += pv;
         }

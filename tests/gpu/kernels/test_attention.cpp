@@ -477,6 +477,11 @@ TEST_CASE("the sm_90a TMA kernel matches fp64 attention at every head_dim width"
           // At 257 keys widths 32 and 64 without the causal mask take the short-keys tile; the
           // long one must still hold there.
           if (seq == 257) CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma,longtile"), name));
+          // Up to 64 columns a share of the exponentials may run on the FMA pipe: both ways hold.
+          if (head_dim <= 64) {
+            CHECK(check_against_fp64(p, ref, mode, "standard,tma,fmaexp").find("_fmaexp") != std::string::npos);
+            CHECK(check_against_fp64(p, ref, mode, "standard,tma,mufuexp").find("_fmaexp") == std::string::npos);
+          }
           if (seq >= 257) {
             const std::string v = check_against_fp64(p, ref, mode, "splitkv:3,tma");
             CHECK((split_count(v) >= 2 && split_count(v) <= 3));
@@ -854,6 +859,25 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
     long_tile.force = "longtile";
     CHECK(tlb::flash_attention_variant(long_tile) == "flash_fwd_sm90_tma_d64_q192_kv128_persistent");
   }
+  // Exponentials on the FMA pipe: the TMA kernel's, every 4th 8-key column at width 64, every
+  // 3rd at 32; a spec asking for them elsewhere is refused.
+  AttentionArgs fma_exp = args(4, 20, 1500, 64, DType::bf16, MaskKind::none);
+  fma_exp.force = "fmaexp";
+  if (sm90a) {
+    CHECK(tlb::flash_attention_variant(fma_exp) == "flash_fwd_sm90_tma_d64_q192_kv128_fmaexp4_persistent");
+    fma_exp.head_dim = 24;
+    CHECK(tlb::flash_attention_variant(fma_exp) == "flash_fwd_sm90_tma_d24w32_q192_kv128_fmaexp3_persistent");
+    fma_exp.force = "mufuexp";
+    CHECK(tlb::flash_attention_variant(fma_exp) == "flash_fwd_sm90_tma_d24w32_q192_kv128_persistent");
+    fma_exp.force = "fmaexp";
+  } else {
+    CHECK_THROWS_AS(tlb::flash_attention_variant(fma_exp), std::invalid_argument);
+  }
+  fma_exp.head_dim = 80;
+  CHECK_THROWS_AS(tlb::flash_attention_variant(fma_exp), std::invalid_argument);
+  fma_exp.head_dim = 64;
+  fma_exp.dtype = DType::fp32;
+  CHECK_THROWS_AS(tlb::flash_attention_variant(fma_exp), std::invalid_argument);
   static_assert(tlb::attn::sm90_tile(64, false, 257).kv_cols == 144 && tlb::attn::sm90_tile(64, false, 1500).kv_cols == 128);
   static_assert(tlb::attn::sm90_tile(32, false, 257).kv_cols == 144 && tlb::attn::sm90_tile(64, true, 257).kv_cols == 128);
   static_assert(tlb::attn::sm90_tile(128, false, 257).kv_cols == 176 && tlb::attn::sm90_tile(64, false, 64).kv_cols == 128);
