@@ -188,8 +188,8 @@ Engine resolve_engine(const Spec& spec, Family family, int64_t head_dim, bool sm
     no = "the sm_90a kernels need an sm_90 GPU and a build with sm_90a code";
   } else if (e == Engine::wgmma && family == Family::mma16 && !is_sm80_head_dim(head_dim)) {
     no = "the wgmma kernel covers head_dim 64 and 128, not " + std::to_string(head_dim);
-  } else if (e == Engine::mma && family == Family::mma16 && !attn::portable_head_dim_ok(head_dim)) {
-    no = "the mma.sync kernel covers head_dim up to 128 (multiples of 8), not " + std::to_string(head_dim);
+  } else if (e == Engine::mma && family == Family::mma16 && !attn::mma16_head_dim_ok(head_dim)) {
+    no = "the mma.sync kernel covers head_dim up to 256 (multiples of 8), not " + std::to_string(head_dim);
   }
   if (no.empty()) return e;
   if (strict) reject(no);
@@ -239,15 +239,19 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   const bool tma_family = half || (plan.family == Family::tf32 && attn::sm90_tf32_head_dim_ok(head_dim));
   if (tma_family) plan.engine = engine == Engine::automatic ? (sm90a ? Engine::tma : Engine::mma) : engine;
   const bool tma = tma_family && plan.engine == Engine::tma;
-  // A head narrower than the mma.sync kernel's width runs its two standard tiles only.
+  // A head narrower than the mma.sync kernel's width runs its two standard tiles only, one
+  // over 128 columns the q64w4 tile alone (attn::portable_width).
   const bool narrow_mma = half && plan.engine == Engine::mma && !is_sm80_head_dim(head_dim);
-  const bool tile_runs = !(narrow_mma && spec.tile == TileShape::q128w4);
+  const bool wide_mma = half && plan.engine == Engine::mma && head_dim > 128;
+  const bool tile_runs =
+      wide_mma ? spec.tile == TileShape::q64w4 : !(narrow_mma && spec.tile == TileShape::q128w4);
   if (spec.has_tile && strict) {
     if (!half) reject("tile shapes are fp16/bf16 only; fp32 runs 64-row tiles of 32 (tf32) or 64 (ieee) keys");
     if (tma) reject("the tma kernel's tile follows the head_dim; it takes no tile shape");
     if (plan.engine == Engine::wgmma && spec.tile != TileShape::q128w8)
       reject("the wgmma kernel runs the 128-row tile only (q128w8's shape)");
-    if (!tile_runs) reject("head_dim " + std::to_string(head_dim) + " runs the q128w8 and q64w4 tiles, not q128w4");
+    if (!tile_runs)
+      reject("head_dim " + std::to_string(head_dim) + (wide_mma ? " runs the q64w4 tile only" : " runs the q128w8 and q64w4 tiles, not q128w4"));
   }
   int q_rows = 0, kv_cols = 0;
   int64_t slots = 0;  // blocks the GPU runs at once
@@ -269,6 +273,8 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
         plan.tile = TileShape::q128w8;
       } else if (spec.has_tile && tile_runs) {
         plan.tile = spec.tile;
+      } else if (wide_mma) {
+        plan.tile = TileShape::q64w4;
       } else {
         const int64_t blocks128 = bh * ((seq + 127) / 128);
         plan.tile = blocks128 < kPlanningSms ? TileShape::q64w4 : TileShape::q128w8;
@@ -377,15 +383,10 @@ bool shape_supported(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim
     return no("empty shape (batch " + std::to_string(batch) + ", heads " + std::to_string(heads) + ", seq " +
               std::to_string(seq) + ", head_dim " + std::to_string(head_dim) + ")");
   const std::string hd = "head_dim " + std::to_string(head_dim);
-  // Multiples of 8 up to 128 run everywhere (on the widths 64 and 128, attn::portable_width);
-  // up to 256 in fp16/bf16 on the sm_90a kernel alone.
-  if (!attn::portable_head_dim_ok(head_dim)) {
-    if (!attn::sm90_head_dim_ok(head_dim)) return no(hd + " is not a multiple of 8 in 8..256");
-    if (dtype == DType::fp32) return no(hd + " is over 128, the fp32 kernels' widest head");
-    if (!device_has_sm90a())
-      return no(hd + " is over 128: it runs only on the sm_90a kernel, and this device is not an sm_90 GPU "
-                     "running an sm_90a build");
-  }
+  // Multiples of 8 run everywhere: up to 256 in fp16/bf16, up to 128 in fp32 (on the widths
+  // of attn::portable_width and, on Hopper, the sm_90a kernel's).
+  if (!attn::mma16_head_dim_ok(head_dim)) return no(hd + " is not a multiple of 8 in 8..256");
+  if (dtype == DType::fp32 && !attn::portable_head_dim_ok(head_dim)) return no(hd + " is over 128, the fp32 kernels' widest head");
   // One block per (64-row query tile, batch*head) must fit the grid's x dimension; TMA takes
   // 32-bit row coordinates.
   if ((seq + 63) / 64 * batch * heads > INT32_MAX || seq > INT32_MAX) return no("batch*heads*seq too large for one launch");
@@ -422,21 +423,15 @@ uint64_t flash_attention_workspace_bytes(const LayerShape& s, DType dtype) {
   if (!flash_attention_supported(s, dtype, nullptr)) return 0;
   // The fp32 math mode is a run option the shape does not carry, and planning must not ask the
   // device which engine runs: plan for the largest.
-  const bool portable = attn::portable_head_dim_ok(s.head_dim());
   uint64_t bytes = 0;
   auto plan_for = [&](Fp32Math math, bool sm90a) {
     Plan plan = plan_variant(s.batch, s.heads, s.seq, s.head_dim(), s.mask, dtype, math, env_spec(), false, sm90a);
     size_workspace(plan, s.batch, s.heads, s.seq, s.head_dim());
     bytes = std::max(bytes, plan.workspace_bytes);
   };
-  if (dtype == DType::fp32) {
-    plan_for(Fp32Math::tf32, false);
-    plan_for(Fp32Math::tf32, true);
-    plan_for(Fp32Math::ieee, false);
-  } else {
-    if (portable) plan_for(Fp32Math::tf32, false);
-    plan_for(Fp32Math::tf32, true);
-  }
+  plan_for(Fp32Math::tf32, false);
+  plan_for(Fp32Math::tf32, true);
+  if (dtype == DType::fp32) plan_for(Fp32Math::ieee, false);
   return bytes;
 }
 

@@ -1,8 +1,8 @@
 // Flash attention forward for fp16/bf16 on mma.sync m16n8k16 (sm_80 and later): S = Q K^T and
 // O += P V on tensor cores with fp32 accumulation, the online softmax in registers, masks in
 // the tile; plus the split-KV combine step (any dtype, any head_dim up to 256). The tiles: head
-// widths 64 and 128 (narrower heads, multiples of 8, on the width above them with zero-filled
-// columns: portable_width), any seq, every mask.
+// widths 64, 128 and 256 (narrower heads, multiples of 8, on the width above them with
+// zero-filled columns: portable_width), any seq, every mask.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -28,13 +28,15 @@ namespace {
 //   q128w8    242 / 126 regs, 96 / 32 KB: one block per SM at 128, two at 64 (32-key tiles
 //             there: 64-key scores next to Q and O would spill at the 128-register cap)
 //   q128w4    255 / 189 regs, 64 / 32 KB, two blocks per SM
-//   q64w4     255 / 180 regs, 80 / 40 KB, two blocks per SM
+//   q64w4     255 / 180 regs, 80 / 40 KB, two blocks per SM; at 256 (the only tile there)
+//             Q is re-read from shared memory and tiles are 32 keys: 254 regs, 96 KB
 //   short64   160 / 116 regs, 48 / 24 KB
 //   short128  190 / 152 regs, 80 / 40 KB
 template <TileShape S, int kD>
 struct Tile;
 template <int kD>
 struct Tile<TileShape::q128w8, kD> {
+  static_assert(kD <= 128, "heads over 128 run q64w4 alone");
   static constexpr int kRows = 128, kMT = 1, kKV = kD == 128 ? 64 : 32;
   static constexpr bool kQRegs = true, kSingle = false;
 };
@@ -47,8 +49,8 @@ struct Tile<TileShape::q128w4, kD> {
 };
 template <int kD>
 struct Tile<TileShape::q64w4, kD> {
-  static constexpr int kRows = 64, kMT = 1, kKV = 64;
-  static constexpr bool kQRegs = true, kSingle = false;
+  static constexpr int kRows = 64, kMT = 1, kKV = kD <= 128 ? 64 : 32;
+  static constexpr bool kQRegs = kD <= 128, kSingle = false;
 };
 template <int kD>
 struct Tile<TileShape::short64, kD> {
@@ -331,15 +333,25 @@ void launch_narrow(const FlashLaunch& l, cudaStream_t stream) {
                          " runs the q128w8 and q64w4 tiles only");
 }
 
+// A head over 128 columns: the q64w4 tile at width 256 (portable_width's comment).
+template <typename T>
+void launch_wide(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.tile != TileShape::q64w4)
+    throw std::logic_error("flash attention: head_dim " + std::to_string(l.p.head_dim) + " runs the q64w4 tile only");
+  if (l.p.head_dim == 256) return launch_tile<T, 256, TileShape::q64w4, false>(l, stream);
+  launch_tile<T, 256, TileShape::q64w4, true>(l, stream);
+}
+
 template <typename T>
 void launch_type(const FlashLaunch& l, cudaStream_t stream) {
   const int hd = l.p.head_dim;
+  if (!mma16_head_dim_ok(hd))
+    throw std::invalid_argument("flash attention: head_dim " + std::to_string(hd) + " is not a multiple of 8 in 8..256");
   if (hd == 64) return launch_dim<T, 64>(l, stream);
   if (hd == 128) return launch_dim<T, 128>(l, stream);
-  if (!portable_head_dim_ok(hd))
-    throw std::invalid_argument("flash attention: head_dim " + std::to_string(hd) + " is not a multiple of 8 in 8..128");
   if (portable_width(hd) == 64) return launch_narrow<T, 64>(l, stream);
-  launch_narrow<T, 128>(l, stream);
+  if (portable_width(hd) == 128) return launch_narrow<T, 128>(l, stream);
+  launch_wide<T>(l, stream);
 }
 
 template <typename T, int kPer>

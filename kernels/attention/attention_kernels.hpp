@@ -87,15 +87,18 @@ void launch_flash_tf32(const FlashLaunch& l, cudaStream_t stream);
 void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream);
 
 // The cp.async kernels (fp16/bf16 on mma.sync, fp32 in tf32 on mma.sync and in ieee on FMA)
-// compile head widths 64 and 128. A narrower head that is a multiple of 8 runs on the width at
-// or above it: its loads zero-fill the missing columns (zeros add nothing to Q K^T, and P V's
-// extra columns are never stored), its rows keep their own stride, and its stores stop at its
-// last column. Its products stop at the head too, to the step each kernel takes (16 columns on
-// mma.sync, 8 in tf32, 32 on FMA), so a head of 80 costs about what one of 80 or 96 would;
-// loads and shared memory stay the width's. The 16-bit narrow heads run the two standard tiles
-// the dispatcher picks (q128w8, q64w4), not q128w4 or the short-sequence kernel.
+// compile head widths 64 and 128, and fp16/bf16 also 256. A narrower head that is a multiple
+// of 8 runs on the width at or above it: its loads zero-fill the missing columns (zeros add
+// nothing to Q K^T, and P V's extra columns are never stored), its rows keep their own stride,
+// and its stores stop at its last column. Its products stop at the head too, to the step each
+// kernel takes (16 columns on mma.sync, 8 in tf32, 32 on FMA), so a head of 80 costs about what
+// one of 80 or 96 would; loads and shared memory stay the width's. The 16-bit narrow heads run
+// the two standard tiles the dispatcher picks (q128w8, q64w4), not q128w4 or the
+// short-sequence kernel; heads over 128 run q64w4 alone (at 256 columns, O takes 128 registers
+// a thread and 32-key tiles keep the block in 96 KB, which every sm_80+ part gives a block).
 constexpr bool portable_head_dim_ok(int64_t head_dim) { return head_dim >= 8 && head_dim <= 128 && head_dim % 8 == 0; }
-constexpr int portable_width(int64_t head_dim) { return head_dim <= 64 ? 64 : 128; }
+constexpr bool mma16_head_dim_ok(int64_t head_dim) { return head_dim >= 8 && head_dim <= 256 && head_dim % 8 == 0; }
+constexpr int portable_width(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
 
 // Query rows and keys per block of each kernel: the dispatcher's split and workspace
 // arithmetic and the kernels must agree on them. `width`: the compiled head width.
@@ -107,7 +110,7 @@ constexpr int tile_kv_cols(Family f, TileShape t, int width) {
   if (f == Family::fp32fma) return 64;
   if (f != Family::mma16) return 32;
   if (t == TileShape::short128) return 128;
-  if (t == TileShape::q128w4 || (t == TileShape::q128w8 && width == 64)) return 32;
+  if (t == TileShape::q128w4 || (t == TileShape::q128w8 && width == 64) || width > 128) return 32;
   return 64;
 }
 

@@ -419,9 +419,10 @@ TEST_CASE("fp32 ieee plans the QKV technique's cuBLAS product an fp32 buffer", "
 TEST_CASE("plan names, per case and dtype, every technique whose kernels cannot run the shape, and why",
           "[plan]") {
   // head_dim 20: neither the head-split QKV epilogue nor attention; head_dim 272: attention
-  // only (past the widest compiled width); head_dim 136: fp16/bf16 attention where the sm_90a
-  // kernel runs (an H200), never fp32's (its attention kernels' widest head is 128); head_dim
-  // 96: every stage in every dtype (on a width of 128, or the sm_90a kernel's 96).
+  // only (past the widest compiled width); head_dim 136: fp16/bf16 attention everywhere (the
+  // sm_90a kernel's width 192, or the mma.sync one's 256), never fp32's (its attention kernels'
+  // widest head is 128); head_dim 96: every stage in every dtype (on a width of 128, or the
+  // sm_90a kernel's 96).
   const tlb::CaseSet cases = tlb::parse_cases(R"({"cases": [
     {"id": 1, "name": "hd20", "batch": 1, "seq": 7, "d_model": 80, "heads": 4, "d_ff": 256, "layers": 1, "mask": "none"},
     {"id": 2, "name": "hd272", "batch": 1, "seq": 257, "d_model": 544, "heads": 2, "d_ff": 1024, "layers": 1, "mask": "causal"},
@@ -444,7 +445,7 @@ TEST_CASE("plan names, per case and dtype, every technique whose kernels cannot 
     INFO("dtype " << d);
     CHECK(stages_of(0, d) == "qkv,attn");
     CHECK(stages_of(1, d) == "attn");
-    CHECK(stages_of(2, d) == (d == 2 || !tlb::flash_attention_has_sm90a() ? "attn" : ""));
+    CHECK(stages_of(2, d) == (d == 2 ? "attn" : ""));
     CHECK(stages_of(3, d).empty());
   }
   const tlb::StageFallback& hd272 = plan.cases[1].dtypes[0].fallbacks.front();

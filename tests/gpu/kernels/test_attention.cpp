@@ -693,6 +693,34 @@ TEST_CASE("narrow heads on the mma.sync, tf32 and FMA kernels match fp64 attenti
       }
 }
 
+// Heads over 128 columns off Hopper (and on it, when asked for): the mma.sync kernel at width
+// 256, q64w4 tiles of 32 keys, Q re-read from shared memory for every key tile.
+TEST_CASE("heads over 128 on the mma.sync kernel match fp64 attention", "[gpu][kernels][attention]") {
+  TLB_REQUIRE_GPU();
+  int idx = 0;
+  for (int64_t head_dim : {136, 200, 256})
+    for (MaskKind mask : kMasks)
+      for (int64_t seq : {1, 7, 257, 1500}) {
+        ++idx;
+        Shape s{seq >= 1500 ? 1 : 2, 1 + idx % 3, seq, head_dim, mask, {}};
+        if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, static_cast<uint64_t>(idx));
+        const std::string head = "_sm80_d" + std::to_string(head_dim) + (head_dim == 256 ? "" : "w256") + "_q64w4_kv32";
+        for (const Mode& mode : {kFp16, kBf16}) {
+          const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 19));
+          const std::vector<double> ref = reference_attention(p);
+          check_against_fp64(p, ref, mode, nullptr);  // as dispatched (on Hopper: the TMA kernel)
+          CHECK(check_against_fp64(p, ref, mode, "standard,mma").find(head) != std::string::npos);
+          if (seq >= 257) CHECK(split_count(check_against_fp64(p, ref, mode, "splitkv:3,mma")) == 3);
+        }
+      }
+  // Many key tiles and rounds of the double buffer, the causal diagonal far from the first one.
+  for (const Mode& mode : {kFp16, kBf16}) {
+    Shape s{1, 1, 4097, 256, MaskKind::causal, {}};
+    const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 20));
+    CHECK(check_against_fp64(p, reference_attention(p), mode, "standard,mma") == "flash_fwd_sm80_d256_q64w4_kv32");
+  }
+}
+
 // ---- Host-only: no device needed.
 
 // Small enough for compute-sanitizer (memcheck, racecheck): every compiled width of the TMA
@@ -716,10 +744,9 @@ TEST_CASE("the sm_90a TMA kernel on small shapes, for the sanitizers", "[gpu][ke
 
 TEST_CASE("head_dims the kernels do not cover fall back with a reason", "[kernels][attention]") {
   // Multiples of 8 up to 128 run everywhere in every dtype (narrower heads on the widths 64 and
-  // 128 with zero-filled columns). Wider ones up to 256 run in fp16/bf16 on the sm_90a kernel
-  // alone: on any other device (or none) they fall back, and say why; fp32 always falls back
-  // there. Widths outside 8..256 or off the multiples of 8 fall back everywhere.
-  const bool sm90a = tlb::flash_attention_has_sm90a();
+  // 128 with zero-filled columns), and up to 256 in fp16/bf16 (the sm_90a kernel on Hopper, the
+  // mma.sync one at width 256 elsewhere); fp32 falls back over 128 and says why. Widths outside
+  // 8..256 or off the multiples of 8 fall back everywhere.
   auto layer = [](int64_t head_dim) {
     tlb::LayerShape s;
     s.batch = 2;
@@ -736,8 +763,8 @@ TEST_CASE("head_dims the kernels do not cover fall back with a reason", "[kernel
     }
   for (int64_t head_dim : {136, 192, 256}) {
     INFO("head_dim " << head_dim);
-    CHECK(tlb::flash_attention_supported(layer(head_dim), DType::fp16, &why) == sm90a);
-    if (!sm90a) CHECK(why.find("it runs only on the sm_90a kernel") != std::string::npos);
+    CHECK(tlb::flash_attention_supported(layer(head_dim), DType::fp16, &why));
+    CHECK(tlb::flash_attention_supported(layer(head_dim), DType::bf16, &why));
     CHECK_FALSE(tlb::flash_attention_supported(layer(head_dim), DType::fp32, &why));
     CHECK(why == "head_dim " + std::to_string(head_dim) + " is over 128, the fp32 kernels' widest head");
     CHECK(tlb::flash_attention_workspace_bytes(layer(head_dim), DType::fp32) == 0);
@@ -809,8 +836,20 @@ TEST_CASE("narrow heads run on the width above them and say so", "[kernels][atte
                   std::invalid_argument);
   CHECK_THROWS_AS(tlb::flash_attention_variant(args(80, DType::fp16, Fp32Math::tf32, "short")), std::invalid_argument);
   CHECK_THROWS_AS(tlb::flash_attention_variant(args(80, DType::fp16, Fp32Math::tf32, "wgmma")), std::invalid_argument);
-  CHECK_THROWS_AS(tlb::flash_attention_variant(args(136, DType::fp16, Fp32Math::tf32, "standard,mma")),
+  // Over 128 columns: the q64w4 tile at width 256, the only one there.
+  CHECK(tlb::flash_attention_variant(args(136, DType::fp16, Fp32Math::tf32, "standard,mma")) ==
+        "flash_fwd_sm80_d136w256_q64w4_kv32");
+  CHECK(tlb::flash_attention_variant(args(256, DType::bf16, Fp32Math::tf32, "standard,q64w4,mma")) ==
+        "flash_fwd_sm80_d256_q64w4_kv32");
+  CHECK_THROWS_AS(tlb::flash_attention_variant(args(192, DType::fp16, Fp32Math::tf32, "standard,q128w8,mma")),
                   std::invalid_argument);
+  CHECK_THROWS_AS(tlb::flash_attention_variant(args(256, DType::fp16, Fp32Math::tf32, "short,mma")),
+                  std::invalid_argument);
+  if (!sm90a)
+    CHECK(tlb::flash_attention_variant(args(200, DType::fp16, Fp32Math::tf32, nullptr)) ==
+          "flash_fwd_sm80_d200w256_q64w4_kv32");
+  CHECK(tlb::flash_attention_workspace_bytes(args(256, DType::fp16, Fp32Math::tf32, "splitkv:4,mma")) ==
+        4ull * 16 * 1000 * 256 * 4 + 4ull * 16 * 1000 * 2 * 4);
   // A split's partials are the head's own columns.
   AttentionArgs split = args(80, DType::fp32, Fp32Math::ieee, "splitkv:4");
   split.mask = MaskKind::none;
