@@ -12,6 +12,7 @@
 
 #include "attention/attention_kernels.hpp"
 #include "common/dtype_traits.cuh"
+#include "common/exp2_fma.hpp"
 #include "common/ptx.cuh"
 
 namespace tlb::attn {
@@ -137,28 +138,6 @@ __device__ __forceinline__ void clear_row_state(float (&o)[MT][DN][4], float (&m
     m[mt][0] = m[mt][1] = neg_inf();
     l[mt][0] = l[mt][1] = 0.0f;
   }
-}
-
-// 2^x for x <= 0 on the FMA pipe rather than the special-function unit, which issues 16 of
-// them a clock per SM: at head_dim 64 a tile's exponentials take that unit as long as its two
-// GEMMs take the tensor cores, and at 32 twice as long, so softmax_scores can move a share of
-// them here (about 8 FMA-pipe instructions each, of 128 a clock). x = j + f with j the nearest
-// integer (adding 1.5 * 2^23 leaves it in the low mantissa bits) and f in [-0.5, 0.5]; 2^f is a
-// degree-4 minimax polynomial (relative error 2.7e-6 in fp32, against the 2^-11 a 16-bit P
-// keeps), and j goes into the exponent field. x is clamped at -126, so a masked score (-inf)
-// gives about 1e-38 instead of 0: nothing a row sum of at least 1 can hold, and 0 once rounded
-// into P.
-__device__ __forceinline__ float exp2_fma(float x) {
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
-  x = fmaxf(x, -126.0f);
-  const float shifted = x + kRound;
-  const float f = x - (shifted - kRound);
-  float p = 9.570102207e-03f;
-  p = fmaf(p, f, 5.591785908e-02f);
-  p = fmaf(p, f, 2.402474433e-01f);
-  p = fmaf(p, f, 6.931217909e-01f);
-  p = fmaf(p, f, 9.999992847e-01f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(shifted) << 23));
 }
 
 // Whether 8-key column nt of a tile takes exp2_fma when every `every`-th does (0: none).
