@@ -183,7 +183,7 @@ Engine resolve_engine(const Spec& spec, Family family, int64_t head_dim, bool sm
   } else if (e == Engine::tma && family == Family::fp32fma) {
     no = "the tma kernel runs fp16, bf16 and tf32, not fp32 ieee";
   } else if (e == Engine::tma && family == Family::tf32 && !attn::sm90_tf32_head_dim_ok(head_dim)) {
-    no = "the tma kernel runs tf32 at head_dim 40..64 and 104..128 (multiples of 8), not " + std::to_string(head_dim);
+    no = "the tma kernel runs tf32 at head_dim up to 128 (multiples of 8), not " + std::to_string(head_dim);
   } else if ((e == Engine::tma || e == Engine::wgmma) && !sm90a) {
     no = "the sm_90a kernels need an sm_90 GPU and a build with sm_90a code";
   } else if (e == Engine::wgmma && family == Family::mma16 && !is_sm80_head_dim(head_dim)) {
@@ -366,8 +366,9 @@ std::string variant_name(const Plan& plan, int64_t head_dim) {
       return prefix + "sm80_" + portable + "_" + std::string(tile_name(plan.tile)) + "_kv" + std::to_string(kv_cols);
     case Family::tf32:
       if (plan.engine == Engine::tma)
-        return prefix + "sm90_tma_tf32_" + portable + "_q" + std::to_string(plan.sm90.q_rows) + "_kv" +
-               std::to_string(plan.sm90.kv_cols) + (plan.persistent ? "_persistent" : "");
+        return prefix + "sm90_tma_tf32_" + head_name(head_dim, attn::sm90_tf32_width(head_dim)) + "_q" +
+               std::to_string(plan.sm90.q_rows) + "_kv" + std::to_string(plan.sm90.kv_cols) +
+               (plan.persistent ? "_persistent" : "");
       return prefix + "tf32_" + portable + "_q64_kv32";
     case Family::fp32fma: return prefix + "fp32fma_" + portable + "_q64_kv" + std::to_string(kv_cols);
   }

@@ -1,6 +1,6 @@
 // The warp-specialised sm_90a attention kernel (attention_fwd_sm90.cuh) in tf32: fp32 Q, K and
-// V read by tf32 wgmma at head widths 64 and 128, and the narrower heads each of whose 32-column
-// boxes holds some of their columns (sm90_tf32_head_dim_ok). wgmma takes the B operand of P V K-major only in
+// V read by tf32 wgmma at head widths 32, 64, 96 and 128, each head on the width at or above it
+// (sm90_tf32_width), the missing columns TMA's zero fill. wgmma takes the B operand of P V K-major only in
 // tf32, so V is first transposed into the workspace (V^T, keys in tf32_v_position's order, which
 // lets P's accumulators feed the MMA as they stand): one pass over V, a small fraction of the
 // attention's time at any length. V is rounded to tf32 there; Q and K reach the tensor cores
@@ -55,7 +55,7 @@ void launch_flash_sm90_tf32(const FlashLaunch& l, cudaStream_t stream) {
   if (l.dtype != DType::fp32) throw std::invalid_argument("flash attention sm90 tf32: fp32 only");
   if (!sm90_tf32_head_dim_ok(p.head_dim))
     throw std::invalid_argument("flash attention sm90 tf32: head_dim " + std::to_string(p.head_dim) +
-                                " is not a multiple of 8 in 40..64 or 104..128");
+                                " is not a multiple of 8 in 8..128");
   if (l.v_transposed == nullptr) throw std::logic_error("flash attention sm90 tf32: no workspace for V^T");
   if (!flash_sm90_image_present()) throw std::logic_error("flash attention sm90 tf32: this build carries no sm_90a image");
   const int64_t bh = p.batch * p.heads, keys = tf32_v_keys(p.seq);
@@ -65,8 +65,12 @@ void launch_flash_sm90_tf32(const FlashLaunch& l, cudaStream_t stream) {
   launch_kernel(transpose_v_tf32, grid, dim3(kTransposeTile, kTransposeRows), 0, stream, 1,
                 static_cast<const float*>(p.v), static_cast<float*>(l.v_transposed), bh, p.seq, keys, p.head_dim);
   TLB_LAUNCH_CHECK(stream);
-  if (p.head_dim <= 64) return sm90::launch_width_tf32<64>(l, stream);
-  sm90::launch_width_tf32<128>(l, stream);
+  switch (sm90_tf32_width(p.head_dim)) {
+    case 32: return sm90::launch_width_tf32<32>(l, stream);
+    case 64: return sm90::launch_width_tf32<64>(l, stream);
+    case 96: return sm90::launch_width_tf32<96>(l, stream);
+    default: return sm90::launch_width_tf32<128>(l, stream);
+  }
 }
 
 }  // namespace tlb::attn

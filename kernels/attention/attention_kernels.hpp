@@ -78,8 +78,9 @@ bool flash_sm90_image_present();
 // flash_wgmma_image_present() (an sm_90 device running the sm_90a image).
 void launch_flash_wgmma(const FlashLaunch& l, cudaStream_t stream);
 bool flash_wgmma_image_present();
-// attention_fwd_sm90_tf32.cu: the same kernel in tf32 (fp32 storage) at head_dim 64 and 128,
-// its block shape from sm90_tile_tf32: V transposed into l.v_transposed first, then the kernel.
+// attention_fwd_sm90_tf32.cu: the same kernel in tf32 (fp32 storage) at any head_dim up to
+// 128 (widths of 32, 64, 96 and 128), its block shape from sm90_tile_tf32: V transposed into
+// l.v_transposed first, then the kernel.
 // Only where flash_sm90_image_present().
 void launch_flash_sm90_tf32(const FlashLaunch& l, cudaStream_t stream);
 // attention_flash_fp32.cu:
@@ -145,14 +146,13 @@ constexpr Sm90Tile sm90_tile(int64_t head_dim, bool causal) {
 // workspace as V^T, [batch*heads][head_dim][keys rounded up to 8], zeros past seq, the keys of
 // each group of 8 in tf32_v_position's order (attention_tile.cuh). Tiles hold half the
 // elements a 16-bit tile does in the same shared memory, and P takes a register per element:
-// 128 x 128 at head_dim 64 (Q 32 KiB, three stages of K and V^T at 32 KiB each), 128 x 64 at
-// 128 (Q 64 KiB, two stages of 32 KiB each). Compiled at widths 64 and 128 (portable_width):
-// a narrower head's missing columns come as TMA's zero fill of its 32-column boxes, so it runs
-// here where every box holds some of its columns (40-64 and 104-128); the others run the
-// mma.sync tf32 kernel, which fills them itself.
-constexpr bool sm90_tf32_head_dim_ok(int64_t head_dim) {
-  return portable_head_dim_ok(head_dim) && head_dim > portable_width(head_dim) - 32;
-}
+// 128 x 128 at widths 32 and 64 (Q 16 / 32 KiB, three stages of K and V^T at 16 / 32 KiB
+// each), 128 x 64 at 96 and 128 (Q 48 / 64 KiB, three stages of 24 KiB / two of 32 KiB).
+// Compiled at every 32 columns (a TMA box's width, 128 bytes): a head runs on the width at or
+// above it, its missing columns TMA's zero fill of a box that still holds some of the head, so
+// every multiple of 8 up to 128 runs here.
+constexpr bool sm90_tf32_head_dim_ok(int64_t head_dim) { return portable_head_dim_ok(head_dim); }
+constexpr int sm90_tf32_width(int64_t head_dim) { return static_cast<int>((head_dim + 31) / 32 * 32); }
 constexpr Sm90Tile sm90_tile_tf32(int64_t head_dim) { return head_dim <= 64 ? Sm90Tile{128, 128} : Sm90Tile{128, 64}; }
 constexpr int64_t tf32_v_keys(int64_t seq) { return (seq + 7) / 8 * 8; }
 

@@ -521,8 +521,12 @@ __device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t d, uint32_t byte
                   : TLB_WGMMA_ACC##NACC##_OPS(d)                                               \
                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
   }
+TLB_WGMMA_RS_TF32(wgmma_m64n32k8_rs_tf32, 16, "{%16, %17, %18, %19}", "%20", "%21",
+                  "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32")
 TLB_WGMMA_RS_TF32(wgmma_m64n64k8_rs_tf32, 32, "{%32, %33, %34, %35}", "%36", "%37",
                   "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32")
+TLB_WGMMA_RS_TF32(wgmma_m64n96k8_rs_tf32, 48, "{%48, %49, %50, %51}", "%52", "%53",
+                  "wgmma.mma_async.sync.aligned.m64n96k8.f32.tf32.tf32")
 TLB_WGMMA_RS_TF32(wgmma_m64n128k8_rs_tf32, 64, "{%64, %65, %66, %67}", "%68", "%69",
                   "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32")
 
@@ -564,8 +568,10 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
   }
   if constexpr (kTf32) {
     static_assert(kTransB == 0, "tf32 wgmma reads B K-major only");
-    static_assert(N == 64 || N == 128, "no tf32 wgmma_rs wrapper for this N");
-    if constexpr (N == 64) wgmma_m64n64k8_rs_tf32(d, a, desc_b, accumulate);
+    static_assert(N == 32 || N == 64 || N == 96 || N == 128, "no tf32 wgmma_rs wrapper for this N");
+    if constexpr (N == 32) wgmma_m64n32k8_rs_tf32(d, a, desc_b, accumulate);
+    else if constexpr (N == 64) wgmma_m64n64k8_rs_tf32(d, a, desc_b, accumulate);
+    else if constexpr (N == 96) wgmma_m64n96k8_rs_tf32(d, a, desc_b, accumulate);
     else wgmma_m64n128k8_rs_tf32(d, a, desc_b, accumulate);
   } else {
     TLB_WGMMA_RS_CASE(32) TLB_WGMMA_RS_CASE(64) TLB_WGMMA_RS_CASE(80) TLB_WGMMA_RS_CASE(96)

@@ -601,7 +601,7 @@ TEST_CASE("the sm_90a TMA kernel in tf32 and the mma.sync tf32 kernel match fp64
   TLB_REQUIRE_GPU();
   if (!tma_kernel_runs_here()) return;
   int idx = 0;
-  for (int64_t head_dim : {64, 128})
+  for (int64_t head_dim : {32, 64, 96, 128})
     for (MaskKind mask : kMasks)
       for (int64_t seq : {1, 7, 65, 257, 1500}) {
         ++idx;
@@ -624,7 +624,7 @@ TEST_CASE("the sm_90a TMA kernel in tf32 and the mma.sync tf32 kernel match fp64
       }
   // Many rounds of the ring, keys that end mid-group of 8 (V^T's padding), the diagonal far from
   // the first tile.
-  for (int64_t head_dim : {64, 128}) {
+  for (int64_t head_dim : {32, 64, 96, 128}) {
     Shape s{1, 1, 4097, head_dim, MaskKind::causal, {}};
     const Problem p = make_problem(s, kTf32.dtype, seed_of(s, kTf32, 15));
     const std::vector<double> ref = reference_attention(p);
@@ -671,10 +671,11 @@ TEST_CASE("narrow heads on the mma.sync, tf32 and FMA kernels match fp64 attenti
     CHECK(check_against_fp64(p, reference_attention(p), mode, mode.math == tlb::Fp32Math::tf32 ? "standard,mma" : nullptr)
               .find("_d80w128") != std::string::npos);
   }
-  // tf32 on the TMA kernel at the narrow heads it takes (each 32-column box holds some of the
-  // head: 40..64 and 104..128), both grids and split.
+  // tf32 on the TMA kernel at narrow heads (on the widths of 32, 64, 96 and 128 columns above
+  // them: TMA fills the missing columns of a box that holds some of the head), both grids and
+  // split.
   if (!tlb::flash_attention_has_sm90a()) return;
-  for (int64_t head_dim : {40, 56, 104, 120})
+  for (int64_t head_dim : {8, 24, 40, 56, 72, 80, 104, 120})
     for (MaskKind mask : kMasks)
       for (int64_t seq : {7, 257, 1500}) {
         ++idx;
@@ -805,11 +806,13 @@ TEST_CASE("narrow heads run on the width above them and say so", "[kernels][atte
   CHECK(tlb::flash_attention_variant(args(80, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d80w128_q64_kv64");
   CHECK(tlb::flash_attention_variant(args(40, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d40w64_q64_kv64");
   CHECK(tlb::flash_attention_variant(args(64, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d64_q64_kv64");
-  // tf32 on Hopper: the TMA kernel where each of its 32-column boxes holds some of the head
-  // (40..64, 104..128), the mma.sync kernel below those; 1000 causal keys make short items
-  // there (a mean of 4-8 key tiles), so a persistent grid.
-  CHECK(tlb::flash_attention_variant(args(80, DType::fp32, Fp32Math::tf32, nullptr)) == "flash_fwd_tf32_d80w128_q64_kv32");
-  CHECK(tlb::flash_attention_variant(args(24, DType::fp32, Fp32Math::tf32, nullptr)) == "flash_fwd_tf32_d24w64_q64_kv32");
+  // tf32 on Hopper: the TMA kernel on the width of 32, 64, 96 or 128 columns at or above the
+  // head, elsewhere the mma.sync kernel on 64 or 128; 1000 causal keys make short items there
+  // (a mean of 4-8 key tiles), so a persistent grid.
+  CHECK(tlb::flash_attention_variant(args(80, DType::fp32, Fp32Math::tf32, nullptr)) ==
+        (sm90a ? "flash_fwd_sm90_tma_tf32_d80w96_q128_kv64_persistent" : "flash_fwd_tf32_d80w128_q64_kv32"));
+  CHECK(tlb::flash_attention_variant(args(24, DType::fp32, Fp32Math::tf32, nullptr)) ==
+        (sm90a ? "flash_fwd_sm90_tma_tf32_d24w32_q128_kv128_persistent" : "flash_fwd_tf32_d24w64_q64_kv32"));
   CHECK(tlb::flash_attention_variant(args(112, DType::fp32, Fp32Math::tf32, nullptr)) ==
         (sm90a ? "flash_fwd_sm90_tma_tf32_d112w128_q128_kv64_persistent" : "flash_fwd_tf32_d112w128_q64_kv32"));
   CHECK(tlb::flash_attention_variant(args(112, DType::fp32, Fp32Math::tf32, "standard,mma")) ==
@@ -819,7 +822,8 @@ TEST_CASE("narrow heads run on the width above them and say so", "[kernels][atte
   for (const char* spec : {"standard,tma", "tma"}) {
     INFO(spec);
     if (sm90a) {
-      CHECK_THROWS_AS(tlb::flash_attention_variant(args(80, DType::fp32, Fp32Math::tf32, spec)), std::invalid_argument);
+      CHECK(tlb::flash_attention_variant(args(96, DType::fp32, Fp32Math::tf32, spec)) ==
+            "flash_fwd_sm90_tma_tf32_d96_q128_kv64_persistent");
       CHECK(tlb::flash_attention_variant(args(56, DType::fp32, Fp32Math::tf32, spec)) ==
             "flash_fwd_sm90_tma_tf32_d56w64_q128_kv128_persistent");
     }
