@@ -594,8 +594,8 @@ TEST_CASE("a standing-by warpgroup never holds the sm_90a TMA kernel over thousa
     }
 }
 
-// tf32 on Hopper runs the TMA kernel (V transposed through the workspace) at head_dim 64 and
-// 128; its mma.sync kernel stays the portable path and must still hold there too.
+// tf32 on Hopper runs the TMA kernel (V transposed through the workspace) at widths 32, 64,
+// 96 and 128; its mma.sync kernel stays the portable path and must still hold there too.
 TEST_CASE("the sm_90a TMA kernel in tf32 and the mma.sync tf32 kernel match fp64 attention",
           "[gpu][kernels][attention][tma]") {
   TLB_REQUIRE_GPU();
