@@ -22,9 +22,10 @@ namespace tlb {
 // block) and an engine: "tma" (the warp-specialised sm_90a kernel, its tile chosen by head_dim,
 // mask and, for short sequences, seq; the automatic choice on an sm_90 GPU), "wgmma" (the first
 // sm_90a kernel, on the 128-row tile) or "mma" (mma.sync); for "tma", "persistent" or "tiles"
-// (its grid), "longtile" (its long-sequence tile whatever seq), and "fmaexp" or "mufuexp" (at
-// head_dim up to 64, a share of the softmax's exponentials on the FMA pipe, named "_fmaexpN"
-// for every N-th 8-key column, or all on the special-function unit). The environment variable
+// (its grid), "longtile" (its long-sequence tile whatever seq), and "fmaexp" (which asks for
+// "tma") or "mufuexp" (at head_dim up to 64, a share of the softmax's exponentials on the FMA
+// pipe, named "_fmaexpN" for every N-th 8-key column, or all on the special-function unit).
+// Grids and the long tile forced onto another kernel are refused. The environment variable
 // TLBENCH_ATTN_VARIANT applies a spec to every call of the process (A/B runs); there, parts
 // that cannot run a shape (short on a long sequence) are ignored for it. The returned variant
 // name always says what ran.

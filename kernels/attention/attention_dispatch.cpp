@@ -174,9 +174,12 @@ bool device_has_sm90a() {
 // otherwise (the environment's spec) it is dropped.
 Engine resolve_engine(const Spec& spec, Family family, int64_t head_dim, bool sm90a, bool strict) {
   // A tile shape names one of the mma.sync kernel's tiles (or, with "wgmma", the first sm_90a
-  // kernel's): it asks for that engine.
-  const Engine e = spec.has_tile && spec.engine == Engine::automatic && family == Family::mma16 ? Engine::mma
-                                                                                                 : spec.engine;
+  // kernel's): it asks for that engine; "fmaexp" asks for the TMA kernel, the one that has it.
+  Engine e = spec.engine;
+  if (e == Engine::automatic && family == Family::mma16) {
+    if (spec.has_tile) e = Engine::mma;
+    else if (spec.exp == Spec::Exp::fma) e = Engine::tma;
+  }
   std::string no;
   if (e == Engine::wgmma && family != Family::mma16) {
     no = "the wgmma kernel is fp16/bf16 only";
@@ -225,8 +228,10 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   if (variant == Variant::automatic) variant = short_fits && !sm90_engine ? Variant::short_seq : Variant::standard;
 
   const std::string no_fma_exp = "fmaexp is the tma kernel's, in fp16/bf16 at head_dim up to 64";
+  const std::string no_grid = "persistent, tiles and longtile are the tma kernel's";
   if (variant == Variant::short_seq) {
     if (spec.exp == Spec::Exp::fma && strict) reject(no_fma_exp);
+    if ((spec.grid != Spec::Grid::automatic || spec.long_tile) && strict) reject(no_grid);
     plan.short_seq = true;
     plan.tile = seq <= 64 ? TileShape::short64 : TileShape::short128;
     return plan;
@@ -255,7 +260,7 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
   }
   int q_rows = 0, kv_cols = 0;
   int64_t slots = 0;  // blocks the GPU runs at once
-  if (spec.grid != Spec::Grid::automatic && !tma && strict) reject("persistent and tiles are grids of the tma kernel");
+  if ((spec.grid != Spec::Grid::automatic || spec.long_tile) && !tma && strict) reject(no_grid);
   const bool fma_exp_runs = tma && half && attn::sm90_fma_exp_every(attn::sm90_width(head_dim)) > 0;
   if (spec.exp == Spec::Exp::fma && !fma_exp_runs && strict) reject(no_fma_exp);
   plan.fma_exp = fma_exp_runs && (spec.exp == Spec::Exp::fma || (spec.exp == Spec::Exp::automatic && kFmaExpByDefault));

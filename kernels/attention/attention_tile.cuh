@@ -150,7 +150,7 @@ __host__ __device__ constexpr bool fma_exp_column(int nt, int every) { return ev
 // by in alpha. Returns whether any row of the warp needs a rescale: once the running maxima
 // settle, most tiles leave every max of the warp unchanged (factor exactly 1), and the warp
 // skips the O rescale, the bulk of the softmax's arithmetic. A row whose keys are all masked so
-// far keeps m = -inf and contributes zeros (or exp2_fma's 1e-38s), never NaN.
+// far keeps m = -inf and contributes exact zeros, never NaN.
 // kFmaExpEvery > 0: every kFmaExpEvery-th 8-column tile of s takes its exponentials on the FMA
 // pipe (exp2_fma), the rest on the special-function unit.
 template <int MT, int NT, int kFmaExpEvery = 0>

@@ -725,7 +725,8 @@ TEST_CASE("heads over 128 on the mma.sync kernel match fp64 attention", "[gpu][k
 // ---- Host-only: no device needed.
 
 // Small enough for compute-sanitizer (memcheck, racecheck): every compiled width of the TMA
-// kernel, both masks, a sequence that wraps the K/V ring and ends mid-tile, each grid. 575 keys
+// kernel (16-bit, with the exponentials on the FMA pipe where it has them, and tf32), both
+// masks, a sequence that wraps the K/V ring and ends mid-tile, each grid. 575 keys
 // take four tiles of 144 at widths 32 and 64 without the causal mask (the short-keys tile),
 // five of 128 with it.
 TEST_CASE("the sm_90a TMA kernel on small shapes, for the sanitizers", "[gpu][kernels][attention][sanitize]") {
@@ -740,6 +741,16 @@ TEST_CASE("the sm_90a TMA kernel on small shapes, for the sanitizers", "[gpu][ke
       CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma"), "flash_fwd_sm90_tma_d"));
       CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma,persistent"), "flash_fwd_sm90_tma_d"));
       CHECK(split_count(check_against_fp64(p, ref, mode, "splitkv:2,tma")) == 2);
+      if (head_dim <= 64) CHECK(check_against_fp64(p, ref, mode, "standard,tma,fmaexp").find("_fmaexp") != std::string::npos);
+    }
+  // tf32: every compiled width (32, 64, 96, 128), exact or narrower.
+  for (int64_t head_dim : {8, 32, 64, 72, 96, 128})
+    for (MaskKind mask : {MaskKind::none, MaskKind::causal}) {
+      Shape s{2, 2, 575, head_dim, mask, {}};
+      const Problem p = make_problem(s, kTf32.dtype, seed_of(s, kTf32, 21));
+      const std::vector<double> ref = reference_attention(p);
+      CHECK(starts_with(check_against_fp64(p, ref, kTf32, "standard,tma"), "flash_fwd_sm90_tma_tf32_d"));
+      CHECK(split_count(check_against_fp64(p, ref, kTf32, "splitkv:2,tma")) == 2);
     }
 }
 
@@ -921,6 +932,19 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   fma_exp.head_dim = 64;
   fma_exp.dtype = DType::fp32;
   CHECK_THROWS_AS(tlb::flash_attention_variant(fma_exp), std::invalid_argument);
+  // fmaexp asks for the TMA kernel (a short sequence would otherwise take the short-sequence
+  // kernel); a grid or the long tile forced onto the short-sequence kernel is refused.
+  AttentionArgs short_seq = args(64, 16, 64, 64, DType::fp16, MaskKind::none);
+  short_seq.force = "fmaexp";
+  if (sm90a)
+    CHECK(tlb::flash_attention_variant(short_seq).find("flash_fwd_sm90_tma_d64_q") != std::string::npos);
+  else
+    CHECK_THROWS_AS(tlb::flash_attention_variant(short_seq), std::invalid_argument);
+  for (const char* spec : {"short,persistent", "short,tiles", "short,longtile"}) {
+    INFO(spec);
+    short_seq.force = spec;
+    CHECK_THROWS_AS(tlb::flash_attention_variant(short_seq), std::invalid_argument);
+  }
   static_assert(tlb::attn::sm90_tile(64, false, 257).kv_cols == 144 && tlb::attn::sm90_tile(64, false, 1500).kv_cols == 128);
   static_assert(tlb::attn::sm90_tile(32, false, 257).kv_cols == 144 && tlb::attn::sm90_tile(64, true, 257).kv_cols == 128);
   static_assert(tlb::attn::sm90_tile(128, false, 257).kv_cols == 176 && tlb::attn::sm90_tile(64, false, 64).kv_cols == 128);
