@@ -4,7 +4,8 @@
     scripts/explain_vs_bench.py STAGES.jsonl EXPLAIN.json [EXPLAIN.json ...]
 
 STAGES.jsonl is `tlbench_kernel_bench stages FILE`: per case, dtype and auto configuration,
-each stage's kernels of every layer launched alone after a forward. Each EXPLAIN.json is
+each stage's kernels of every layer launched alone, each timing after its producer stage's
+kernels (untimed: the stage's input is then in L2, as inside the forward). Each EXPLAIN.json is
 `tlbench explain --configs auto --json-out`: the same stages timed inside the forward, by
 events between them (less the events' own cost) and by the marginal method. For the attention
 and GEMM stages (attn, qkv, out_proj, ffn_up, ffn_down) of the configurations the kernel

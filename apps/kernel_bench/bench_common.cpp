@@ -39,8 +39,10 @@ DeviceBuffer random_buffer(size_t elems, DType dt, float scale, uint64_t seed) {
 }
 
 MedianTimes median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int reps,
-                           const std::vector<HostLaunches>& launches) {
+                           const std::vector<HostLaunches>& launches, const std::vector<Timed>& setups) {
   if (launches.size() != fns.size()) throw std::logic_error("median_ms_each: one HostLaunches per function");
+  if (!setups.empty() && setups.size() != fns.size())
+    throw std::logic_error("median_ms_each: no setups, or one (maybe empty) per function");
   for (const Timed& fn : fns)
     for (int i = 0; i < 3; ++i) fn(st);
   TLB_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -64,6 +66,7 @@ MedianTimes median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int r
   for (int i = 0; i < reps; ++i) {
     for (size_t j = 0; j < fns.size(); ++j) {
       const size_t f = i % 2 == 0 ? j : fns.size() - 1 - j;
+      if (!setups.empty() && setups[f]) setups[f](st);
       const auto work = [&] { fns[f](st); };
       t[f].push_back(timer.ms(work, hold && launches[f] == HostLaunches::hidden ? &*hold : nullptr));
     }

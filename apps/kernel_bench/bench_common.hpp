@@ -39,9 +39,12 @@ struct MedianTimes {
   // they are timed with their launches, and a line says so.
   bool held = false;
 };
-// The same, each function timed as `launches` says (one entry per function).
+// The same, each function timed as `launches` says (one entry per function), after its entry
+// of `setups` where there is one: work on the same stream before the timing starts (and
+// before a launch hold), untimed, that leaves the GPU as the function finds it in its real
+// context (a stage's input just written, in L2).
 MedianTimes median_ms_each(const std::vector<Timed>& fns, cudaStream_t st, int reps,
-                           const std::vector<HostLaunches>& launches);
+                           const std::vector<HostLaunches>& launches, const std::vector<Timed>& setups = {});
 double median_ms(const Timed& fn, cudaStream_t st, int reps = 20);
 
 // Runs fn back to back for `seconds` of wall time: a card that was idle (or busy with other

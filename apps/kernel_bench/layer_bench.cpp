@@ -20,6 +20,25 @@
 
 namespace tlb::bench {
 
+namespace {
+
+// The stage whose output a stage reads first inside a layer (ln1: the previous layer's last):
+// run just before it, that output sits in L2 as the forward leaves it.
+tlb::CostStage producer_of(tlb::CostStage s) {
+  switch (s) {
+    case tlb::CostStage::ln1: return tlb::CostStage::ffn_down;
+    case tlb::CostStage::qkv: return tlb::CostStage::ln1;
+    case tlb::CostStage::attn: return tlb::CostStage::qkv;
+    case tlb::CostStage::out_proj: return tlb::CostStage::attn;
+    case tlb::CostStage::ln2: return tlb::CostStage::out_proj;
+    case tlb::CostStage::ffn_up: return tlb::CostStage::ln2;
+    case tlb::CostStage::ffn_down: return tlb::CostStage::ffn_up;
+  }
+  throw std::logic_error("producer_of: unknown stage");
+}
+
+}  // namespace
+
 void bench_layernorm(cudaStream_t st, int64_t rows, int64_t cols, DType dt) {
   const size_t n = static_cast<size_t>(rows * cols), bytes = n * tlb::dtype_bytes(dt);
   DeviceBuffer x = random_buffer(n, dt, 1.0f, 8), delta = random_buffer(n, dt, 1.0f, 9);
@@ -119,12 +138,16 @@ void bench_stages(cudaStream_t st, const StageBench& sb, std::FILE* jsonl, const
         // time, so the stage's share of the forward holds whatever clock the card runs at
         // then, as explain's share does. The stage runs behind a launch hold: its kernels are
         // launched one by one, where explain's events see them run inside a forward that keeps
-        // the GPU busy (a replayed graph, or eager launches ahead of the GPU). The forward is
-        // timed as explain times its own, with its launch: it is the denominator of both
-        // shares.
+        // the GPU busy (a replayed graph, or eager launches ahead of the GPU). Before each
+        // timing its producer stage runs, untimed: inside the forward a stage finds its input
+        // just written and in L2 (case 12's out-projection reads 32 MiB of attention output
+        // there, and measured 6 % slower alone after a whole forward had moved on). The
+        // forward is timed as explain times its own, with its launch: it is the denominator
+        // of both shares.
         const MedianTimes each =
             median_ms_each({[&](cudaStream_t) { path.run(); }, [&](cudaStream_t) { path.run_stage_alone(cs); }}, st,
-                           reps, {HostLaunches::timed, HostLaunches::hidden});
+                           reps, {HostLaunches::timed, HostLaunches::hidden},
+                           {{}, [&](cudaStream_t) { path.run_stage_alone(producer_of(cs)); }});
         const double paired_forward = each.ms[0], ms = each.ms[1];
         fmt::print("      {:<9} {:9.4f} ms ({} layers; forward in turns {:.4f} ms)\n", tlb::to_string(cs), ms,
                    spec.shape.layers, paired_forward);
@@ -140,6 +163,7 @@ void bench_stages(cudaStream_t st, const StageBench& sb, std::FILE* jsonl, const
                                     {"forward_ms", forward},
                                     {"forward_in_turns_ms", paired_forward},
                                     {"stage_launch_hold", each.held},
+                                    {"after_producer", tlb::to_string(producer_of(cs))},
                                     {"reps", reps},
                                     {"dispatch", dispatch},
                                     {"commit", TLBENCH_GIT_COMMIT},
