@@ -137,7 +137,8 @@ void bench_attention_table(cudaStream_t st, std::FILE* jsonl) {
   for (const Row& r : tf32_rows)
     for (const char* force : {static_cast<const char*>(nullptr), "standard,mma"})
       bench_attention(st, r.dt, r.math, r.mask, r.b, r.h, r.s, r.d, nullptr, force);
-  for (const Row& r : wide_mma_rows) bench_attention(st, r.dt, r.math, r.mask, r.b, r.h, r.s, r.d, nullptr, "standard,mma");
+  for (const Row& r : wide_mma_rows)
+    bench_attention(st, r.dt, r.math, r.mask, r.b, r.h, r.s, r.d, nullptr, "standard,mma");
 }
 
 }  // namespace tlb::bench

@@ -256,7 +256,8 @@ Plan plan_variant(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, M
     if (plan.engine == Engine::wgmma && spec.tile != TileShape::q128w8)
       reject("the wgmma kernel runs the 128-row tile only (q128w8's shape)");
     if (!tile_runs)
-      reject("head_dim " + std::to_string(head_dim) + (wide_mma ? " runs the q64w4 tile only" : " runs the q128w8 and q64w4 tiles, not q128w4"));
+      reject("head_dim " + std::to_string(head_dim) +
+             (wide_mma ? " runs the q64w4 tile only" : " runs the q128w8 and q64w4 tiles, not q128w4"));
   }
   int q_rows = 0, kv_cols = 0;
   int64_t slots = 0;  // blocks the GPU runs at once
@@ -392,7 +393,8 @@ bool shape_supported(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim
   // Multiples of 8 run everywhere: up to 256 in fp16/bf16, up to 128 in fp32 (on the widths
   // of attn::portable_width and, on Hopper, the sm_90a kernel's).
   if (!attn::mma16_head_dim_ok(head_dim)) return no(hd + " is not a multiple of 8 in 8..256");
-  if (dtype == DType::fp32 && !attn::portable_head_dim_ok(head_dim)) return no(hd + " is over 128, the fp32 kernels' widest head");
+  if (dtype == DType::fp32 && !attn::portable_head_dim_ok(head_dim))
+    return no(hd + " is over 128, the fp32 kernels' widest head");
   // One block per (64-row query tile, batch*head) must fit the grid's x dimension; TMA takes
   // 32-bit row coordinates.
   if ((seq + 63) / 64 * batch * heads > INT32_MAX || seq > INT32_MAX) return no("batch*heads*seq too large for one launch");

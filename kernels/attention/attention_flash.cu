@@ -346,7 +346,8 @@ template <typename T>
 void launch_type(const FlashLaunch& l, cudaStream_t stream) {
   const int hd = l.p.head_dim;
   if (!mma16_head_dim_ok(hd))
-    throw std::invalid_argument("flash attention: head_dim " + std::to_string(hd) + " is not a multiple of 8 in 8..256");
+    throw std::invalid_argument("flash attention: head_dim " + std::to_string(hd) +
+                                " is not a multiple of 8 in 8..256");
   if (hd == 64) return launch_dim<T, 64>(l, stream);
   if (hd == 128) return launch_dim<T, 128>(l, stream);
   if (portable_width(hd) == 64) return launch_narrow<T, 64>(l, stream);

@@ -741,7 +741,8 @@ TEST_CASE("the sm_90a TMA kernel on small shapes, for the sanitizers", "[gpu][ke
       CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma"), "flash_fwd_sm90_tma_d"));
       CHECK(starts_with(check_against_fp64(p, ref, mode, "standard,tma,persistent"), "flash_fwd_sm90_tma_d"));
       CHECK(split_count(check_against_fp64(p, ref, mode, "splitkv:2,tma")) == 2);
-      if (head_dim <= 64) CHECK(check_against_fp64(p, ref, mode, "standard,tma,fmaexp").find("_fmaexp") != std::string::npos);
+      if (head_dim <= 64)
+        CHECK(check_against_fp64(p, ref, mode, "standard,tma,fmaexp").find("_fmaexp") != std::string::npos);
     }
   // tf32: every compiled width (32, 64, 96, 128), exact or narrower.
   for (int64_t head_dim : {8, 32, 64, 72, 96, 128})
