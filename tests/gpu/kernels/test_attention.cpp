@@ -181,6 +181,29 @@ AttentionArgs attention_args(const Problem& p, const Mode& mode, const char* for
 }
 
 // One call of flash_attention: output fenced by guard bytes and NaN inside, workspace NaN too.
+// The dispatcher's questions (variant, workspace) need a shape and no buffers.
+AttentionArgs shape_args(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, DType dtype, MaskKind mask,
+                         tlb::Fp32Math math = tlb::Fp32Math::tf32, const char* force = nullptr) {
+  AttentionArgs a;
+  a.batch = batch;
+  a.heads = heads;
+  a.seq = seq;
+  a.head_dim = head_dim;
+  a.dtype = dtype;
+  a.fp32_math = math;
+  a.mask = mask;
+  a.force = force;
+  return a;
+}
+tlb::LayerShape layer_shape(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim) {
+  tlb::LayerShape l;
+  l.batch = batch;
+  l.heads = heads;
+  l.seq = seq;
+  l.d_model = heads * head_dim;
+  return l;
+}
+
 Run run_flash(const Problem& p, const Mode& mode, const char* force) {
   const Shape& s = p.shape;
   AttentionArgs a = attention_args(p, mode, force);
@@ -760,14 +783,7 @@ TEST_CASE("head_dims the kernels do not cover fall back with a reason", "[kernel
   // 128 with zero-filled columns), and up to 256 in fp16/bf16 (the sm_90a kernel on Hopper, the
   // mma.sync one at width 256 elsewhere); fp32 falls back over 128 and says why. Widths outside
   // 8..256 or off the multiples of 8 fall back everywhere.
-  auto layer = [](int64_t head_dim) {
-    tlb::LayerShape s;
-    s.batch = 2;
-    s.seq = 100;
-    s.heads = 4;
-    s.d_model = 4 * head_dim;
-    return s;
-  };
+  auto layer = [](int64_t head_dim) { return layer_shape(2, 4, 100, head_dim); };
   std::string why;
   for (int64_t head_dim : {8, 24, 32, 40, 64, 80, 96, 120, 128})
     for (DType dt : {DType::fp16, DType::bf16, DType::fp32}) {
@@ -803,16 +819,7 @@ TEST_CASE("narrow heads run on the width above them and say so", "[kernels][atte
   }
   const bool sm90a = tlb::flash_attention_has_sm90a();
   auto args = [](int64_t head_dim, DType dt, tlb::Fp32Math math, const char* force) {
-    AttentionArgs a;
-    a.batch = 2;
-    a.heads = 8;
-    a.seq = 1000;
-    a.head_dim = head_dim;
-    a.dtype = dt;
-    a.fp32_math = math;
-    a.mask = MaskKind::causal;
-    a.force = force;
-    return a;
+    return shape_args(2, 8, 1000, head_dim, dt, MaskKind::causal, math, force);
   };
   using tlb::Fp32Math;
   CHECK(tlb::flash_attention_variant(args(80, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d80w128_q64_kv64");
@@ -879,44 +886,26 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
     WARN("TLBENCH_ATTN_VARIANT is set: the dispatcher's own choices are not what this test checks");
     return;
   }
-  auto args = [](int64_t b, int64_t h, int64_t s, int64_t d, DType dt, MaskKind m) {
-    AttentionArgs a;
-    a.batch = b;
-    a.heads = h;
-    a.seq = s;
-    a.head_dim = d;
-    a.dtype = dt;
-    a.mask = m;
-    return a;
-  };
-  auto shape = [](int64_t b, int64_t h, int64_t s, int64_t d) {
-    tlb::LayerShape l;
-    l.batch = b;
-    l.heads = h;
-    l.seq = s;
-    l.d_model = h * d;
-    return l;
-  };
   // The speed-floor shape: the standard 128-row kernel (mma.sync, or wgmma on Hopper), no
   // workspace.
   const bool sm90a = tlb::flash_attention_has_sm90a();
-  const std::string floor_variant = tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::fp16, MaskKind::none));
+  const std::string floor_variant = tlb::flash_attention_variant(shape_args(1, 16, 16384, 128, DType::fp16, MaskKind::none));
   CHECK(floor_variant == (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv176" : "flash_fwd_sm80_d128_q128w8_kv64"));
   // Short unmasked items run on a persistent grid; on Hopper 257 keys take two tiles of 144 (288
   // computed) rather than three of 128 (384), 1500 twelve of 128 (1536) rather than eleven of
   // 144 (1584), and `longtile` keeps the long-sequence tile.
-  CHECK(tlb::flash_attention_variant(args(32, 16, 257, 64, DType::fp16, MaskKind::none)) ==
+  CHECK(tlb::flash_attention_variant(shape_args(32, 16, 257, 64, DType::fp16, MaskKind::none)) ==
         (sm90a ? "flash_fwd_sm90_tma_d64_q128_kv144_persistent" : "flash_fwd_sm80_d64_q128w8_kv32"));
-  CHECK(tlb::flash_attention_variant(args(4, 20, 1500, 64, DType::bf16, MaskKind::none)) ==
+  CHECK(tlb::flash_attention_variant(shape_args(4, 20, 1500, 64, DType::bf16, MaskKind::none)) ==
         (sm90a ? "flash_fwd_sm90_tma_d64_q192_kv128_persistent" : "flash_fwd_sm80_d64_q128w8_kv32"));
   if (sm90a) {
-    AttentionArgs long_tile = args(32, 16, 257, 64, DType::fp16, MaskKind::none);
+    AttentionArgs long_tile = shape_args(32, 16, 257, 64, DType::fp16, MaskKind::none);
     long_tile.force = "longtile";
     CHECK(tlb::flash_attention_variant(long_tile) == "flash_fwd_sm90_tma_d64_q192_kv128_persistent");
   }
   // Exponentials on the FMA pipe: the TMA kernel's, every 4th 8-key column at width 64, every
   // 3rd at 32; a spec asking for them elsewhere is refused.
-  AttentionArgs fma_exp = args(4, 20, 1500, 64, DType::bf16, MaskKind::none);
+  AttentionArgs fma_exp = shape_args(4, 20, 1500, 64, DType::bf16, MaskKind::none);
   fma_exp.force = "fmaexp";
   if (sm90a) {
     CHECK(tlb::flash_attention_variant(fma_exp) == "flash_fwd_sm90_tma_d64_q192_kv128_fmaexp4_persistent");
@@ -935,7 +924,7 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   CHECK_THROWS_AS(tlb::flash_attention_variant(fma_exp), std::invalid_argument);
   // fmaexp asks for the TMA kernel (a short sequence would otherwise take the short-sequence
   // kernel); a grid or the long tile forced onto the short-sequence kernel is refused.
-  AttentionArgs short_seq = args(64, 16, 64, 64, DType::fp16, MaskKind::none);
+  AttentionArgs short_seq = shape_args(64, 16, 64, 64, DType::fp16, MaskKind::none);
   short_seq.force = "fmaexp";
   if (sm90a)
     CHECK(tlb::flash_attention_variant(short_seq).find("flash_fwd_sm90_tma_d64_q") != std::string::npos);
@@ -949,40 +938,40 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
   static_assert(tlb::attn::sm90_tile(64, false, 257).kv_cols == 144 && tlb::attn::sm90_tile(64, false, 1500).kv_cols == 128);
   static_assert(tlb::attn::sm90_tile(32, false, 257).kv_cols == 144 && tlb::attn::sm90_tile(64, true, 257).kv_cols == 128);
   static_assert(tlb::attn::sm90_tile(128, false, 257).kv_cols == 176 && tlb::attn::sm90_tile(64, false, 64).kv_cols == 128);
-  CHECK(tlb::flash_attention_variant(args(1, 16, 16384, 128, DType::bf16, MaskKind::causal)) ==
+  CHECK(tlb::flash_attention_variant(shape_args(1, 16, 16384, 128, DType::bf16, MaskKind::causal)) ==
         (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv128" : "flash_fwd_sm80_d128_q128w8_kv64"));
   // Causal items of 1 to 32 key tiles average 16.5: short, a persistent grid; of up to 64, not.
-  CHECK(tlb::flash_attention_variant(args(8, 16, 4096, 128, DType::fp16, MaskKind::causal)) ==
+  CHECK(tlb::flash_attention_variant(shape_args(8, 16, 4096, 128, DType::fp16, MaskKind::causal)) ==
         (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv128_persistent" : "flash_fwd_sm80_d128_q128w8_kv64"));
-  CHECK(tlb::flash_attention_variant(args(1, 16, 8192, 128, DType::fp16, MaskKind::causal)) ==
+  CHECK(tlb::flash_attention_variant(shape_args(1, 16, 8192, 128, DType::fp16, MaskKind::causal)) ==
         (sm90a ? "flash_fwd_sm90_tma_d128_q128_kv128" : "flash_fwd_sm80_d128_q128w8_kv64"));
-  CHECK(tlb::flash_attention_workspace_bytes(shape(1, 16, 16384, 128), DType::fp16) == 0);
+  CHECK(tlb::flash_attention_workspace_bytes(layer_shape(1, 16, 16384, 128), DType::fp16) == 0);
   // Short sequences take the single-tile kernel.
-  CHECK(starts_with(tlb::flash_attention_variant(args(64, 16, 64, 64, DType::fp16, MaskKind::none)), "flash_short_d64_q64_kv64"));
-  CHECK(starts_with(tlb::flash_attention_variant(args(8, 12, 128, 64, DType::bf16, MaskKind::padding)), "flash_short_d64_q64_kv128"));
-  CHECK(starts_with(tlb::flash_attention_variant(args(1, 8, 128, 64, DType::fp32, MaskKind::none)),
+  CHECK(starts_with(tlb::flash_attention_variant(shape_args(64, 16, 64, 64, DType::fp16, MaskKind::none)), "flash_short_d64_q64_kv64"));
+  CHECK(starts_with(tlb::flash_attention_variant(shape_args(8, 12, 128, 64, DType::bf16, MaskKind::padding)), "flash_short_d64_q64_kv128"));
+  CHECK(starts_with(tlb::flash_attention_variant(shape_args(1, 8, 128, 64, DType::fp32, MaskKind::none)),
                     sm90a ? "flash_fwd_sm90_tma_tf32_d64_q128_kv128" : "flash_fwd_tf32_d64"));
-  AttentionArgs ieee = args(1, 8, 128, 64, DType::fp32, MaskKind::none);
+  AttentionArgs ieee = shape_args(1, 8, 128, 64, DType::fp32, MaskKind::none);
   ieee.fp32_math = tlb::Fp32Math::ieee;
   CHECK(starts_with(tlb::flash_attention_variant(ieee), "flash_fwd_fp32fma_d64"));
   // Few batch*heads on a long sequence split over keys, with a workspace linear in seq.
   for (DType dt : {DType::fp16, DType::bf16, DType::fp32})
     for (int64_t seq : {1024, 2048, 4096}) {
-      const uint64_t ws = tlb::flash_attention_workspace_bytes(shape(1, 2, seq, 128), dt);
+      const uint64_t ws = tlb::flash_attention_workspace_bytes(layer_shape(1, 2, seq, 128), dt);
       INFO(tlb::to_string(dt) << " seq " << seq << ": " << ws << " bytes");
       CHECK(ws > 0);
       CHECK(ws <= 16ull * 2 * static_cast<uint64_t>(seq) * (128 + 2) * 4 + 512);
-      CHECK(starts_with(tlb::flash_attention_variant(args(1, 2, seq, 128, dt, MaskKind::causal)), "flash_splitkv_x"));
+      CHECK(starts_with(tlb::flash_attention_variant(shape_args(1, 2, seq, 128, dt, MaskKind::causal)), "flash_splitkv_x"));
       // The same shape given as args plans the same workspace.
-      AttentionArgs a = args(1, 2, seq, 128, dt, MaskKind::none);
+      AttentionArgs a = shape_args(1, 2, seq, 128, dt, MaskKind::none);
       CHECK(tlb::flash_attention_workspace_bytes(a) <= ws);
     }
   // Longer still, the query tiles alone fill the GPU: no split, no workspace (the official
   // 100k-token case included).
-  CHECK(tlb::flash_attention_workspace_bytes(shape(1, 2, 65536, 128), DType::fp16) == 0);
-  CHECK(tlb::flash_attention_workspace_bytes(shape(1, 16, 100000, 64), DType::fp16) == 0);
+  CHECK(tlb::flash_attention_workspace_bytes(layer_shape(1, 2, 65536, 128), DType::fp16) == 0);
+  CHECK(tlb::flash_attention_workspace_bytes(layer_shape(1, 16, 100000, 64), DType::fp16) == 0);
   // A forced split's workspace is exactly its partials: O in fp32 and (max, sum) per row.
-  AttentionArgs forced = args(1, 2, 4096, 128, DType::fp16, MaskKind::none);
+  AttentionArgs forced = shape_args(1, 2, 4096, 128, DType::fp16, MaskKind::none);
   forced.force = "splitkv:4";
   CHECK(tlb::flash_attention_variant(forced) ==
         (sm90a ? "flash_splitkv_x4_sm90_tma_d128_q128_kv176_persistent" : "flash_splitkv_x4_sm80_d128_q64w4_kv64"));
@@ -1001,10 +990,10 @@ TEST_CASE("attention variants and workspace are pure functions of the shape, lin
     forced.force = "tma";
     CHECK_THROWS_AS(tlb::flash_attention_variant(forced), std::invalid_argument);
   }
-  AttentionArgs fp32_wgmma = args(1, 2, 4096, 128, DType::fp32, MaskKind::none);
+  AttentionArgs fp32_wgmma = shape_args(1, 2, 4096, 128, DType::fp32, MaskKind::none);
   fp32_wgmma.force = "wgmma";
   CHECK_THROWS_AS(tlb::flash_attention_variant(fp32_wgmma), std::invalid_argument);
-  AttentionArgs one_tile = args(1, 1, 50, 64, DType::fp16, MaskKind::none);
+  AttentionArgs one_tile = shape_args(1, 1, 50, 64, DType::fp16, MaskKind::none);
   one_tile.force = "splitkv";
   CHECK_THROWS_AS(tlb::flash_attention_variant(one_tile), std::invalid_argument);
 }
