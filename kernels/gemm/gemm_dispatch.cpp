@@ -215,7 +215,7 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
     // one or two waves, at `time(waves)` (never picked on a small grid), without clusters and
     // in clusters of two where the tile rows pair up, at cluster_factor times the same time.
     auto offer_persistent = [&](Candidate::Kind kind, PersistentSchedule schedule, auto time) {
-      const double pair_factor = gemm_detail::cluster_factor(a.dtype, a.fp32_math, schedule, a.K);
+      const double pair_factor = gemm_detail::cluster_factor(a, schedule);
       struct Form {
         int cluster;
         double factor;
@@ -397,17 +397,23 @@ double wide_factor(const GemmArgs& a) {
 // - from K = 2048 on, on grids of 15 or more waves of these tiles: 1.04-1.09x with N >= 6144
 //   (the up projections and head splits of cases 8, 10 and 13, fp16, bf16 and TF32; TF32's
 //   case 10 head split 0.99x) and 1.03-1.06x on case 13's down projection (K = 8192), where
-//   the cooperative tiles had been best; their out-projection (K = 2048, N = 2048) level;
-// - at K = 1024 (case 12, case 4) 0.65-0.97x: the epilogue is as long as the tile's MMAs and,
-//   with 192 accumulators, partly spilled; on grids of 4-6 waves (the down and out-projections
-//   of cases 8 and 10, case 12's down projection) 0.89-0.99x behind the cooperative tiles.
-// Ahead (0.85: clear of the cooperative schedules' 0.9) from K = 2048 on grids of 15 waves
-// or more with N >= 6144 or K >= 4096; a tenth behind elsewhere (offered and measured, not
-// picked).
+//   the cooperative tiles had been best;
+// - on grids of 4-6 waves (the down and out-projections of cases 8 and 10, case 12's down
+//   projection) 0.89-0.99x behind the cooperative tiles.
+// Since the k-loop walks its ring as running values (60a1698), three H100 tables (60a1698,
+// e63eeff, 43a2820) found them ahead on two more deep grids in fp16 and bf16: at K = 1024
+// (case 12's up projections and bias-only QKV, 21 waves) 1.09-1.13x, where they had measured
+// 0.85-0.97x with their epilogue partly spilled, and on case 13's out-projection (K = 2048,
+// N = 2048) 1.04-1.06x; case 12's head split stayed behind (0.93-0.96x).
+// Ahead (0.85: clear of the cooperative schedules' 0.9) on grids of 15 waves or more: in
+// fp16 and bf16 from K = 2048 on, and at K = 1024 but for head splits; in TF32 from K = 2048
+// with N >= 6144 or K >= 4096. A tenth behind elsewhere (offered and measured, not picked).
 double pingpong_wide_factor(const GemmArgs& a, int sms) {
   const bool deep = kPingpongWideModel.tiles(a.M, a.N) >= 15 * static_cast<int64_t>(sms);
-  const bool ahead = a.K >= 2048 && deep && (a.N >= 6144 || a.K >= 4096);
-  return ahead ? 0.85 : 1.1;
+  const bool ahead = a.dtype == DType::fp32
+                         ? a.K >= 2048 && (a.N >= 6144 || a.K >= 4096)
+                         : a.K >= 2048 || (a.K >= 1024 && a.epilogue != GemmEpilogue::bias_qkv_split);
+  return deep && ahead ? 0.85 : 1.1;
 }
 
 // Measured on H100s (tlbench_kernel_bench gemm, results/perf-log.md 2026-12-07), each
@@ -419,14 +425,19 @@ double pingpong_wide_factor(const GemmArgs& a, int sms) {
 // which the cooperative schedule takes), 0.93-1.01x on every other GEMM (K = 1024 the worst,
 // the pair's shared ring making each CTA wait for the slower). The cooperative schedules,
 // whose tiles already share each W k-tile between two consumers, stayed within 0.97-1.03x.
-// Ping-pong on 128 x 192 tiles in pairs ran level or ahead of itself without in every dtype
-// (0.99-1.00x on case 10's up projection and case 12's head splits, up to 1.16x on case 12's
-// down projection; ba1be62, one H100 table). Ahead, then, for ping-pong in TF32 past
-// K = 1024 and for the 128 x 192 tiles; just behind everywhere else (offered and measured, not
-// picked).
-double cluster_factor(DType d, Fp32Math math, PersistentSchedule s, int64_t K) {
-  const bool tf32 = d == DType::fp32 && math == Fp32Math::tf32;
-  const bool ahead = (s == PersistentSchedule::pingpong && tf32 && K > 1024) || s == PersistentSchedule::pingpong_wide;
+// On 128 x 192 ping-pong tiles in TF32 the pairs ran level or ahead (up to 1.13x on case 13);
+// in fp16 and bf16, in three H100 tables (60a1698, e63eeff, 43a2820), ahead with the residual
+// (1.02-1.14x on the down projections of cases 12 and 13) and on case 13's head split
+// (1.02-1.04x), 0.97-0.99x with a bias or an activation (the up projections, case 12's
+// bias-only QKV, case 13's out-projection). Ahead, then, for ping-pong in TF32 past K = 1024
+// and for the 128 x 192 tiles in TF32 or with a residual or head split; just behind
+// everywhere else (offered and measured, not picked).
+double cluster_factor(const GemmArgs& a, PersistentSchedule s) {
+  const bool tf32 = a.dtype == DType::fp32 && a.fp32_math == Fp32Math::tf32;
+  const bool wide_ahead = s == PersistentSchedule::pingpong_wide &&
+                          (tf32 || a.epilogue == GemmEpilogue::bias_residual ||
+                           a.epilogue == GemmEpilogue::bias_qkv_split);
+  const bool ahead = (s == PersistentSchedule::pingpong && tf32 && a.K > 1024) || wide_ahead;
   return ahead ? 0.97 : 1.0 + 2e-5;
 }
 

@@ -154,14 +154,15 @@ double cooperative_stream_k_factor(int64_t tiles, int ctas, int64_t k_tiles, int
 // an activation past K = 1024, where they measured ahead, just over 1 elsewhere.
 double wide_factor(const GemmArgs& a);
 // The 128 x 192 ping-pong tiles' time as a factor of their model's (which counts how their
-// grid rounds into waves) on `sms` SMs: under the cooperative schedules' factor from K = 2048
-// on grids of 15 or more waves with N >= 6144 or K >= 4096, where they measured ahead of every
-// other family, a tenth over 1 elsewhere.
+// grid rounds into waves) on `sms` SMs: under the cooperative schedules' factor on grids of 15
+// or more waves where they measured ahead of every other family (fp16 and bf16 from K = 1024,
+// head splits from 2048; TF32 from K = 2048 with N >= 6144 or K >= 4096), a tenth over 1
+// elsewhere.
 double pingpong_wide_factor(const GemmArgs& a, int sms);
 // The same for a variant in clusters of two, as a factor of its time without: under 1 where
-// the pairs measured ahead (ping-pong in TF32 past K = 1024, and on 128 x 192 tiles), else
-// just over 1.
-double cluster_factor(DType d, Fp32Math math, PersistentSchedule s, int64_t K);
+// the pairs measured ahead (ping-pong in TF32 past K = 1024; on 128 x 192 tiles in TF32, or
+// with a residual or a head split), else just over 1.
+double cluster_factor(const GemmArgs& a, PersistentSchedule s);
 
 // Stream-K's scratch (gemm_workspace.cpp): a consumer's fp32 partial tile (up to 128 x 192)
 // and a ready flag (zero between launches) in each of `slots` slots, two per SM (a cooperative

@@ -606,20 +606,33 @@ TEST_CASE("gemm epilogue stores 16-bit 128 x 192 tiles by TMA, copies short-K 16
 
 // Clusters of two in the ranking, without a device: ahead of the same variant without for
 // ping-pong in TF32 past K = 1024 (cases 9, 10 and 13 measured 1.07-1.16x, case 4's K = 1024
-// 0.94-0.99x), just behind everywhere else (16-bit types: 0.93-1.01x, case 13's 32768-row
-// GEMMs 0.97-0.99x in three tables of four). An odd number of tile rows cannot pair up: no
-// such variant, and a launch asking for one throws.
-TEST_CASE("gemm clusters of two rank ahead only for TF32 ping-pong past K = 1024",
+// 0.94-0.99x) and for the 128 x 192 tiles in TF32 or with a residual or head split; just
+// behind everywhere else (16-bit 128 x 128 tiles: 0.93-1.01x; 16-bit 128 x 192 tiles with a
+// bias or an activation 0.97-0.99x). An odd number of tile rows cannot pair up: no such
+// variant, and a launch asking for one throws.
+TEST_CASE("gemm clusters of two rank ahead for TF32 ping-pong past K = 1024 and wide tiles with long epilogues",
           "[kernels][gemm]") {
   using tlb::DType;
   using tlb::Fp32Math;
-  using tlb::gemm_detail::cluster_factor;
   using tlb::gemm_detail::PersistentSchedule;
+  auto cluster_factor = [](DType d, Fp32Math math, PersistentSchedule s, int64_t K,
+                           GemmEpilogue e = GemmEpilogue::bias) {
+    GemmArgs a;
+    a.dtype = d;
+    a.fp32_math = math;
+    a.epilogue = e;
+    a.M = 32768;
+    a.N = 2048;
+    a.K = K;
+    return tlb::gemm_detail::cluster_factor(a, s);
+  };
   const PersistentSchedule pingpong = PersistentSchedule::pingpong, coop = PersistentSchedule::cooperative;
+  const PersistentSchedule wide = PersistentSchedule::pingpong_wide;
   CHECK(cluster_factor(DType::fp32, Fp32Math::tf32, pingpong, 1600) < 1.0);   // case 9
   CHECK(cluster_factor(DType::fp32, Fp32Math::tf32, pingpong, 1024) > 1.0);   // case 4
   CHECK(cluster_factor(DType::fp32, Fp32Math::tf32, coop, 1600) > 1.0);
   CHECK(cluster_factor(DType::fp32, Fp32Math::ieee, pingpong, 4096) > 1.0);   // no tensor cores
+  CHECK(cluster_factor(DType::fp32, Fp32Math::tf32, wide, 2048, GemmEpilogue::bias_activation) < 1.0);  // case 13 up
   using tlb::gemm_detail::persistent_supported;
   CHECK_FALSE(persistent_supported(601, 264, {.schedule = pingpong, .cluster = 2}));  // 5 tile rows
   CHECK_FALSE(persistent_supported(601, 264, {.schedule = coop, .cluster = 2}));      // 3
@@ -650,6 +663,10 @@ TEST_CASE("gemm clusters of two rank ahead only for TF32 ping-pong past K = 1024
     CHECK(cluster_factor(d, Fp32Math::tf32, pingpong, 1024) > 1.0);  // case 12
     CHECK(cluster_factor(d, Fp32Math::tf32, pingpong, 8192) > 1.0);  // case 8 down
     CHECK(cluster_factor(d, Fp32Math::tf32, coop, 2048) > 1.0);
+    CHECK(cluster_factor(d, Fp32Math::tf32, wide, 8192, GemmEpilogue::bias_residual) < 1.0);   // case 13 down
+    CHECK(cluster_factor(d, Fp32Math::tf32, wide, 2048, GemmEpilogue::bias_qkv_split) < 1.0);  // case 13 head split
+    CHECK(cluster_factor(d, Fp32Math::tf32, wide, 2048, GemmEpilogue::bias_activation) > 1.0);  // case 13 up
+    CHECK(cluster_factor(d, Fp32Math::tf32, wide, 1024) > 1.0);  // case 12 bias-only QKV
   }
 }
 
@@ -699,21 +716,21 @@ TEST_CASE("gemm cooperative schedules rank ahead of ping-pong on long K without 
 }
 
 // The 128 x 192 ping-pong tiles' place in the ranking, without a device (132 SMs), as measured
-// on an H100: ahead of every other family from K = 2048 on grids of 15 waves or more of
-// these tiles with N >= 6144 or K >= 4096 (cases 8, 10 and 13's up projections and head
-// splits, case 13's down projection), in every tensor-core dtype; a tenth behind at K = 1024,
-// on shallow grids and on case 13's out-projection (level there); ahead in pairs.
-TEST_CASE("gemm 128 x 192 ping-pong tiles rank ahead on deep grids from K = 2048", "[kernels][gemm]") {
+// on H100s: ahead of every other family on grids of 15 waves or more of these tiles, in every
+// tensor-core dtype from K = 2048 with N >= 6144 or K >= 4096 (cases 8, 10 and 13's up
+// projections and head splits, case 13's down projection), in fp16 and bf16 also on case 13's
+// out-projection (K = 2048, N = 2048) and at K = 1024 (case 12) but for the head split; a
+// tenth behind on shallow grids and in the rest.
+TEST_CASE("gemm 128 x 192 ping-pong tiles rank ahead on deep grids", "[kernels][gemm]") {
   using tlb::DType;
   using tlb::Fp32Math;
   using tlb::gemm_detail::cooperative_factor;
   using tlb::gemm_detail::pingpong_wide_factor;
-  using tlb::gemm_detail::PersistentSchedule;
-  auto args = [](DType d, int64_t M, int64_t N, int64_t K) {
+  auto args = [](DType d, int64_t M, int64_t N, int64_t K, GemmEpilogue e = GemmEpilogue::bias) {
     GemmArgs a;
     a.dtype = d;
     a.fp32_math = Fp32Math::tf32;
-    a.epilogue = GemmEpilogue::bias;
+    a.epilogue = e;
     a.M = M;
     a.N = N;
     a.K = K;
@@ -721,17 +738,19 @@ TEST_CASE("gemm 128 x 192 ping-pong tiles rank ahead on deep grids from K = 2048
   };
   for (const DType d : {DType::fp16, DType::bf16, DType::fp32}) {
     INFO(tlb::to_string(d));
+    const bool tf32 = d == DType::fp32;
     CHECK(pingpong_wide_factor(args(d, 4096, 16384, 4096), 132) < 0.9);   // case 10 up: 20.8 waves
     CHECK(pingpong_wide_factor(args(d, 8192, 6144, 2048), 132) < 0.9);    // case 8 head split: 15.5
     CHECK(pingpong_wide_factor(args(d, 32768, 8192, 2048), 132) < 0.9);   // case 13 up
     CHECK(pingpong_wide_factor(args(d, 32768, 2048, 8192), 132) < 0.9);   // case 13 down
-    CHECK(pingpong_wide_factor(args(d, 32768, 2048, 2048), 132) > 1.0);   // case 13 out-projection
-    CHECK(pingpong_wide_factor(args(d, 16384, 4096, 1024), 132) > 1.0);   // case 12 up: K = 1024
+    CHECK((pingpong_wide_factor(args(d, 32768, 2048, 2048), 132) < 0.9) == !tf32);  // case 13 out-projection
+    CHECK((pingpong_wide_factor(args(d, 16384, 4096, 1024), 132) < 0.9) == !tf32);  // case 12 up: K = 1024
+    CHECK(pingpong_wide_factor(args(d, 16384, 3072, 1024, GemmEpilogue::bias_qkv_split), 132) > 1.0);  // case 12
+    CHECK(pingpong_wide_factor(args(d, 16384, 4096, 512), 132) > 1.0);    // K = 512: not measured
     CHECK(pingpong_wide_factor(args(d, 4096, 4096, 16384), 132) > 1.0);   // case 10 down: 5.3 waves
     CHECK(pingpong_wide_factor(args(d, 8192, 6144, 2048), 144) > 1.0);    // 14.2 waves on 144 SMs
     // Ahead of the cooperative schedules where they rank ahead of ping-pong.
     CHECK(pingpong_wide_factor(args(d, 4096, 12288, 4096), 132) < cooperative_factor(args(d, 4096, 12288, 4096)));
-    CHECK(tlb::gemm_detail::cluster_factor(d, Fp32Math::tf32, PersistentSchedule::pingpong_wide, 1024) < 1.0);
   }
 }
 
