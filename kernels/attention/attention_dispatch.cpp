@@ -73,7 +73,9 @@ struct Spec {
 };
 
 // Whether the TMA kernel moves a share of the exponentials to the FMA pipe at the widths that
-// compile it (attn::sm90_fma_exp_every), unless a spec says otherwise.
+// compile it (attn::sm90_fma_exp_every), unless a spec says otherwise. Off: on an H100
+// (results/perf-log.md, 2026-12-08) it cost 13 % at width 64 and 20 % at 32, the FMA pipe
+// already carrying the softmax's other work.
 constexpr bool kFmaExpByDefault = false;
 
 // The widths the cp.async kernels compile; narrower heads run on them with zero-filled columns

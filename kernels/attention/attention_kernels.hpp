@@ -178,8 +178,9 @@ constexpr Sm90Tile sm90_tile(int64_t head_dim, bool causal, int64_t seq) {
 // as long, so the compiled widths up to 64 also build a kernel that moves every
 // sm90_fma_exp_every-th 8-key column of each tile to the FMA pipe (exp2_fma in
 // attention_tile.cuh, about 8 of its 128 instructions a clock each): a quarter at 64, a third
-// at 32, leaving the FMA pipe (about 3.5 instructions an exponential besides) below the unit.
-// 0: the width has no such kernel.
+// at 32, leaving the FMA pipe (about 3.5 instructions an exponential besides) below the unit
+// on paper. Measured on an H100 it lost 13 % at 64 and 20 % at 32 (results/perf-log.md,
+// 2026-12-08): an opt-in ("fmaexp"), not the default. 0: the width has no such kernel.
 constexpr int sm90_fma_exp_every(int width) { return width <= 32 ? 3 : width <= 64 ? 4 : 0; }
 
 }  // namespace tlb::attn
