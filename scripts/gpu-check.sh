@@ -190,13 +190,13 @@ for step in "${steps[@]}"; do
           --section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats \
           --section WarpStateStats --section Occupancy --section SourceCounters --section InstructionStats \
           --section MemoryWorkloadAnalysis \
-          --metrics "sm__cycles_elapsed.avg.per_second,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active,regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+          --metrics "sm__cycles_elapsed.avg.per_second,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active,regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed_op_shared_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum" \
           -f -o "/tmp/ncu-$i" $BUILD/tlbench_kernel_bench ${NCU_BENCH:-attn} ${match:+--match "$match"} \
           >"$OUT/ncu-run-$i.log" 2>&1
         echo "rc=$?" | tee -a "$OUT/summary.txt"
         ncu -i "/tmp/ncu-$i.ncu-rep" --print-details all >"$OUT/ncu-$i.log" 2>&1
         ncu -i "/tmp/ncu-$i.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu-source-$i.csv" 2>&1
-        grep -E "SM Frequency|cycles_elapsed.avg.per_second|lts__throughput|data_bank_(reads|writes)|L2 Cache Throughput|Compute \(SM\) Throughput|Issue Slots Busy|pipe_(tensor|xu|fma|alu|fmaheavy|uniform).*(pct|%)|Duration" "$OUT/ncu-$i.log" | head -40 | tee -a "$OUT/summary.txt"
+        grep -E "SM Frequency|cycles_elapsed.avg.per_second|op_shared_ld|wavefronts_mem_shared|bank_conflicts_pipe|stalled_(short_scoreboard|long_scoreboard|barrier|mio_throttle|math_pipe_throttle|wait|not_selected|selected)_per|Achieved Occupancy|Registers Per|lts__throughput|data_bank_(reads|writes)|L2 Cache Throughput|Compute \(SM\) Throughput|Issue Slots Busy|pipe_(tensor|xu|fma|alu|fmaheavy|uniform).*(pct|%)|Duration" "$OUT/ncu-$i.log" | head -60 | tee -a "$OUT/summary.txt"
       done
       ;;
     sanitize)
