@@ -194,17 +194,23 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
 }
 
 // ---------------------------------------------------------------------------------------------
-// `ieee` kernel: every product a plain fp32 FMA, 64 query rows x 64 keys per step. Thread
-// (ty = tid/8, tx = tid%8) owns query rows 4ty..4ty+3, so each warp owns 16 rows whole; for S
-// it owns keys 4tx..4tx+3 and 32+4tx..+3 of the tile (4 x 8 scores from 4 + 8 shared loads per
-// four head-dim columns), for O head-dim columns 32j + 4tx .. +3. Q, K and V stay in their
+// `ieee` kernel: every product a plain fp32 FMA, 64 query rows x 64 keys per step. Lane l of
+// warp w is thread (ty = 4w + l % 4, tx = l / 4): it owns query rows 4ty..4ty+3, so each warp
+// owns 16 rows whole; for S it owns keys 4tx..4tx+3 and 32+4tx..+3 of the tile (4 x 8 scores
+// from 4 + 8 shared loads per four head-dim columns), for O head-dim columns 32j + 4tx .. +3.
+// Shared memory returns one 32-bit register a lane per clock, so the kernel's loads (3 floats
+// for every 8 FMAs) would outlast its FMAs, but for this: a 16-byte load whose lanes l and l ^ 1
+// (or l ^ 2) read the same address returns twice as fast, and the four lanes of a tx do, for
+// the loads a thread makes most of (K in S, V in P V: 8 and 16 for every 4 and 4 of Q and P).
+// Q, K and V stay in their
 // memory layout (rows of kD floats) and come in by cp.async: K and V have one buffer each, and
 // each refills while the other is in use (V during S, the next K during PV), with a barrier
 // between the two halves of a step. In Q and K a 16-byte chunk q of row r sits at
 // q ^ (r / 4 % 8), so the eight keys (and four query rows) a warp reads at once, four apart,
 // fall in distinct banks; V is read along its rows and stays as it is. P goes through the
-// warp's own rows of shared memory to reach the O layout, chunk q of row r at q ^ (r / 4 % 4)
-// so the four rows a warp reads at once fall in distinct banks.
+// warp's own rows of shared memory to reach the O layout, chunk q of row r at
+// q ^ (2 (r / 4 % 4)): the four rows a warp reads at once fall in distinct banks, and so do
+// the eight chunks (two tx, four rows) that each quarter of the warp writes at once.
 constexpr int kFmaKV = tile_kv_cols(Family::fp32fma, TileShape{}, 0);
 static_assert(kFmaKV == 64, "the S layout below covers 64 keys: two groups of four per thread");
 
@@ -245,7 +251,8 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
   float* sP = sV + L::kV;
 
   const int tid = threadIdx.x;
-  const int ty = tid >> 3, tx = tid & 7;
+  const int lane = tid & 31;
+  const int ty = 4 * (tid >> 5) + (lane & 3), tx = lane >> 2;
   const int width = kNarrow ? p.head_dim : kD;
   const BlockWork<float> w = block_work<float>(p, kRows, kFmaKV, width);
   const int64_t row0 = w.c.q0 + 4 * ty;
@@ -262,11 +269,11 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
     load_fma_tile<kD, kRows, true, kNarrow>(sQ, w.q, w.c.q0, p.seq, width, tid);
     load_fma_tile<kD, kFmaKV, true, kNarrow>(sK, w.k, w.kr.begin, p.seq, width, tid);
     // The swizzles of a thread's rows, worked out: its query rows 4ty + r share r / 4 % 8 = ty % 8
-    // (and ty % 4 in P), its keys 4tx + c and 32 + 4tx + c share tx.
+    // (and 2 (ty % 4) in P), its keys 4tx + c and 32 + 4tx + c share tx.
     const float* q_rows = sQ + (4 * ty) * kD;
     const float* k_rows = sK + (4 * tx) * kD;
     float* p_rows = sP + (4 * ty) * kFmaKV;
-    const int q_sw = ty & 7, p_sw = ty & 3;
+    const int q_sw = ty & 7, p_sw = 2 * (ty & 3);
     for (int it = 0; it < w.n_tiles; ++it) {
       const int64_t kv0 = w.kr.begin + static_cast<int64_t>(it) * kFmaKV;
       // K of this step has landed for every thread, and every warp is done with the previous
@@ -314,15 +321,15 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
             if (col >= w.kr.end || (w.causal && col > row0 + r)) s[r][c] = neg_inf();
           }
       }
-      // Online softmax; the 8 lanes sharing a row are lanes with the same lane/8.
+      // Online softmax; the 8 lanes sharing a row are the lanes with the same lane % 4.
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         // Pairwise, not a chain: eight dependent steps a row were the step's longest wait.
         float mx = fmaxf(m[r], fmaxf(fmaxf(fmaxf(s[r][0], s[r][1]), fmaxf(s[r][2], s[r][3])),
                                      fmaxf(fmaxf(s[r][4], s[r][5]), fmaxf(s[r][6], s[r][7]))));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
         const float ms = mx == neg_inf() ? 0.0f : mx * p.scale_log2;
         const float alpha = ptx::ex2_approx(fmaf(m[r], p.scale_log2, -ms));
 #pragma unroll
@@ -346,16 +353,17 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
       if (it + 1 < w.n_tiles) load_fma_tile<kD, kFmaKV, true, kNarrow>(sK, w.k, kv0 + kFmaKV, p.seq, width, tid);
 
       // O += P V, keys ascending per output, in runs of four chunks of P (16 keys): P's
-      // swizzle touches a chunk's low two bits, the same in every run.
+      // swizzle moves chunk 4 run + u to run run ^ (p_sw / 4), chunk u ^ (p_sw % 4) there.
 #pragma unroll 1
       for (int run = 0; run < kFmaKV / 16; ++run) {
+      const int p_run = 16 * (run ^ (p_sw >> 2));
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int k4 = 4 * run + u;
         float4 pr[4];
 #pragma unroll
         for (int r = 0; r < 4; ++r)
-          pr[r] = *reinterpret_cast<const float4*>(p_rows + r * kFmaKV + 16 * run + ((u ^ p_sw) << 2));
+          pr[r] = *reinterpret_cast<const float4*>(p_rows + p_run + r * kFmaKV + ((u ^ (p_sw & 3)) << 2));
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
@@ -381,9 +389,9 @@ __global__ void __launch_bounds__(kThreads, FmaLayout<kD>::kMinBlocks) flash_fwd
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     float lsum = l[r];
-    lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
-    lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
     lsum += __shfl_xor_sync(0xffffffffu, lsum, 4);
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 8);
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 16);
     const int64_t row = row0 + r;
     if (row >= p.seq) continue;
     if (p.splits == 1) {
