@@ -139,6 +139,20 @@ std::vector<double> reference(const Problem& p, const Shape& s, GemmEpilogue epi
   return ref;
 }
 
+// A product's shape and math, without data: what the dispatcher's ranking rules read.
+GemmArgs ranked_shape(DType d, int64_t M, int64_t N, int64_t K, GemmEpilogue e = GemmEpilogue::bias,
+                      tlb::Fp32Math math = tlb::Fp32Math::tf32, tlb::Activation act = tlb::Activation::gelu) {
+  GemmArgs a;
+  a.dtype = d;
+  a.fp32_math = math;
+  a.epilogue = e;
+  a.activation = act;
+  a.M = M;
+  a.N = N;
+  a.K = K;
+  return a;
+}
+
 GemmArgs gemm_args(const Mode& mode, const Shape& s, const Problem& p, GemmEpilogue epi, tlb::Activation act) {
   GemmArgs a;
   a.dtype = mode.dtype;
@@ -554,14 +568,7 @@ TEST_CASE("gemm epilogue stores 16-bit 128 x 192 tiles by TMA, copies short-K 16
     return tlb::gemm_detail::automatic_store(a, PersistentSchedule::pingpong);
   };
   auto args = [](DType d, GemmEpilogue e, Activation act, int64_t K) {
-    GemmArgs a;
-    a.dtype = d;
-    a.epilogue = e;
-    a.activation = act;
-    a.M = 16384;
-    a.N = 4096;
-    a.K = K;
-    return a;
+    return ranked_shape(d, 16384, 4096, K, e, tlb::Fp32Math::tf32, act);
   };
   for (const DType d : {DType::fp16, DType::bf16, DType::fp32}) {
     CHECK(automatic_store(args(d, GemmEpilogue::bias_qkv_split, Activation::gelu, 2048)) == EpilogueStore::staged);
@@ -617,14 +624,7 @@ TEST_CASE("gemm clusters of two rank ahead for TF32 ping-pong past K = 1024 and 
   using tlb::gemm_detail::PersistentSchedule;
   auto cluster_factor = [](DType d, Fp32Math math, PersistentSchedule s, int64_t K,
                            GemmEpilogue e = GemmEpilogue::bias) {
-    GemmArgs a;
-    a.dtype = d;
-    a.fp32_math = math;
-    a.epilogue = e;
-    a.M = 32768;
-    a.N = 2048;
-    a.K = K;
-    return tlb::gemm_detail::cluster_factor(a, s);
+    return tlb::gemm_detail::cluster_factor(ranked_shape(d, 32768, 2048, K, e, math), s);
   };
   const PersistentSchedule pingpong = PersistentSchedule::pingpong, coop = PersistentSchedule::cooperative;
   const PersistentSchedule wide = PersistentSchedule::pingpong_wide;
@@ -681,15 +681,7 @@ TEST_CASE("gemm cooperative schedules rank ahead of ping-pong on long K without 
   using tlb::gemm_detail::cooperative_factor;
   using tlb::gemm_detail::wide_factor;
   auto args = [](DType d, tlb::Fp32Math math, GemmEpilogue e, int64_t K) {
-    GemmArgs a;
-    a.dtype = d;
-    a.fp32_math = math;
-    a.epilogue = e;
-    a.activation = Activation::gelu;
-    a.M = 8192;
-    a.N = 2048;
-    a.K = K;
-    return a;
+    return ranked_shape(d, 8192, 2048, K, e, math);
   };
   const tlb::Fp32Math tf32 = tlb::Fp32Math::tf32;
   const GemmEpilogue residual = GemmEpilogue::bias_residual, act = GemmEpilogue::bias_activation;
@@ -727,14 +719,7 @@ TEST_CASE("gemm 128 x 192 ping-pong tiles rank ahead on deep grids", "[kernels][
   using tlb::gemm_detail::cooperative_factor;
   using tlb::gemm_detail::pingpong_wide_factor;
   auto args = [](DType d, int64_t M, int64_t N, int64_t K, GemmEpilogue e = GemmEpilogue::bias) {
-    GemmArgs a;
-    a.dtype = d;
-    a.fp32_math = Fp32Math::tf32;
-    a.epilogue = e;
-    a.M = M;
-    a.N = N;
-    a.K = K;
-    return a;
+    return ranked_shape(d, M, N, K, e);
   };
   for (const DType d : {DType::fp16, DType::bf16, DType::fp32}) {
     INFO(tlb::to_string(d));
