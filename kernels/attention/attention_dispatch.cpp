@@ -378,7 +378,8 @@ std::string variant_name(const Plan& plan, int64_t head_dim) {
                std::to_string(plan.sm90.q_rows) + "_kv" + std::to_string(plan.sm90.kv_cols) +
                (plan.persistent ? "_persistent" : "");
       return prefix + "tf32_" + portable + "_q64_kv32";
-    case Family::fp32fma: return prefix + "fp32fma_" + portable + "_q64_kv" + std::to_string(kv_cols);
+    case Family::fp32fma:
+      return prefix + "fp32fma_" + head_name(head_dim, attn::fma_width(head_dim)) + "_q64_kv" + std::to_string(kv_cols);
   }
   return prefix;
 }

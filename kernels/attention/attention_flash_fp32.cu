@@ -3,7 +3,7 @@
 // the online softmax in fp32, masks in the tile, and the split-KV partial layout of the
 // fp16/bf16 kernel. Head widths 64 and 128 (narrower heads, multiples of 8, on the width above
 // them with zero-filled columns: portable_width), any seq, every mask; 64 query rows x 32 keys
-// (tf32) or 64 keys (ieee) per step.
+// (tf32) or 64 keys (ieee) per step; the ieee kernel also at width 96 (fma_width).
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -217,7 +217,7 @@ static_assert(kFmaKV == 64, "the S layout below covers 64 keys: two groups of fo
 template <int kD>
 struct FmaLayout {
   static constexpr int kQ = kRows * kD, kK = kFmaKV * kD, kV = kFmaKV * kD, kP = kRows * kFmaKV;
-  static constexpr int kBytes = (kQ + kK + kV + kP) * 4;  // 64 / 112 KB at head_dim 64 / 128
+  static constexpr int kBytes = (kQ + kK + kV + kP) * 4;  // 64 / 88 / 112 KB at head_dim 64 / 96 / 128
   static constexpr int kMinBlocks = kD == 64 ? 3 : 2;
 };
 
@@ -428,18 +428,29 @@ void launch_fp32(const FlashLaunch& l, cudaStream_t stream) {
   TLB_LAUNCH_CHECK(stream);
 }
 
+void check_head_dim(int hd, const char* family) {
+  if (!portable_head_dim_ok(hd))
+    throw std::invalid_argument(std::string("flash attention ") + family + ": head_dim " + std::to_string(hd) +
+                                " is not a multiple of 8 in 8..128");
+}
+
 // The kernel of the head's width: its own at 64 and 128, the narrow one of the width above it
 // otherwise (portable_width).
 template <auto k64, auto k64Narrow, int kSmem64, auto k128, auto k128Narrow, int kSmem128>
 void launch_head(const FlashLaunch& l, cudaStream_t stream, const char* family) {
   const int hd = l.p.head_dim;
-  if (!portable_head_dim_ok(hd))
-    throw std::invalid_argument(std::string("flash attention ") + family + ": head_dim " + std::to_string(hd) +
-                                " is not a multiple of 8 in 8..128");
+  check_head_dim(hd, family);
   if (hd == 64) return launch_fp32<k64, kSmem64>(l, stream);
   if (hd == 128) return launch_fp32<k128, kSmem128>(l, stream);
   if (portable_width(hd) == 64) return launch_fp32<k64Narrow, kSmem64>(l, stream);
   launch_fp32<k128Narrow, kSmem128>(l, stream);
+}
+
+// The FMA kernel of width kD: its own at that head_dim, the narrow one below it.
+template <int kD>
+void launch_fp32fma_width(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.p.head_dim == kD) return launch_fp32<flash_fwd_fp32fma<kD, false>, FmaLayout<kD>::kBytes>(l, stream);
+  launch_fp32<flash_fwd_fp32fma<kD, true>, FmaLayout<kD>::kBytes>(l, stream);
 }
 
 }  // namespace
@@ -450,8 +461,12 @@ void launch_flash_tf32(const FlashLaunch& l, cudaStream_t stream) {
 }
 
 void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream) {
-  launch_head<flash_fwd_fp32fma<64, false>, flash_fwd_fp32fma<64, true>, FmaLayout<64>::kBytes,
-              flash_fwd_fp32fma<128, false>, flash_fwd_fp32fma<128, true>, FmaLayout<128>::kBytes>(l, stream, "fp32");
+  check_head_dim(l.p.head_dim, "fp32");
+  switch (fma_width(l.p.head_dim)) {
+    case 64: return launch_fp32fma_width<64>(l, stream);
+    case 96: return launch_fp32fma_width<96>(l, stream);
+    default: return launch_fp32fma_width<128>(l, stream);
+  }
 }
 
 }  // namespace tlb::attn

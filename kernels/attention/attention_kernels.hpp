@@ -100,6 +100,9 @@ void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream);
 constexpr bool portable_head_dim_ok(int64_t head_dim) { return head_dim >= 8 && head_dim <= 128 && head_dim % 8 == 0; }
 constexpr bool mma16_head_dim_ok(int64_t head_dim) { return head_dim >= 8 && head_dim <= 256 && head_dim % 8 == 0; }
 constexpr int portable_width(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
+// The FMA kernel (`ieee`) also compiles width 96: its loads, shared memory and register tiles
+// are the width's, so heads of 72-96 columns do a quarter less of that than on width 128.
+constexpr int fma_width(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 96 ? 96 : 128; }
 
 // Query rows and keys per block of each kernel: the dispatcher's split and workspace
 // arithmetic and the kernels must agree on them. `width`: the compiled head width.

@@ -662,14 +662,26 @@ TEST_CASE("the sm_90a TMA kernel in tf32 and the mma.sync tf32 kernel match fp64
 TEST_CASE("narrow heads on the mma.sync, tf32 and FMA kernels match fp64 attention", "[gpu][kernels][attention]") {
   TLB_REQUIRE_GPU();
   int idx = 0;
-  for (int64_t head_dim : {8, 24, 40, 72, 80, 120})
+  // The name's head: "_d80w128" for a head of 80 on the width-128 kernel, "_d96" on its own.
+  auto head_on = [](int64_t head_dim, int width) {
+    std::string h = "_d";
+    h += std::to_string(head_dim);
+    if (head_dim != width) {
+      h += 'w';
+      h += std::to_string(width);
+    }
+    return h;
+  };
+  for (int64_t head_dim : {8, 24, 40, 72, 80, 96, 120})
     for (MaskKind mask : kMasks)
       for (int64_t seq : {1, 7, 65, 257}) {
         ++idx;
         Shape s{idx % 2 ? 1 : 3, 1 + idx % 3, seq, head_dim, mask, {}};
         if (mask == MaskKind::padding) s.valid_lens = padding_lens(s.batch, seq, static_cast<uint64_t>(idx));
-        const std::string head = "_d" + std::to_string(head_dim) + "w" + (head_dim <= 64 ? "64" : "128");
         for (const Mode& mode : kModes) {
+          const bool fma = mode.dtype == DType::fp32 && mode.math == tlb::Fp32Math::ieee;
+          const std::string head =
+              head_on(head_dim, fma ? tlb::attn::fma_width(head_dim) : tlb::attn::portable_width(head_dim));
           const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 16));
           const std::vector<double> ref = reference_attention(p);
           check_against_fp64(p, ref, mode, nullptr);  // as dispatched (on Hopper, 16-bit: the TMA kernel)
@@ -691,8 +703,9 @@ TEST_CASE("narrow heads on the mma.sync, tf32 and FMA kernels match fp64 attenti
   for (const Mode& mode : {kTf32, kIeee}) {
     Shape s{1, 2, 1500, 80, MaskKind::causal, {}};
     const Problem p = make_problem(s, mode.dtype, seed_of(s, mode, 17));
-    CHECK(check_against_fp64(p, reference_attention(p), mode, mode.math == tlb::Fp32Math::tf32 ? "standard,mma" : nullptr)
-              .find("_d80w128") != std::string::npos);
+    const bool tf32 = mode.math == tlb::Fp32Math::tf32;
+    CHECK(check_against_fp64(p, reference_attention(p), mode, tf32 ? "standard,mma" : nullptr)
+              .find(tf32 ? "_d80w128" : "_d80w96") != std::string::npos);
   }
   // tf32 on the TMA kernel at narrow heads (on the widths of 32, 64, 96 and 128 columns above
   // them: TMA fills the missing columns of a box that holds some of the head), both grids and
@@ -822,7 +835,7 @@ TEST_CASE("narrow heads run on the width above them and say so", "[kernels][atte
     return shape_args(2, 8, 1000, head_dim, dt, MaskKind::causal, math, force);
   };
   using tlb::Fp32Math;
-  CHECK(tlb::flash_attention_variant(args(80, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d80w128_q64_kv64");
+  CHECK(tlb::flash_attention_variant(args(80, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d80w96_q64_kv64");
   CHECK(tlb::flash_attention_variant(args(40, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d40w64_q64_kv64");
   CHECK(tlb::flash_attention_variant(args(64, DType::fp32, Fp32Math::ieee, nullptr)) == "flash_fwd_fp32fma_d64_q64_kv64");
   // tf32 on Hopper: the TMA kernel on the width of 32, 64, 96 or 128 columns at or above the
@@ -876,7 +889,7 @@ TEST_CASE("narrow heads run on the width above them and say so", "[kernels][atte
   // A split's partials are the head's own columns.
   AttentionArgs split = args(80, DType::fp32, Fp32Math::ieee, "splitkv:4");
   split.mask = MaskKind::none;
-  CHECK(tlb::flash_attention_variant(split) == "flash_splitkv_x4_fp32fma_d80w128_q64_kv64");
+  CHECK(tlb::flash_attention_variant(split) == "flash_splitkv_x4_fp32fma_d80w96_q64_kv64");
   CHECK(tlb::flash_attention_workspace_bytes(split) == 4ull * 16 * 1000 * 80 * 4 + 4ull * 16 * 1000 * 2 * 4);
 }
 
