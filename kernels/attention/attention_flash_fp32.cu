@@ -199,11 +199,11 @@ __global__ void __launch_bounds__(kThreads, 2) flash_fwd_tf32(const FlashParams 
 // owns 16 rows whole; for S it owns keys 4tx..4tx+3 and 32+4tx..+3 of the tile (4 x 8 scores
 // from 4 + 8 shared loads per four head-dim columns), for O head-dim columns 32j + 4tx .. +3.
 // Shared memory returns one 32-bit register a lane per clock, so the kernel's loads (3 floats
-// for every 8 FMAs) would outlast its FMAs, but for this: a 16-byte load whose lanes l and l ^ 1
-// (or l ^ 2) read the same address returns twice as fast, and the four lanes of a tx do, for
-// the loads a thread makes most of (K in S, V in P V: 8 and 16 for every 4 and 4 of Q and P).
-// Q, K and V stay in their
-// memory layout (rows of kD floats) and come in by cp.async: K and V have one buffer each, and
+// for every 8 FMAs) would outlast its FMAs unless lanes share them: a 16-byte load whose lanes
+// l and l ^ 1 (or l ^ 2) read the same address is documented to take half the wavefronts, and
+// the four lanes of a tx read the same K row in S and V row in P V, the loads a thread makes
+// most of (8 and 16 for every 4 and 4 of Q and P). What that buys here is a prediction until
+// measured (results/perf-log.md, 2026-12-08). Q, K and V stay in their memory layout (rows of kD floats) and come in by cp.async: K and V have one buffer each, and
 // each refills while the other is in use (V during S, the next K during PV), with a barrier
 // between the two halves of a step. In Q and K a 16-byte chunk q of row r sits at
 // q ^ (r / 4 % 8), so the eight keys (and four query rows) a warp reads at once, four apart,

@@ -285,16 +285,18 @@ std::vector<Candidate> rank_candidates(const GemmArgs& a) {
   return c;
 }
 
-// The ranking depends only on the device and the shape, dtype and math of the product, and
-// the layer stack asks for it at every launch of an eager forward: it is worked out once per
-// such key (names, cluster capacities) and then looked up.
+// The ranking depends only on the device and the shape, dtype, math and epilogue of the
+// product (case 12's head split and bias-only QKV share M, N and K and rank apart), and the
+// layer stack asks for it at every launch of an eager forward: it is worked out once per such
+// key (names, cluster capacities) and then looked up.
 const std::vector<Candidate>& ranked_candidates(const GemmArgs& a) {
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int>;
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int>;
   static std::map<Key, std::vector<Candidate>> cache;
   static std::mutex mu;
   int dev = 0;
   TLB_CUDA_CHECK(cudaGetDevice(&dev));
-  const Key key{dev, a.M, a.N, a.K, static_cast<int>(a.dtype), static_cast<int>(a.fp32_math)};
+  const Key key{dev, a.M, a.N, a.K, static_cast<int>(a.dtype), static_cast<int>(a.fp32_math),
+                static_cast<int>(a.epilogue)};
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, rank_candidates(a)).first;
@@ -411,7 +413,7 @@ double wide_factor(const GemmArgs& a) {
 double pingpong_wide_factor(const GemmArgs& a, int sms) {
   const bool deep = kPingpongWideModel.tiles(a.M, a.N) >= 15 * static_cast<int64_t>(sms);
   const bool ahead = a.dtype == DType::fp32
-                         ? a.K >= 2048 && (a.N >= 6144 || a.K >= 4096)
+                         ? a.fp32_math == Fp32Math::tf32 && a.K >= 2048 && (a.N >= 6144 || a.K >= 4096)
                          : a.K >= 2048 || (a.K >= 1024 && a.epilogue != GemmEpilogue::bias_qkv_split);
   return deep && ahead ? 0.85 : 1.1;
 }
@@ -434,9 +436,10 @@ double pingpong_wide_factor(const GemmArgs& a, int sms) {
 // everywhere else (offered and measured, not picked).
 double cluster_factor(const GemmArgs& a, PersistentSchedule s) {
   const bool tf32 = a.dtype == DType::fp32 && a.fp32_math == Fp32Math::tf32;
+  const bool sixteen_bit = a.dtype != DType::fp32;
   const bool wide_ahead = s == PersistentSchedule::pingpong_wide &&
-                          (tf32 || a.epilogue == GemmEpilogue::bias_residual ||
-                           a.epilogue == GemmEpilogue::bias_qkv_split);
+                          (tf32 || (sixteen_bit && (a.epilogue == GemmEpilogue::bias_residual ||
+                                                    a.epilogue == GemmEpilogue::bias_qkv_split)));
   const bool ahead = (s == PersistentSchedule::pingpong && tf32 && a.K > 1024) || wide_ahead;
   return ahead ? 0.97 : 1.0 + 2e-5;
 }

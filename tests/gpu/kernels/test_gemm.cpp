@@ -633,6 +633,7 @@ TEST_CASE("gemm clusters of two rank ahead for TF32 ping-pong past K = 1024 and 
   CHECK(cluster_factor(DType::fp32, Fp32Math::tf32, coop, 1600) > 1.0);
   CHECK(cluster_factor(DType::fp32, Fp32Math::ieee, pingpong, 4096) > 1.0);   // no tensor cores
   CHECK(cluster_factor(DType::fp32, Fp32Math::tf32, wide, 2048, GemmEpilogue::bias_activation) < 1.0);  // case 13 up
+  CHECK(cluster_factor(DType::fp32, Fp32Math::ieee, wide, 8192, GemmEpilogue::bias_residual) > 1.0);  // no tensor cores
   using tlb::gemm_detail::persistent_supported;
   CHECK_FALSE(persistent_supported(601, 264, {.schedule = pingpong, .cluster = 2}));  // 5 tile rows
   CHECK_FALSE(persistent_supported(601, 264, {.schedule = coop, .cluster = 2}));      // 3
@@ -668,6 +669,34 @@ TEST_CASE("gemm clusters of two rank ahead for TF32 ping-pong past K = 1024 and 
     CHECK(cluster_factor(d, Fp32Math::tf32, wide, 2048, GemmEpilogue::bias_activation) > 1.0);  // case 13 up
     CHECK(cluster_factor(d, Fp32Math::tf32, wide, 1024) > 1.0);  // case 12 bias-only QKV
   }
+}
+
+// The dispatcher keeps each product's ranking once worked out; the epilogue is part of the
+// key. Case 12's head split and bias-only QKV share M, N and K (16384 x 3072 x 1024) and rank
+// apart on Hopper (128 x 128 tiles for the split, 128 x 192 for the rest): asking for one
+// first must not fix the other's.
+TEST_CASE("gemm rankings are kept per epilogue, not per shape alone", "[gpu][kernels][gemm]") {
+  TLB_REQUIRE_GPU();
+  alignas(16) static uint8_t fake[64];  // never dereferenced: only the ranking is asked for
+  GemmArgs split = ranked_shape(DType::fp16, 16384, 3072, 1024, GemmEpilogue::bias_qkv_split);
+  split.A = split.W = split.q = split.k = split.v = fake;
+  split.batch = 1;
+  split.seq = 16384;
+  split.heads = 16;
+  split.head_dim = 64;
+  GemmArgs bias = ranked_shape(DType::fp16, 16384, 3072, 1024);
+  bias.A = bias.W = bias.out = fake;
+  const std::vector<std::string> split_names = tlb::gemm_fused_variants(split);
+  const std::vector<std::string> bias_names = tlb::gemm_fused_variants(bias);
+  REQUIRE_FALSE(split_names.empty());
+  REQUIRE_FALSE(bias_names.empty());
+  const std::string wide = "sm90_pingpong_128x192x64_s4";
+  if (std::find(bias_names.begin(), bias_names.end(), wide) == bias_names.end()) {
+    WARN("no sm_90a GEMMs on this device: the two rankings are alike");
+    return;
+  }
+  CHECK(bias_names.front() == wide);
+  CHECK(split_names.front() != wide);
 }
 
 // The cooperative schedules' place in the ranking, without a device, as measured on H100s:
@@ -734,6 +763,11 @@ TEST_CASE("gemm 128 x 192 ping-pong tiles rank ahead on deep grids", "[kernels][
     CHECK(pingpong_wide_factor(args(d, 16384, 4096, 512), 132) > 1.0);    // K = 512: not measured
     CHECK(pingpong_wide_factor(args(d, 4096, 4096, 16384), 132) > 1.0);   // case 10 down: 5.3 waves
     CHECK(pingpong_wide_factor(args(d, 8192, 6144, 2048), 144) > 1.0);    // 14.2 waves on 144 SMs
+    if (tf32) {
+      tlb::GemmArgs ieee = args(d, 32768, 8192, 2048);
+      ieee.fp32_math = Fp32Math::ieee;
+      CHECK(pingpong_wide_factor(ieee, 132) > 1.0);  // no tensor cores
+    }
     // Ahead of the cooperative schedules where they rank ahead of ping-pong.
     CHECK(pingpong_wide_factor(args(d, 4096, 12288, 4096), 132) < cooperative_factor(args(d, 4096, 12288, 4096)));
   }
