@@ -434,38 +434,42 @@ void check_head_dim(int hd, const char* family) {
                                 " is not a multiple of 8 in 8..128");
 }
 
-// The kernel of the head's width: its own at 64 and 128, the narrow one of the width above it
-// otherwise (portable_width).
-template <auto k64, auto k64Narrow, int kSmem64, auto k128, auto k128Narrow, int kSmem128>
-void launch_head(const FlashLaunch& l, cudaStream_t stream, const char* family) {
-  const int hd = l.p.head_dim;
-  check_head_dim(hd, family);
-  if (hd == 64) return launch_fp32<k64, kSmem64>(l, stream);
-  if (hd == 128) return launch_fp32<k128, kSmem128>(l, stream);
-  if (portable_width(hd) == 64) return launch_fp32<k64Narrow, kSmem64>(l, stream);
-  launch_fp32<k128Narrow, kSmem128>(l, stream);
-}
+// The two kernels' families: the kernel and its shared memory at each compiled width.
+struct Tf32Kernels {
+  template <int kD, bool kNarrow>
+  static constexpr auto kernel = flash_fwd_tf32<kD, kNarrow>;
+  template <int kD>
+  static constexpr int smem = Tf32Layout<kD>::kBytes;
+};
+struct FmaKernels {
+  template <int kD, bool kNarrow>
+  static constexpr auto kernel = flash_fwd_fp32fma<kD, kNarrow>;
+  template <int kD>
+  static constexpr int smem = FmaLayout<kD>::kBytes;
+};
 
-// The FMA kernel of width kD: its own at that head_dim, the narrow one below it.
-template <int kD>
-void launch_fp32fma_width(const FlashLaunch& l, cudaStream_t stream) {
-  if (l.p.head_dim == kD) return launch_fp32<flash_fwd_fp32fma<kD, false>, FmaLayout<kD>::kBytes>(l, stream);
-  launch_fp32<flash_fwd_fp32fma<kD, true>, FmaLayout<kD>::kBytes>(l, stream);
+// The family's kernel of width kD: its own at that head_dim, the narrow one for heads below it.
+template <class K, int kD>
+void launch_width(const FlashLaunch& l, cudaStream_t stream) {
+  if (l.p.head_dim == kD) return launch_fp32<K::template kernel<kD, false>, K::template smem<kD>>(l, stream);
+  launch_fp32<K::template kernel<kD, true>, K::template smem<kD>>(l, stream);
 }
 
 }  // namespace
 
+// The tf32 kernel at widths 64 and 128 (portable_width), the FMA kernel also at 96 (fma_width).
 void launch_flash_tf32(const FlashLaunch& l, cudaStream_t stream) {
-  launch_head<flash_fwd_tf32<64, false>, flash_fwd_tf32<64, true>, Tf32Layout<64>::kBytes, flash_fwd_tf32<128, false>,
-              flash_fwd_tf32<128, true>, Tf32Layout<128>::kBytes>(l, stream, "tf32");
+  check_head_dim(l.p.head_dim, "tf32");
+  if (portable_width(l.p.head_dim) == 64) return launch_width<Tf32Kernels, 64>(l, stream);
+  launch_width<Tf32Kernels, 128>(l, stream);
 }
 
 void launch_flash_fp32fma(const FlashLaunch& l, cudaStream_t stream) {
   check_head_dim(l.p.head_dim, "fp32");
   switch (fma_width(l.p.head_dim)) {
-    case 64: return launch_fp32fma_width<64>(l, stream);
-    case 96: return launch_fp32fma_width<96>(l, stream);
-    default: return launch_fp32fma_width<128>(l, stream);
+    case 64: return launch_width<FmaKernels, 64>(l, stream);
+    case 96: return launch_width<FmaKernels, 96>(l, stream);
+    default: return launch_width<FmaKernels, 128>(l, stream);
   }
 }
 

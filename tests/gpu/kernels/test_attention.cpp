@@ -180,7 +180,6 @@ AttentionArgs attention_args(const Problem& p, const Mode& mode, const char* for
   return a;
 }
 
-// One call of flash_attention: output fenced by guard bytes and NaN inside, workspace NaN too.
 // The dispatcher's questions (variant, workspace) need a shape and no buffers.
 AttentionArgs shape_args(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, DType dtype, MaskKind mask,
                          tlb::Fp32Math math = tlb::Fp32Math::tf32, const char* force = nullptr) {
@@ -204,6 +203,7 @@ tlb::LayerShape layer_shape(int64_t batch, int64_t heads, int64_t seq, int64_t h
   return l;
 }
 
+// One call of flash_attention: output fenced by guard bytes and NaN inside, workspace NaN too.
 Run run_flash(const Problem& p, const Mode& mode, const char* force) {
   const Shape& s = p.shape;
   AttentionArgs a = attention_args(p, mode, force);
