@@ -22,19 +22,11 @@ namespace tlb::bench {
 
 namespace {
 
-// The stage whose output a stage reads first inside a layer (ln1: the previous layer's last):
-// run just before it, that output sits in L2 as the forward leaves it.
+// The stage whose output a stage reads first inside a layer: the one before it in the
+// forward, CostStage's order (ln1's is the previous layer's ffn_down). Run just before it,
+// that output sits in L2 as the forward leaves it.
 tlb::CostStage producer_of(tlb::CostStage s) {
-  switch (s) {
-    case tlb::CostStage::ln1: return tlb::CostStage::ffn_down;
-    case tlb::CostStage::qkv: return tlb::CostStage::ln1;
-    case tlb::CostStage::attn: return tlb::CostStage::qkv;
-    case tlb::CostStage::out_proj: return tlb::CostStage::attn;
-    case tlb::CostStage::ln2: return tlb::CostStage::out_proj;
-    case tlb::CostStage::ffn_up: return tlb::CostStage::ln2;
-    case tlb::CostStage::ffn_down: return tlb::CostStage::ffn_up;
-  }
-  throw std::logic_error("producer_of: unknown stage");
+  return static_cast<tlb::CostStage>((static_cast<int>(s) + tlb::kNumCostStages - 1) % tlb::kNumCostStages);
 }
 
 }  // namespace

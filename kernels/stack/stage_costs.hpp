@@ -34,6 +34,7 @@
 
 namespace tlb {
 
+// A layer's stages in the order its forward runs them (each reads the one before's output).
 enum class CostStage : int { ln1 = 0, qkv, attn, out_proj, ln2, ffn_up, ffn_down };
 inline constexpr int kNumCostStages = 7;
 std::string_view to_string(CostStage s);
